@@ -1,0 +1,424 @@
+// Package agent is volumed's core: desired state from the manifests,
+// actual state behind a durable store, the reconciler that compares them
+// and the executor that acts through the drivers' interfaces.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/volumed/volumed/agent/api"
+	"github.com/volumed/volumed/store"
+)
+
+// Config wires an agent. cmd/volumed fills it with the concrete drivers.
+type Config struct {
+	StateDir  string
+	Manifests Manifests
+	// WatchDirs are watched for manifest changes (the drop-in dirs).
+	WatchDirs []string
+	Store     Store
+	Attachers map[string]Attacher
+	FS        Filesystems
+	Mounter   Mounter
+	Log       *slog.Logger
+	Metrics   *Metrics
+	// Resync is the period of the drift check and manifest re-read.
+	Resync time.Duration
+	// Parallel bounds the operations running at once.
+	Parallel int
+	Now      func() time.Time
+	// Notify receives sd_notify lines (READY=1, STATUS=...); may be nil.
+	Notify func(state string)
+	// StateRecovery, when set, says the state file was damaged and moved aside.
+	StateRecovery string
+	// WatchdogInterval, when set, is how often the reconcile loop pets
+	// systemd's watchdog (WATCHDOG=1): a wedged loop stops petting.
+	WatchdogInterval time.Duration
+	// ShutdownGrace is how long SIGTERM waits for running operations.
+	ShutdownGrace time.Duration
+}
+
+// Agent is one running volumed.
+type Agent struct {
+	cfg   Config
+	state *State
+	exec  *Executor
+	usage *usageCache
+
+	trigger chan struct{}
+	reload  chan struct{}
+
+	mu                 sync.Mutex
+	desired            map[string]*Desired
+	problems           []string
+	events             map[string][]api.Event
+	interruptedFormats map[string]bool
+	settled            bool
+	statusLine         string
+}
+
+const eventsKept = 20
+
+// New returns an agent; Run starts it.
+func New(cfg Config) *Agent {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Resync <= 0 {
+		cfg.Resync = time.Minute
+	}
+	if cfg.Parallel <= 0 {
+		cfg.Parallel = 16
+	}
+	if cfg.ShutdownGrace <= 0 {
+		cfg.ShutdownGrace = 20 * time.Second
+	}
+	return &Agent{
+		cfg:                cfg,
+		exec:               NewExecutor(cfg.Parallel, cfg.Now),
+		usage:              newUsageCache(),
+		trigger:            make(chan struct{}, 1),
+		reload:             make(chan struct{}, 1),
+		desired:            map[string]*Desired{},
+		events:             map[string][]api.Event{},
+		interruptedFormats: map[string]bool{},
+	}
+}
+
+// Trigger asks for a reconcile pass as soon as possible.
+func (a *Agent) Trigger() {
+	select {
+	case a.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// Reload asks for the manifests to be read again at once (SIGHUP).
+func (a *Agent) Reload() {
+	select {
+	case a.reload <- struct{}{}:
+	default:
+	}
+}
+
+// Run reconstructs the actual state from the store and the kernel, then
+// reconciles until ctx is cancelled. On return every mount is left in
+// place: stopping the agent never tears anything down.
+func (a *Agent) Run(ctx context.Context) error {
+	a.loadManifests()
+	if err := a.reconstruct(ctx); err != nil {
+		return fmt.Errorf("reconstruct actual state: %w", err)
+	}
+
+	// Operations get a context of their own so that SIGTERM lets them
+	// finish (within the grace period) instead of cutting a mkfs short.
+	opCtx, cancelOps := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelOps()
+
+	watcher := a.watch()
+	if watcher != nil {
+		defer watcher.Close()
+	}
+	var watchEvents <-chan fsnotify.Event
+	var watchErrors <-chan error
+	if watcher != nil {
+		watchEvents, watchErrors = watcher.Events, watcher.Errors
+	}
+
+	resync := time.NewTicker(a.cfg.Resync)
+	defer resync.Stop()
+	retry := time.NewTimer(time.Hour)
+	defer retry.Stop()
+	var watchdog <-chan time.Time
+	if a.cfg.WatchdogInterval > 0 {
+		t := time.NewTicker(a.cfg.WatchdogInterval)
+		defer t.Stop()
+		watchdog = t.C
+		a.notify("WATCHDOG=1")
+	}
+	debounce := time.NewTimer(time.Hour)
+	debounce.Stop()
+	defer debounce.Stop()
+
+	for {
+		a.pass(opCtx)
+		retry.Stop()
+		if t := a.exec.NextRetry(); !t.IsZero() {
+			retry.Reset(max(t.Sub(a.cfg.Now()), time.Millisecond))
+		}
+		select {
+		case <-ctx.Done():
+			return a.shutdown(cancelOps)
+		case <-a.trigger:
+		case <-retry.C:
+		case <-resync.C:
+			a.loadManifests()
+			a.verify(ctx)
+			a.addWatches(watcher)
+			a.refreshUsage()
+		case <-watchdog:
+			a.notify("WATCHDOG=1")
+		case <-a.reload:
+			a.loadManifests()
+			a.notify("READY=1")
+		case ev := <-watchEvents:
+			a.cfg.Log.Debug("manifest change", "path", ev.Name, "op", ev.Op.String())
+			debounce.Reset(100 * time.Millisecond)
+		case err := <-watchErrors:
+			// An overflow loses events: read everything again.
+			a.cfg.Log.Warn("manifest watch", "error", err)
+			a.loadManifests()
+		case <-debounce.C:
+			a.loadManifests()
+		}
+	}
+}
+
+func (a *Agent) shutdown(cancelOps context.CancelFunc) error {
+	a.notify("STOPPING=1")
+	done := make(chan struct{})
+	go func() { a.exec.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(a.cfg.ShutdownGrace):
+		// Abandoning is safe: every running operation has a durable
+		// intent that the next start resolves by probing the kernel.
+		a.cfg.Log.Warn("operations still running at shutdown; abandoning them", "grace", a.cfg.ShutdownGrace)
+		cancelOps()
+		<-done
+	}
+	a.cfg.Log.Info("stopped; every mount stays in place")
+	return nil
+}
+
+// loadManifests re-reads the manifests and replaces the desired state.
+// A volume whose manifest changed gets a fresh backoff.
+func (a *Agent) loadManifests() {
+	res := a.cfg.Manifests.Load()
+	desired := buildDesired(res)
+	problems := make([]string, 0, len(res.Problems))
+	for _, p := range res.Problems {
+		problems = append(problems, p.Error())
+	}
+	a.mu.Lock()
+	old := a.desired
+	a.desired = desired
+	oldProblems := a.problems
+	a.problems = problems
+	a.mu.Unlock()
+
+	for name, d := range desired {
+		if o := old[name]; o == nil || o.Generation != d.Generation {
+			a.exec.Reset(name)
+			if o != nil {
+				a.cfg.Log.Info("manifest changed", "volume", name, "file", d.File)
+			}
+		}
+	}
+	for name := range old {
+		if desired[name] == nil {
+			a.exec.Reset(name)
+			a.cfg.Log.Info("manifest removed", "volume", name)
+		}
+	}
+	if !slices.Equal(oldProblems, problems) {
+		for _, p := range problems {
+			a.cfg.Log.Error("manifest refused", "problem", p)
+		}
+	}
+	if a.cfg.Metrics != nil {
+		a.cfg.Metrics.manifestErrors.Set(float64(len(res.BadFiles)))
+	}
+	a.Trigger()
+}
+
+func (a *Agent) desiredSnapshot() map[string]*Desired {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.desired
+}
+
+// pass is one reconcile pass: decide, then dispatch what is not already
+// running or backing off.
+func (a *Agent) pass(ctx context.Context) {
+	start := a.cfg.Now()
+	desired := a.desiredSnapshot()
+	actual := a.state.Snapshot()
+	started := 0
+	for _, op := range Plan(desired, actual) {
+		fn := a.opFunc(op, desired[op.Volume], actual[op.Volume])
+		driver := driverOf(desired[op.Volume], actual[op.Volume])
+		ok, _ := a.exec.Start(ctx, op.Volume, op.Kind, func(ctx context.Context) error {
+			err := a.run(ctx, op.Volume, driver, op.Kind, fn)
+			if errors.Is(err, errRetryNow) {
+				return nil
+			}
+			return err
+		}, func(error) { a.Trigger() })
+		if ok {
+			started++
+		}
+	}
+	if a.cfg.Metrics != nil {
+		a.cfg.Metrics.reconcile.Observe(a.cfg.Now().Sub(start).Seconds())
+	}
+	settled := started == 0 && a.exec.Busy() == 0
+	a.mu.Lock()
+	first := settled && !a.settled
+	a.settled = settled
+	a.mu.Unlock()
+	if first {
+		a.refreshUsage()
+	}
+	a.reportStatus(first)
+}
+
+func driverOf(d *Desired, rec *store.Volume) string {
+	if d != nil {
+		return d.Driver
+	}
+	if rec != nil {
+		return rec.Driver
+	}
+	return ""
+}
+
+func (a *Agent) opFunc(op Op, d *Desired, rec *store.Volume) func(context.Context) error {
+	driver := driverOf(d, rec)
+	switch op.Kind {
+	case OpAttach:
+		return func(ctx context.Context) error { return a.opAttach(ctx, d) }
+	case OpMountDevice:
+		return func(ctx context.Context) error { return a.opMountDevice(ctx, d) }
+	case OpPublish:
+		return func(ctx context.Context) error { return a.opPublish(ctx, d, op.Target) }
+	case OpUnpublish:
+		return func(ctx context.Context) error { return a.opUnpublish(ctx, op.Volume, driver, op.Target.Path) }
+	case OpUnmountDevice:
+		return func(ctx context.Context) error { return a.opUnmountDevice(ctx, op.Volume, driver) }
+	case OpDetach:
+		return func(ctx context.Context) error { return a.opDetach(ctx, op.Volume, driver) }
+	}
+	return func(context.Context) error { return fmt.Errorf("unknown operation %q", op.Kind) }
+}
+
+// run logs, measures and records one operation.
+func (a *Agent) run(ctx context.Context, volume, driver, op string, fn func(context.Context) error) error {
+	start := a.cfg.Now()
+	a.cfg.Log.Info("operation started", "volume", volume, "operation", op, "driver", driver)
+	err := fn(ctx)
+	d := a.cfg.Now().Sub(start)
+	if errors.Is(err, errRetryNow) {
+		a.cfg.Log.Info("operation found the record stale; replanning", "volume", volume, "operation", op, "driver", driver)
+		return err
+	}
+	ev := api.Event{Time: start, Op: op, Result: "success", Duration: d.Seconds()}
+	if err != nil {
+		ev.Result, ev.Error = "error", err.Error()
+		a.cfg.Log.Error("operation failed", "volume", volume, "operation", op, "driver", driver, "duration", d, "error", err)
+	} else {
+		a.cfg.Log.Info("operation finished", "volume", volume, "operation", op, "driver", driver, "duration", d)
+	}
+	a.cfg.Metrics.observeOp(op, driver, d, err)
+	a.mu.Lock()
+	evs := append(a.events[volume], ev)
+	if len(evs) > eventsKept {
+		evs = evs[len(evs)-eventsKept:]
+	}
+	a.events[volume] = evs
+	a.mu.Unlock()
+	return err
+}
+
+func (a *Agent) notify(state string) {
+	if a.cfg.Notify != nil {
+		a.cfg.Notify(state)
+	}
+}
+
+// reportStatus tells systemd how things stand, READY=1 the first time the
+// agent has settled (everything converged or waiting out a backoff).
+func (a *Agent) reportStatus(firstSettle bool) {
+	counts := map[string]int{}
+	for _, v := range a.Status() {
+		counts[v.Phase]++
+	}
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%d %s", counts[k], strings.ToLower(k)))
+	}
+	line := "no volumes"
+	if len(parts) > 0 {
+		line = strings.Join(parts, ", ")
+	}
+	a.mu.Lock()
+	changed := line != a.statusLine
+	a.statusLine = line
+	a.mu.Unlock()
+	if firstSettle {
+		a.cfg.Log.Info("converged", "status", line)
+		a.notify("READY=1\nSTATUS=" + line)
+		return
+	}
+	if changed {
+		a.notify("STATUS=" + line)
+	}
+}
+
+func (a *Agent) refreshUsage() {
+	paths := map[string]string{}
+	for name, rec := range a.state.Snapshot() {
+		if rec.Staging != nil {
+			paths[name] = rec.Staging.Path
+		}
+	}
+	a.usage.refresh(paths)
+}
+
+// watch starts an fsnotify watcher on the manifest directories that
+// exist; directories that appear later are picked up at resync.
+func (a *Agent) watch() *fsnotify.Watcher {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		a.cfg.Log.Warn("cannot watch manifest directories; relying on resync", "error", err)
+		return nil
+	}
+	a.addWatches(w)
+	return w
+}
+
+func (a *Agent) addWatches(w *fsnotify.Watcher) {
+	if w == nil {
+		return
+	}
+	have := w.WatchList()
+	for _, d := range a.cfg.WatchDirs {
+		if slices.Contains(have, d) {
+			continue
+		}
+		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+			if err := w.Add(d); err != nil {
+				a.cfg.Log.Warn("watch manifest directory", "dir", d, "error", err)
+			}
+		}
+	}
+}

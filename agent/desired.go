@@ -1,0 +1,91 @@
+package agent
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"path"
+	"sort"
+
+	"github.com/volumed/volumed/agent/manifest"
+)
+
+// Desired is what the manifests want of one volume.
+type Desired struct {
+	Name   string
+	Driver string
+	File   string // the manifest file that declares it
+	Spec   *manifest.VolumeSpec
+	// Absent: the manifest says `state: absent`; the volume is torn down
+	// but stays listed.
+	Absent  bool
+	Targets []DesiredTarget
+	// Generation changes whenever anything about the volume's manifest
+	// (or a Mount pointing at it) changes; it resets backoff.
+	Generation string
+}
+
+// DesiredTarget is one place the volume is published.
+type DesiredTarget struct {
+	Path     string
+	ReadOnly bool
+	SubPath  string
+	From     string // "Volume/name" or "Mount/name", for messages
+}
+
+// Wanted reports whether the volume should be set up (not torn down).
+func (d *Desired) Wanted() bool { return d != nil && !d.Absent }
+
+// Target returns the desired target at path, if any.
+func (d *Desired) Target(p string) (DesiredTarget, bool) {
+	if d == nil {
+		return DesiredTarget{}, false
+	}
+	for _, t := range d.Targets {
+		if t.Path == p {
+			return t, true
+		}
+	}
+	return DesiredTarget{}, false
+}
+
+// buildDesired turns the accepted manifest objects into the desired state.
+func buildDesired(res *manifest.Result) map[string]*Desired {
+	out := make(map[string]*Desired, len(res.Volumes))
+	for _, o := range res.Volumes {
+		spec := o.Volume
+		d := &Desired{
+			Name:   o.Metadata.Name,
+			Driver: spec.Source.Driver(),
+			File:   o.File,
+			Spec:   spec,
+			Absent: spec.State == "absent",
+		}
+		for _, m := range spec.Mounts {
+			d.Targets = append(d.Targets, DesiredTarget{Path: path.Clean(m.Path), ReadOnly: m.ReadOnly, From: "Volume/" + d.Name})
+		}
+		out[d.Name] = d
+	}
+	for _, o := range res.Mounts {
+		m := o.Mount
+		d := out[m.Volume]
+		if d == nil {
+			continue // waits for its volume; the loader reported it
+		}
+		d.Targets = append(d.Targets, DesiredTarget{Path: path.Clean(m.Path), ReadOnly: m.ReadOnly, SubPath: m.SubPath, From: "Mount/" + o.Metadata.Name})
+	}
+	for _, d := range out {
+		sort.Slice(d.Targets, func(i, j int) bool { return d.Targets[i].Path < d.Targets[j].Path })
+		d.Generation = generation(d)
+	}
+	return out
+}
+
+func generation(d *Desired) string {
+	b, _ := json.Marshal(struct {
+		Spec    *manifest.VolumeSpec
+		Targets []DesiredTarget
+	}{d.Spec, d.Targets})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}

@@ -1,0 +1,80 @@
+package agent
+
+import (
+	"context"
+
+	"github.com/moby/sys/mountinfo"
+
+	"github.com/volumed/volumed/agent/manifest"
+	"github.com/volumed/volumed/store"
+)
+
+// Attacher makes a volume's source available as a block device. One per
+// driver name; cmd/volumed adapts the concrete drivers to it, so the core
+// never imports them.
+type Attacher interface {
+	// Find returns the attachments of the volume's source that exist now,
+	// identified by stable identity (never by a device name alone).
+	Find(ctx context.Context, v *Desired) ([]Found, error)
+	// Attach attaches the source and returns what it made.
+	Attach(ctx context.Context, v *Desired) (Found, error)
+	// Verify reports whether the recorded attachment still exists with
+	// the same identity, and its current device path.
+	Verify(ctx context.Context, a store.Attachment) (device string, ok bool, err error)
+	// Detach tears a recorded attachment down after checking its identity.
+	Detach(ctx context.Context, a store.Attachment) error
+}
+
+// Found is one attachment of a source seen in the kernel.
+type Found struct {
+	Device   string
+	Identity string
+	// Ours: the kernel object carries volumed's marker (e.g. a loop
+	// device's tag), so it was made by volumed even if the state file was lost.
+	Ours bool
+}
+
+// Filesystems probes, formats and grows filesystems on block devices.
+type Filesystems interface {
+	// Probe lists every signature on the device (filesystems, partition
+	// tables, LUKS, LVM, RAID, swap). An error means "unknown", never "blank".
+	Probe(ctx context.Context, device string) ([]Signature, error)
+	Mkfs(ctx context.Context, device, fstype string, extra []string) error
+	Grow(ctx context.Context, fstype, device, mountpoint string) error
+}
+
+// Signature is one thing found on a device.
+type Signature struct {
+	Type   string // ext4, xfs, gpt, crypto_LUKS, ...
+	Usage  string // filesystem, partition_table, crypto, raid, other
+	Offset int64
+}
+
+// Mounter does mounts and reads the kernel's mount table.
+type Mounter interface {
+	MountDevice(device, target, fstype string, opts []string) error
+	Bind(source, target string, o BindOptions) error
+	// Unmount removes the topmost mount at target and confirms it against
+	// mountinfo; it fails (never pretends) when the target stays busy.
+	Unmount(ctx context.Context, target string) error
+	EnsureDir(path string) error
+	Mounts() ([]*mountinfo.Info, error)
+}
+
+// BindOptions are the flags a publish applies to its bind mount.
+type BindOptions struct{ ReadOnly, NoSuid, NoDev, NoExec bool }
+
+// Store is the persistence behind the actual state (package store).
+type Store interface {
+	Load() (map[string]*store.Volume, []store.Intent, error)
+	Begin(in store.Intent) (uint64, error)
+	Finish(intentID uint64, name string, v *store.Volume) error
+	Put(v *store.Volume) error
+	Delete(name string) error
+	DropIntent(id uint64) error
+}
+
+// Manifests is the desired-state populator's source (manifest.Builder).
+type Manifests interface {
+	Load() *manifest.Result
+}

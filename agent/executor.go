@@ -1,0 +1,196 @@
+package agent
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Backoff bounds, as in the kubelet's exponential backoff.
+const (
+	initialBackoff = 500 * time.Millisecond
+	maxBackoff     = 2*time.Minute + 2*time.Second
+)
+
+// Executor runs operations: at most one per volume at a time, volumes in
+// parallel up to a bound, and a failed (volume, operation) is not retried
+// before its backoff has passed.
+type Executor struct {
+	now func() time.Time
+	sem chan struct{}
+	wg  sync.WaitGroup
+
+	mu      sync.Mutex
+	running map[string]string // volume -> operation
+	failed  map[opKey]*failure
+}
+
+type opKey struct{ volume, op string }
+
+type failure struct {
+	count int
+	until time.Time
+	err   error
+}
+
+// NewExecutor returns an executor that runs at most parallel operations
+// at once. now is the clock (time.Now outside tests).
+func NewExecutor(parallel int, now func() time.Time) *Executor {
+	if parallel < 1 {
+		parallel = 1
+	}
+	return &Executor{
+		now:     now,
+		sem:     make(chan struct{}, parallel),
+		running: map[string]string{},
+		failed:  map[opKey]*failure{},
+	}
+}
+
+// Start runs fn for op in a new goroutine unless the volume already has
+// an operation running or the (volume, operation) is backing off. It
+// returns whether it started and, when backing off, until when. done is
+// called with fn's result after the bookkeeping is updated.
+func (e *Executor) Start(ctx context.Context, volume, op string, fn func(context.Context) error, done func(error)) (bool, time.Time) {
+	e.mu.Lock()
+	if _, busy := e.running[volume]; busy {
+		e.mu.Unlock()
+		return false, time.Time{}
+	}
+	if f := e.failed[opKey{volume, op}]; f != nil && e.now().Before(f.until) {
+		e.mu.Unlock()
+		return false, f.until
+	}
+	e.running[volume] = op
+	e.wg.Add(1)
+	e.mu.Unlock()
+
+	go func() {
+		defer e.wg.Done()
+		var err error
+		select {
+		case e.sem <- struct{}{}:
+			err = fn(ctx)
+			<-e.sem
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		e.finish(volume, op, err)
+		if done != nil {
+			done(err)
+		}
+	}()
+	return true, time.Time{}
+}
+
+func (e *Executor) finish(volume, op string, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.running, volume)
+	k := opKey{volume, op}
+	if err == nil {
+		delete(e.failed, k)
+		return
+	}
+	f := e.failed[k]
+	if f == nil {
+		f = &failure{}
+		e.failed[k] = f
+	}
+	f.count++
+	f.err = err
+	f.until = e.now().Add(backoffFor(f.count))
+}
+
+func backoffFor(failures int) time.Duration {
+	d := initialBackoff
+	for i := 1; i < failures; i++ {
+		d *= 2
+		if d >= maxBackoff {
+			return maxBackoff
+		}
+	}
+	return d
+}
+
+// Reset forgets the failures of every operation of a volume, e.g. because
+// its manifest changed and the old errors say nothing about the new spec.
+func (e *Executor) Reset(volume string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for k := range e.failed {
+		if k.volume == volume {
+			delete(e.failed, k)
+		}
+	}
+}
+
+// Running returns the operation running for the volume, if any.
+func (e *Executor) Running(volume string) (string, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	op, ok := e.running[volume]
+	return op, ok
+}
+
+// Busy reports how many operations are running or queued.
+func (e *Executor) Busy() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.running)
+}
+
+// Failure describes the latest failure of a volume (any operation).
+type Failure struct {
+	Op      string
+	Err     error
+	Retries int
+	Until   time.Time
+}
+
+// LastFailure returns the most recent failure of a volume still on record.
+func (e *Executor) LastFailure(volume string) (Failure, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var best Failure
+	found := false
+	for k, f := range e.failed {
+		if k.volume != volume {
+			continue
+		}
+		if !found || f.until.After(best.Until) {
+			best = Failure{Op: k.op, Err: f.err, Retries: f.count, Until: f.until}
+			found = true
+		}
+	}
+	return best, found
+}
+
+// NextRetry is the earliest instant a backing-off operation may run again
+// (zero if none), so the reconciler can wake up then instead of polling.
+func (e *Executor) NextRetry() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var t time.Time
+	now := e.now()
+	for _, f := range e.failed {
+		if f.until.After(now) && (t.IsZero() || f.until.Before(t)) {
+			t = f.until
+		}
+	}
+	return t
+}
+
+// Forget drops all failure records of volumes not in keep.
+func (e *Executor) Forget(keep func(volume string) bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for k := range e.failed {
+		if !keep(k.volume) {
+			delete(e.failed, k)
+		}
+	}
+}
+
+// Wait blocks until every started operation has finished.
+func (e *Executor) Wait() { e.wg.Wait() }

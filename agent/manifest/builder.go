@@ -1,0 +1,375 @@
+package manifest
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
+)
+
+// Result is what one Load found.
+type Result struct {
+	Volumes  []*Object // accepted kind Volume, in file order then document order
+	Mounts   []*Object // accepted kind Mount, likewise
+	Problems []Problem // everything wrong now: bad files, refused objects, waiting Mounts (Warning)
+	BadFiles []string  // files refused as a whole now; their last good objects are in Volumes/Mounts
+}
+
+// Builder is the desired-state populator's memory: it keeps the last good
+// objects of each file, so a file that turns bad keeps its volumes in
+// their last good state, and the objects accepted by the previous Load,
+// so an object that holds a claim (a name, a source, a target) keeps it
+// against a newcomer.
+type Builder struct {
+	dirs []string
+	opts Options
+
+	mu sync.Mutex
+	// lastGood is keyed by base name, the identity of a drop-in: an
+	// override in a later directory that turns bad falls back to what
+	// the name last declared.
+	lastGood map[string]goodFile
+	accepted map[ownerID]*Object
+}
+
+type goodFile struct {
+	path string
+	objs []*Object
+}
+
+// ownerID names an object across Loads. The base name is part of it: the
+// same name declared by another file is a different object.
+type ownerID struct{ base, kind, name string }
+
+func NewBuilder(dirs []string, opts Options) *Builder {
+	return &Builder{
+		dirs:     slices.Clone(dirs),
+		opts:     opts,
+		lastGood: map[string]goodFile{},
+		accepted: map[ownerID]*Object{},
+	}
+}
+
+// Load re-reads every effective file and returns the accepted objects.
+func (b *Builder) Load() *Result {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+
+	e := effectiveFiles(b.dirs, b.opts)
+	res := &Result{}
+	probs := e.probs
+
+	type entry struct {
+		path      string
+		forcedBad bool
+	}
+	entries := map[string]entry{}
+	for _, f := range e.files {
+		entries[filepath.Base(f)] = entry{path: f}
+	}
+	// A directory that cannot be listed may still hold the files it held
+	// before; they are not gone, only unreadable.
+	for base, g := range b.lastGood {
+		if slices.Contains(e.failedDirs, filepath.Dir(g.path)) {
+			entries[base] = entry{path: g.path, forcedBad: true}
+		}
+	}
+	bases := make([]string, 0, len(entries))
+	for base := range entries {
+		bases = append(bases, base)
+	}
+	sort.Strings(bases)
+
+	good := map[string]goodFile{}
+	var cands []candidate
+	for _, base := range bases {
+		ent := entries[base]
+		var objs []*Object
+		ok := false
+		if !ent.forcedBad {
+			var ps []Problem
+			objs, ps = ParseFile(ent.path, b.opts)
+			probs = append(probs, ps...)
+			ok = len(ps) == 0
+		}
+		if ok {
+			good[base] = goodFile{path: ent.path, objs: objs}
+		} else {
+			res.BadFiles = append(res.BadFiles, ent.path)
+			if g, had := b.lastGood[base]; had {
+				good[base] = g
+				objs = g.objs
+			}
+		}
+		for _, o := range objs {
+			cands = append(cands, candidate{obj: o, id: ownerID{base, o.Kind, o.Metadata.Name}})
+		}
+	}
+	b.lastGood = good
+
+	accepted, cp := resolve(cands, b.accepted)
+	probs = append(probs, cp...)
+	b.accepted = map[ownerID]*Object{}
+	for _, a := range accepted {
+		b.accepted[a.id] = a.obj
+	}
+	res.Volumes, res.Mounts, res.Problems = split(accepted, probs)
+	return res
+}
+
+// Validate is `volumed validate PATH...`: each path is a file or a
+// directory (its manifest files, by base name). It parses every file and
+// runs the cross-object checks among all of them, and returns every
+// problem. Mounts whose volume is not among them are reported with
+// Warning set.
+func Validate(paths []string, opts Options) []Problem {
+	var probs []Problem
+	var files []string
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			probs = append(probs, Problem{File: p, Reason: "cannot read: " + errText(err)})
+			continue
+		}
+		if !st.IsDir() {
+			files = append(files, p)
+			continue
+		}
+		if opts.CheckOwnership {
+			if pr, bad := checkOwner(p, st); bad {
+				probs = append(probs, pr)
+			}
+		}
+		ents, err := os.ReadDir(p)
+		if err != nil {
+			probs = append(probs, Problem{File: p, Reason: "cannot read: " + errText(err)})
+			continue
+		}
+		for _, ent := range ents { // ReadDir sorts by name
+			f := filepath.Join(p, ent.Name())
+			if isManifestName(ent.Name()) && !isMask(f) {
+				files = append(files, f)
+			}
+		}
+	}
+	var cands []candidate
+	for _, f := range files {
+		objs, ps := ParseFile(f, opts)
+		probs = append(probs, ps...)
+		for _, o := range objs {
+			cands = append(cands, candidate{obj: o, id: ownerID{f, o.Kind, o.Metadata.Name}})
+		}
+	}
+	accepted, cp := resolve(cands, nil)
+	_, _, out := split(accepted, append(probs, cp...))
+	return out
+}
+
+// split sorts the accepted objects into volumes and mounts, adds a
+// waiting problem for each Mount whose volume is not accepted, and drops
+// repeated problems (a bad directory is reported for each of its files).
+func split(accepted []acceptedObj, probs []Problem) (vols, mounts []*Object, out []Problem) {
+	declared := map[string]bool{}
+	for _, a := range accepted {
+		if a.obj.Kind == KindVolume {
+			vols = append(vols, a.obj)
+			declared[a.obj.Metadata.Name] = true
+		}
+	}
+	for _, a := range accepted {
+		if a.obj.Kind != KindMount {
+			continue
+		}
+		mounts = append(mounts, a.obj)
+		if v := a.obj.Mount.Volume; !declared[v] {
+			p := a.obj.problem("spec.volume", fmt.Sprintf("waiting: volume %q is not declared", v))
+			p.Warning = true
+			probs = append(probs, p)
+		}
+	}
+	seen := map[Problem]bool{}
+	for _, p := range probs {
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return vols, mounts, out
+}
+
+type candidate struct {
+	obj *Object
+	id  ownerID
+}
+
+type acceptedObj struct {
+	obj *Object
+	id  ownerID
+}
+
+// claim is something at most one object may have: its name, its source,
+// a target path.
+type claim struct {
+	key   string
+	field string // where the claim is written, for the problem
+	what  string // for messages, e.g. "target /srv/data"
+}
+
+func claims(o *Object) []claim {
+	cs := []claim{{key: "name\x00" + o.Kind + "\x00" + o.Metadata.Name, field: "metadata.name"}}
+	if s := o.Volume; s != nil {
+		src := s.Source
+		add := func(key, field, what string) {
+			cs = append(cs, claim{key: "source\x00" + key, field: field, what: what})
+		}
+		switch {
+		case src.Loop != nil:
+			add("loop\x00"+src.Loop.File, "spec.source.loop.file", "loop file "+src.Loop.File)
+		case src.ISCSI != nil:
+			i := src.ISCSI
+			add(fmt.Sprintf("iscsi\x00%s\x00%s\x00%d", i.Portal, i.IQN, i.LUN), "spec.source.iscsi",
+				fmt.Sprintf("iSCSI LUN %d of %s at %s", i.LUN, i.IQN, i.Portal))
+		case src.NVMe != nil:
+			n := src.NVMe
+			add(fmt.Sprintf("nvme\x00%s\x00%d", n.NQN, n.Namespace), "spec.source.nvme",
+				fmt.Sprintf("NVMe namespace %d of %s", n.Namespace, n.NQN))
+		case src.Device != nil:
+			d := src.Device
+			switch {
+			case d.Path != "":
+				add("device-path\x00"+d.Path, "spec.source.device.path", "device "+d.Path)
+			case d.Serial != "":
+				add("device-serial\x00"+d.Serial, "spec.source.device.serial", "device with serial "+d.Serial)
+			case d.WWN != "":
+				add("device-wwn\x00"+d.WWN, "spec.source.device.wwn", "device with WWN "+d.WWN)
+			}
+		case src.Directory != nil:
+			add("directory\x00"+src.Directory.Path, "spec.source.directory.path", "directory "+src.Directory.Path)
+		}
+		for i, m := range s.Mounts {
+			cs = append(cs, claim{key: "target\x00" + m.Path, field: fmt.Sprintf("spec.mounts[%d].path", i), what: "target " + m.Path})
+		}
+	}
+	if m := o.Mount; m != nil {
+		cs = append(cs, claim{key: "target\x00" + m.Path, field: "spec.path", what: "target " + m.Path})
+	}
+	return cs
+}
+
+func describeObj(o *Object) string {
+	return fmt.Sprintf("%s %q (%s:%d)", o.Kind, o.Metadata.Name, o.File, o.Line)
+}
+
+func conflictReason(c claim, o, holder *Object) string {
+	if c.field == "metadata.name" {
+		return fmt.Sprintf("%s %q is already declared in %s:%d", o.Kind, o.Metadata.Name, holder.File, holder.Line)
+	}
+	return fmt.Sprintf("%s is already used by %s", c.what, describeObj(holder))
+}
+
+// resolve runs the cross-object checks. A conflict refuses the later
+// object, never both. Earlier means: an object accepted by the previous
+// Load (prev) keeps the claims it had then, and otherwise the first in
+// file and document order wins, incumbents being considered first. An
+// incumbent whose new version is refused keeps its previous version if
+// that one still fits.
+func resolve(cands []candidate, prev map[ownerID]*Object) ([]acceptedObj, []Problem) {
+	present := map[ownerID]int{}
+	for i, c := range cands {
+		present[c.id] = i
+	}
+	order := make([]int, 0, len(cands))
+	for i, c := range cands {
+		if _, inc := prev[c.id]; inc {
+			order = append(order, i)
+		}
+	}
+	for i, c := range cands {
+		if _, inc := prev[c.id]; !inc {
+			order = append(order, i)
+		}
+	}
+	// Reservations hold an incumbent's old claims for it, even against
+	// objects considered before it.
+	reserved := map[string]ownerID{}
+	for id, o := range prev {
+		if _, ok := present[id]; ok {
+			for _, c := range claims(o) {
+				reserved[c.key] = id
+			}
+		}
+	}
+
+	for {
+		taken := map[string]*Object{}
+		takenBy := map[string]ownerID{}
+		chosen := make([]*Object, len(cands))
+		var probs []Problem
+		blocked := map[string]bool{}
+
+		conflict := func(o *Object, id ownerID) (claim, *Object, string, bool) {
+			for _, c := range claims(o) {
+				if h, ok := taken[c.key]; ok && takenBy[c.key] != id {
+					return c, h, "", true
+				}
+				if r, ok := reserved[c.key]; ok && r != id {
+					return c, cands[present[r]].obj, c.key, true
+				}
+			}
+			return claim{}, nil, "", false
+		}
+		accept := func(i int, o *Object) {
+			chosen[i] = o
+			for _, c := range claims(o) {
+				taken[c.key] = o
+				takenBy[c.key] = cands[i].id
+			}
+		}
+
+		for _, i := range order {
+			c := cands[i]
+			cl, holder, resKey, bad := conflict(c.obj, c.id)
+			if !bad {
+				accept(i, c.obj)
+				continue
+			}
+			if resKey != "" {
+				blocked[resKey] = true
+			}
+			reason := conflictReason(cl, c.obj, holder)
+			if p := prev[c.id]; p != nil && p != c.obj {
+				if _, _, resKey2, bad2 := conflict(p, c.id); !bad2 {
+					accept(i, p)
+					reason += "; its previous version stays in effect"
+				} else if resKey2 != "" {
+					blocked[resKey2] = true
+				}
+			}
+			probs = append(probs, c.obj.problem(cl.field, reason))
+		}
+
+		// A reservation whose owner did not end up using it must not
+		// refuse anyone: drop such reservations and decide again. Each
+		// round drops at least one, so this ends.
+		again := false
+		for key := range blocked {
+			id := reserved[key]
+			if takenBy[key] != id {
+				delete(reserved, key)
+				again = true
+			}
+		}
+		if again {
+			continue
+		}
+		var out []acceptedObj
+		for i, o := range chosen {
+			if o != nil {
+				out = append(out, acceptedObj{obj: o, id: cands[i].id})
+			}
+		}
+		return out, probs
+	}
+}

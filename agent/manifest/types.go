@@ -1,0 +1,155 @@
+// Package manifest reads volumed's manifest files (apiVersion volumed/v1)
+// from the drop-in directories, decodes them strictly and validates them.
+package manifest
+
+// APIVersion is the only apiVersion this build understands.
+const APIVersion = "volumed/v1"
+
+// Kinds of objects a manifest document may declare.
+const (
+	KindVolume = "Volume"
+	KindMount  = "Mount"
+)
+
+// Object is one decoded YAML document.
+type Object struct {
+	APIVersion string   `yaml:"apiVersion" json:"apiVersion"`
+	Kind       string   `yaml:"kind" json:"kind"`
+	Metadata   Metadata `yaml:"metadata" json:"metadata"`
+	// Exactly one of Volume or Mount is set, per Kind.
+	Volume *VolumeSpec `yaml:"-" json:"-"`
+	Mount  *MountSpec  `yaml:"-" json:"-"`
+
+	// Where the object came from, for messages and `status`.
+	File string `yaml:"-" json:"-"`
+	Line int    `yaml:"-" json:"-"`
+
+	// pos maps field paths written in the file to their positions, so
+	// problems found after decoding (conflicts) can still point at them.
+	pos map[string]position
+}
+
+type Metadata struct {
+	Name string `yaml:"name" json:"name"`
+}
+
+type VolumeSpec struct {
+	// State is "present" (default) or "absent" (tear down, keep the manifest).
+	State      string      `yaml:"state,omitempty" json:"state,omitempty"`
+	Source     Source      `yaml:"source" json:"source"`
+	Filesystem *Filesystem `yaml:"filesystem,omitempty" json:"filesystem,omitempty"`
+	Mounts     []Target    `yaml:"mounts,omitempty" json:"mounts,omitempty"`
+}
+
+// Source has exactly one member set.
+type Source struct {
+	Loop      *LoopSource      `yaml:"loop,omitempty" json:"loop,omitempty"`
+	ISCSI     *ISCSISource     `yaml:"iscsi,omitempty" json:"iscsi,omitempty"`
+	NVMe      *NVMeSource      `yaml:"nvme,omitempty" json:"nvme,omitempty"`
+	Device    *DeviceSource    `yaml:"device,omitempty" json:"device,omitempty"`
+	Directory *DirectorySource `yaml:"directory,omitempty" json:"directory,omitempty"`
+	Tmpfs     *TmpfsSource     `yaml:"tmpfs,omitempty" json:"tmpfs,omitempty"`
+}
+
+type LoopSource struct {
+	File     string      `yaml:"file" json:"file"`
+	Create   *LoopCreate `yaml:"create,omitempty" json:"create,omitempty"`
+	ReadOnly bool        `yaml:"readOnly,omitempty" json:"readOnly,omitempty"`
+}
+
+type LoopCreate struct {
+	// Size as written ("10Gi", "64Mi", "1G", "1048576"); SizeBytes is the parsed value.
+	Size      string `yaml:"size" json:"size"`
+	SizeBytes int64  `yaml:"-" json:"-"`
+}
+
+type ISCSISource struct {
+	Portal string `yaml:"portal" json:"portal"`
+	IQN    string `yaml:"iqn" json:"iqn"`
+	LUN    int    `yaml:"lun" json:"lun"`
+	CHAP   *CHAP  `yaml:"chap,omitempty" json:"chap,omitempty"`
+}
+
+type CHAP struct {
+	Username     string `yaml:"username" json:"username"`
+	PasswordFile string `yaml:"passwordFile" json:"passwordFile"`
+}
+
+type NVMeSource struct {
+	Transport string `yaml:"transport" json:"transport"`
+	Address   string `yaml:"address" json:"address"`
+	Port      int    `yaml:"port,omitempty" json:"port,omitempty"`
+	NQN       string `yaml:"nqn" json:"nqn"`
+	Namespace int    `yaml:"namespace" json:"namespace"`
+}
+
+type DeviceSource struct {
+	Path   string `yaml:"path,omitempty" json:"path,omitempty"`
+	Serial string `yaml:"serial,omitempty" json:"serial,omitempty"`
+	WWN    string `yaml:"wwn,omitempty" json:"wwn,omitempty"`
+}
+
+type DirectorySource struct {
+	Path   string     `yaml:"path" json:"path"`
+	Create *DirCreate `yaml:"create,omitempty" json:"create,omitempty"`
+}
+
+type DirCreate struct {
+	Mode string `yaml:"mode,omitempty" json:"mode,omitempty"`
+	UID  int    `yaml:"uid,omitempty" json:"uid,omitempty"`
+	GID  int    `yaml:"gid,omitempty" json:"gid,omitempty"`
+}
+
+type TmpfsSource struct {
+	Size      string `yaml:"size" json:"size"`
+	SizeBytes int64  `yaml:"-" json:"-"`
+}
+
+// Format policies.
+const (
+	FormatIfBlank = "ifBlank"
+	FormatNever   = "never"
+)
+
+type Filesystem struct {
+	Type         string   `yaml:"type" json:"type"`                         // ext4 | xfs | btrfs
+	Format       string   `yaml:"format,omitempty" json:"format,omitempty"` // ifBlank (default) | never
+	MkfsOptions  []string `yaml:"mkfsOptions,omitempty" json:"mkfsOptions,omitempty"`
+	MountOptions []string `yaml:"mountOptions,omitempty" json:"mountOptions,omitempty"`
+	AllowSuid    bool     `yaml:"allowSuid,omitempty" json:"allowSuid,omitempty"`
+	AllowDev     bool     `yaml:"allowDev,omitempty" json:"allowDev,omitempty"`
+	Grow         bool     `yaml:"grow,omitempty" json:"grow,omitempty"`
+}
+
+// Target is one place a volume is published (a bind mount of its staging mount).
+type Target struct {
+	Path     string `yaml:"path" json:"path"`
+	ReadOnly bool   `yaml:"readOnly,omitempty" json:"readOnly,omitempty"`
+}
+
+// MountSpec is a `kind: Mount` consumer declared in its own file.
+type MountSpec struct {
+	Volume   string `yaml:"volume" json:"volume"`
+	Path     string `yaml:"path" json:"path"`
+	SubPath  string `yaml:"subPath,omitempty" json:"subPath,omitempty"`
+	ReadOnly bool   `yaml:"readOnly,omitempty" json:"readOnly,omitempty"`
+}
+
+// Driver names the attacher a source needs ("loop", "iscsi", ...).
+func (s Source) Driver() string {
+	switch {
+	case s.Loop != nil:
+		return "loop"
+	case s.ISCSI != nil:
+		return "iscsi"
+	case s.NVMe != nil:
+		return "nvme"
+	case s.Device != nil:
+		return "device"
+	case s.Directory != nil:
+		return "directory"
+	case s.Tmpfs != nil:
+		return "tmpfs"
+	}
+	return ""
+}

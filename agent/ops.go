@@ -1,0 +1,388 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/moby/sys/mountinfo"
+	"golang.org/x/sys/unix"
+
+	"github.com/volumed/volumed/agent/manifest"
+	"github.com/volumed/volumed/store"
+)
+
+// errRetryNow marks an operation that found the world different from its
+// record (e.g. the staging mount vanished) and fixed the record: the next
+// pass picks the right operation, no backoff is due.
+var errRetryNow = errors.New("record corrected")
+
+func (a *Agent) stagingPath(name string) string {
+	return filepath.Join(a.cfg.StateDir, "staging", name)
+}
+
+func (a *Agent) attacher(driver string) (Attacher, error) {
+	att := a.cfg.Attachers[driver]
+	if att == nil {
+		return nil, fmt.Errorf("driver %q is not available in this build", driver)
+	}
+	return att, nil
+}
+
+func sourceInputs(d *Desired) map[string]string {
+	b, _ := json.Marshal(d.Spec.Source)
+	return map[string]string{"source": string(b)}
+}
+
+func (a *Agent) opAttach(ctx context.Context, d *Desired) error {
+	att, err := a.attacher(d.Driver)
+	if err != nil {
+		return err
+	}
+	return a.state.Do(d.Name, d.Driver, OpAttach, sourceInputs(d), func(rec *store.Volume) error {
+		found, err := att.Find(ctx, d)
+		if err != nil {
+			return err
+		}
+		for _, f := range found {
+			if f.Ours {
+				rec.Attachment = &store.Attachment{Driver: d.Driver, Device: f.Device, Identity: f.Identity, Owned: true}
+				return nil
+			}
+		}
+		if len(found) > 0 {
+			return fmt.Errorf("the source is already attached as %s by something other than volumed; left alone", found[0].Device)
+		}
+		f, err := att.Attach(ctx, d)
+		if err != nil {
+			return err
+		}
+		rec.Attachment = &store.Attachment{Driver: d.Driver, Device: f.Device, Identity: f.Identity, Owned: true}
+		return nil
+	})
+}
+
+// opMountDevice probes the device, formats it only when it is blank and
+// the manifest allows, and mounts it at the staging path.
+func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
+	rec := a.state.Get(d.Name)
+	if rec == nil || rec.Attachment == nil {
+		return errRetryNow
+	}
+	dev := rec.Attachment.Device
+	fs := d.Spec.Filesystem
+	if fs == nil {
+		return fmt.Errorf("no filesystem block: raw block volumes are not supported yet")
+	}
+	sigs, err := a.cfg.FS.Probe(ctx, dev)
+	if err != nil {
+		return fmt.Errorf("probe %s: %w", dev, err)
+	}
+	needFormat, err := decideFormat(sigs, fs, readOnlySource(d))
+	if err != nil {
+		return fmt.Errorf("%s: %w", dev, err)
+	}
+	if needFormat || a.formatInterrupted(d.Name, sigs, fs.Type) {
+		if err := a.run(ctx, d.Name, d.Driver, OpFormat, func(ctx context.Context) error {
+			return a.state.Do(d.Name, d.Driver, OpFormat, map[string]string{"device": dev, "fsType": fs.Type}, func(*store.Volume) error {
+				return a.cfg.FS.Mkfs(ctx, dev, fs.Type, mkfsArgs(fs, a.clearFormatInterrupted(d.Name)))
+			})
+		}); err != nil {
+			return err
+		}
+	}
+	return a.state.Do(d.Name, d.Driver, OpMountDevice, map[string]string{"device": dev}, func(rec *store.Volume) error {
+		p := a.stagingPath(d.Name)
+		mounts, err := a.cfg.Mounter.Mounts()
+		if err != nil {
+			return err
+		}
+		if top := topAt(mounts, p); top != nil {
+			if !sameDevice(top, dev) {
+				return fmt.Errorf("staging path %s has a mount of %s that volumed did not make; left alone", p, top.Source)
+			}
+			rec.Staging = stagingRecord(top, dev, fs.Type)
+			return nil
+		}
+		if err := a.cfg.Mounter.EnsureDir(p); err != nil {
+			return err
+		}
+		if err := a.cfg.Mounter.MountDevice(dev, p, fs.Type, stagingOptions(d)); err != nil {
+			return err
+		}
+		mounts, err = a.cfg.Mounter.Mounts()
+		if err != nil {
+			return err
+		}
+		top := topAt(mounts, p)
+		if top == nil {
+			return fmt.Errorf("mount of %s at %s succeeded but mountinfo does not show it", dev, p)
+		}
+		rec.Staging = stagingRecord(top, dev, fs.Type)
+		return nil
+	})
+}
+
+// formatInterrupted: a format intent was left uncertain by a crash and
+// the device shows at most the filesystem being made. Such a device held
+// nothing before (it was probed blank), so making the filesystem again
+// loses nothing and finishes what was half done.
+func (a *Agent) formatInterrupted(name string, sigs []Signature, fstype string) bool {
+	a.mu.Lock()
+	pending := a.interruptedFormats[name]
+	a.mu.Unlock()
+	if !pending {
+		return false
+	}
+	for _, s := range sigs {
+		if s.Type != fstype {
+			return false
+		}
+	}
+	return len(sigs) > 0 // blank is handled by the ordinary path
+}
+
+func (a *Agent) clearFormatInterrupted(name string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	was := a.interruptedFormats[name]
+	delete(a.interruptedFormats, name)
+	return was
+}
+
+func mkfsArgs(fs *manifest.Filesystem, force bool) []string {
+	args := slices.Clone(fs.MkfsOptions)
+	if force && (fs.Type == "xfs" || fs.Type == "btrfs") {
+		args = append(args, "-f")
+	}
+	return args
+}
+
+// decideFormat says whether a device may and must be formatted. Anything
+// that is not the wanted filesystem is refused: data loss is worse than a
+// volume that does not come up.
+func decideFormat(sigs []Signature, fs *manifest.Filesystem, readOnly bool) (bool, error) {
+	var fsTypes []string
+	for _, s := range sigs {
+		if s.Usage != "filesystem" {
+			return false, fmt.Errorf("carries a %s signature (%s, at byte %d): volumed never formats or mounts over it", s.Type, s.Usage, s.Offset)
+		}
+		if !slices.Contains(fsTypes, s.Type) {
+			fsTypes = append(fsTypes, s.Type)
+		}
+	}
+	switch {
+	case len(fsTypes) > 1:
+		return false, fmt.Errorf("carries several filesystem signatures (%s): refusing to guess", strings.Join(fsTypes, ", "))
+	case len(fsTypes) == 1:
+		if !compatibleFS(fsTypes[0], fs.Type) {
+			return false, fmt.Errorf("holds an existing %s filesystem but the manifest wants %s: not reformatted", fsTypes[0], fs.Type)
+		}
+		return false, nil
+	}
+	if fs.Format == manifest.FormatNever {
+		return false, fmt.Errorf("is blank and filesystem.format is never")
+	}
+	if readOnly {
+		return false, fmt.Errorf("is blank and the source is read-only: cannot format")
+	}
+	return true, nil
+}
+
+func compatibleFS(found, want string) bool {
+	if want == "ext4" {
+		return found == "ext4" || found == "ext3" || found == "ext2"
+	}
+	return found == want
+}
+
+func readOnlySource(d *Desired) bool {
+	return d.Spec.Source.Loop != nil && d.Spec.Source.Loop.ReadOnly
+}
+
+func stagingOptions(d *Desired) []string {
+	fs := d.Spec.Filesystem
+	opts := slices.Clone(fs.MountOptions)
+	if !fs.AllowSuid {
+		opts = append(opts, "nosuid")
+	}
+	if !fs.AllowDev {
+		opts = append(opts, "nodev")
+	}
+	if readOnlySource(d) {
+		opts = append(opts, "ro")
+	}
+	return opts
+}
+
+func stagingRecord(m *mountinfo.Info, dev, fstype string) *store.MountRecord {
+	return &store.MountRecord{Path: m.Mountpoint, Device: dev, FSType: fstype, MountID: m.ID, Owned: true}
+}
+
+func (a *Agent) opPublish(ctx context.Context, d *Desired, t DesiredTarget) error {
+	return a.state.Do(d.Name, d.Driver, OpPublish, map[string]string{"target": t.Path}, func(rec *store.Volume) error {
+		mounts, err := a.cfg.Mounter.Mounts()
+		if err != nil {
+			return err
+		}
+		st := stagingInfo(mounts, rec)
+		if st == nil {
+			rec.Staging = nil // drift: the next pass mounts it again
+			return errRetryNow
+		}
+		if top := topAt(mounts, t.Path); top != nil {
+			if sameSource(top, st, t.SubPath) {
+				rec.Targets = append(rec.Targets, targetRecord(top, t))
+				return nil
+			}
+			return fmt.Errorf("target %s already has a mount of %s (%s) that volumed did not make; left alone", t.Path, top.Source, top.FSType)
+		}
+		if err := a.cfg.Mounter.EnsureDir(t.Path); err != nil {
+			return err
+		}
+		src := filepath.Join(rec.Staging.Path, t.SubPath)
+		fs := d.Spec.Filesystem
+		o := BindOptions{
+			ReadOnly: t.ReadOnly || readOnlySource(d),
+			NoSuid:   !fs.AllowSuid,
+			NoDev:    !fs.AllowDev,
+			NoExec:   slices.Contains(fs.MountOptions, "noexec"),
+		}
+		if err := a.cfg.Mounter.Bind(src, t.Path, o); err != nil {
+			return err
+		}
+		mounts, err = a.cfg.Mounter.Mounts()
+		if err != nil {
+			return err
+		}
+		top := topAt(mounts, t.Path)
+		if top == nil || !sameSource(top, st, t.SubPath) {
+			return fmt.Errorf("bind mount at %s succeeded but mountinfo does not show it", t.Path)
+		}
+		rec.Targets = append(rec.Targets, targetRecord(top, t))
+		return nil
+	})
+}
+
+func targetRecord(m *mountinfo.Info, t DesiredTarget) store.MountRecord {
+	return store.MountRecord{Path: t.Path, SubPath: t.SubPath, ReadOnly: t.ReadOnly, MountID: m.ID, Owned: true}
+}
+
+func (a *Agent) opUnpublish(ctx context.Context, name, driver, path string) error {
+	return a.state.Do(name, driver, OpUnpublish, map[string]string{"target": path}, func(rec *store.Volume) error {
+		i := slices.IndexFunc(rec.Targets, func(t store.MountRecord) bool { return t.Path == path })
+		if i < 0 {
+			return nil
+		}
+		t := rec.Targets[i]
+		mounts, err := a.cfg.Mounter.Mounts()
+		if err != nil {
+			return err
+		}
+		top := topAt(mounts, path)
+		if top != nil {
+			if top.ID != t.MountID && !sameSource(top, stagingInfo(mounts, rec), t.SubPath) {
+				return fmt.Errorf("something else (%s %s) is mounted on top of %s; left alone", top.Source, top.FSType, path)
+			}
+			if err := a.cfg.Mounter.Unmount(ctx, path); err != nil {
+				return err
+			}
+		}
+		rec.Targets = slices.Delete(rec.Targets, i, i+1)
+		return nil
+	})
+}
+
+func (a *Agent) opUnmountDevice(ctx context.Context, name, driver string) error {
+	return a.state.Do(name, driver, OpUnmountDevice, nil, func(rec *store.Volume) error {
+		if rec.Staging == nil {
+			return nil
+		}
+		mounts, err := a.cfg.Mounter.Mounts()
+		if err != nil {
+			return err
+		}
+		p := rec.Staging.Path
+		if top := topAt(mounts, p); top != nil {
+			if top.ID != rec.Staging.MountID && !sameDevice(top, rec.Staging.Device) {
+				return fmt.Errorf("something else (%s) is mounted on top of %s; left alone", top.Source, p)
+			}
+			if err := a.cfg.Mounter.Unmount(ctx, p); err != nil {
+				return err
+			}
+		}
+		rec.Staging = nil
+		_ = os.Remove(p) // an empty dir of our own; harmless if it stays
+		return nil
+	})
+}
+
+func (a *Agent) opDetach(ctx context.Context, name, driver string) error {
+	return a.state.Do(name, driver, OpDetach, nil, func(rec *store.Volume) error {
+		if rec.Attachment == nil {
+			return nil
+		}
+		if rec.Attachment.Owned {
+			att, err := a.attacher(rec.Attachment.Driver)
+			if err != nil {
+				return err
+			}
+			if err := att.Detach(ctx, *rec.Attachment); err != nil {
+				return err
+			}
+		}
+		rec.Attachment = nil
+		return nil
+	})
+}
+
+// topAt returns the topmost mount whose mount point is exactly p.
+// mountinfo lists a mount after the one it covers, so the last wins.
+func topAt(mounts []*mountinfo.Info, p string) *mountinfo.Info {
+	var top *mountinfo.Info
+	for _, m := range mounts {
+		if m.Mountpoint == p {
+			top = m
+		}
+	}
+	return top
+}
+
+func stagingInfo(mounts []*mountinfo.Info, rec *store.Volume) *mountinfo.Info {
+	if rec == nil || rec.Staging == nil {
+		return nil
+	}
+	top := topAt(mounts, rec.Staging.Path)
+	if top == nil || (top.ID != rec.Staging.MountID && !sameDevice(top, rec.Staging.Device)) {
+		return nil
+	}
+	return top
+}
+
+// sameSource: m shows the filesystem of the staging mount st, at subPath.
+func sameSource(m, st *mountinfo.Info, subPath string) bool {
+	if m == nil || st == nil {
+		return false
+	}
+	return m.Major == st.Major && m.Minor == st.Minor && filepath.Clean(m.Root) == filepath.Join(st.Root, subPath)
+}
+
+// sameDevice: m is a mount of the block device dev.
+func sameDevice(m *mountinfo.Info, dev string) bool {
+	if dev == "" {
+		return false
+	}
+	if m.Source == dev {
+		return true
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(dev, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFBLK {
+		return false
+	}
+	return int(unix.Major(st.Rdev)) == m.Major && int(unix.Minor(st.Rdev)) == m.Minor
+}

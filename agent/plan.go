@@ -1,0 +1,129 @@
+package agent
+
+import (
+	"sort"
+
+	"github.com/volumed/volumed/store"
+)
+
+// Operation names, as they appear in intents, logs and metrics.
+const (
+	OpAttach        = "attach"
+	OpFormat        = "format"
+	OpMountDevice   = "mount_device"
+	OpPublish       = "publish"
+	OpUnpublish     = "unpublish"
+	OpUnmountDevice = "unmount_device"
+	OpDetach        = "detach"
+	OpGrow          = "grow"
+	OpVerify        = "verify"
+)
+
+// Op is the next step for one volume.
+type Op struct {
+	Volume string
+	Kind   string
+	// Target is the publish target (publish) or the recorded path (unpublish).
+	Target DesiredTarget
+}
+
+// Stage orders a pass the way the kubelet reconciler does: first take
+// away what is no longer wanted from consumers, then set up, then tear
+// down devices.
+func (o Op) Stage() int {
+	switch o.Kind {
+	case OpUnpublish:
+		return 0
+	case OpUnmountDevice, OpDetach:
+		return 2
+	}
+	return 1
+}
+
+// Plan decides, from desired and actual state alone, the next operation
+// of every volume that is not where the manifests want it. It is pure:
+// the executor acts, Plan only looks. At most one operation per volume is
+// returned because a volume's operations never run concurrently.
+func Plan(desired map[string]*Desired, actual map[string]*store.Volume) []Op {
+	// Paths that some volume holds right now: a publish onto one of them
+	// waits until its holder has unpublished.
+	held := map[string]string{}
+	for name, a := range actual {
+		for _, t := range a.Targets {
+			held[t.Path] = name
+		}
+	}
+	names := make([]string, 0, len(desired)+len(actual))
+	for n := range desired {
+		names = append(names, n)
+	}
+	for n := range actual {
+		if _, ok := desired[n]; !ok {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+
+	var ops []Op
+	for _, n := range names {
+		if op, ok := nextOp(n, desired[n], actual[n], held); ok {
+			ops = append(ops, op)
+		}
+	}
+	sort.SliceStable(ops, func(i, j int) bool { return ops[i].Stage() < ops[j].Stage() })
+	return ops
+}
+
+func nextOp(name string, d *Desired, a *store.Volume, held map[string]string) (Op, bool) {
+	if a == nil {
+		a = &store.Volume{Name: name}
+	}
+	if !d.Wanted() {
+		return teardownOp(name, a)
+	}
+	// Targets published but no longer wanted as they are.
+	for _, t := range a.Targets {
+		want, ok := d.Target(t.Path)
+		if !ok || want.ReadOnly != t.ReadOnly || want.SubPath != t.SubPath {
+			return Op{Volume: name, Kind: OpUnpublish, Target: DesiredTarget{Path: t.Path}}, true
+		}
+	}
+	if a.Attachment == nil {
+		return Op{Volume: name, Kind: OpAttach}, true
+	}
+	if a.Staging == nil {
+		return Op{Volume: name, Kind: OpMountDevice}, true
+	}
+	for _, t := range d.Targets {
+		if hasTarget(a, t.Path) {
+			continue
+		}
+		if holder, ok := held[t.Path]; ok && holder != name {
+			continue // waits for the other volume to let go
+		}
+		return Op{Volume: name, Kind: OpPublish, Target: t}, true
+	}
+	return Op{}, false
+}
+
+func teardownOp(name string, a *store.Volume) (Op, bool) {
+	if len(a.Targets) > 0 {
+		return Op{Volume: name, Kind: OpUnpublish, Target: DesiredTarget{Path: a.Targets[0].Path}}, true
+	}
+	if a.Staging != nil {
+		return Op{Volume: name, Kind: OpUnmountDevice}, true
+	}
+	if a.Attachment != nil {
+		return Op{Volume: name, Kind: OpDetach}, true
+	}
+	return Op{}, false
+}
+
+func hasTarget(a *store.Volume, p string) bool {
+	for _, t := range a.Targets {
+		if t.Path == p {
+			return true
+		}
+	}
+	return false
+}

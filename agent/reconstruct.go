@@ -1,0 +1,274 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/moby/sys/mountinfo"
+
+	"github.com/volumed/volumed/store"
+)
+
+// OrphanLister is implemented by attachers that can list every
+// attachment carrying volumed's marker, so that one left behind by a
+// crash for a volume nobody wants any more can be torn down.
+type OrphanLister interface {
+	ListOurs(ctx context.Context) ([]store.Attachment, error)
+}
+
+// reconstruct rebuilds the actual state before the first pass: the
+// store's records and leftover intents, checked against the kernel,
+// which wins where they disagree. Whatever is in place and right is
+// adopted, so nothing that is already right is redone.
+func (a *Agent) reconstruct(ctx context.Context) error {
+	recs, intents, err := a.cfg.Store.Load()
+	if err != nil {
+		return err
+	}
+	mounts, err := a.cfg.Mounter.Mounts()
+	if err != nil {
+		return fmt.Errorf("read mount table: %w", err)
+	}
+	desired := a.desiredSnapshot()
+	pending := map[string][]string{}
+	for _, in := range intents {
+		pending[in.Volume] = append(pending[in.Volume], in.Op)
+		a.cfg.Log.Info("resolving uncertain operation left by a previous run", "volume", in.Volume, "operation", in.Op, "started", in.StartedAt)
+	}
+
+	names := make([]string, 0, len(recs)+len(desired))
+	for n := range recs {
+		names = append(names, n)
+	}
+	for n := range desired {
+		if recs[n] == nil {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+
+	a.state = NewState(a.cfg.Store, a.cfg.Now, nil)
+	claimed := map[string]bool{} // identities of attachments some volume owns
+	for _, name := range names {
+		v := a.probeVolume(ctx, name, recs[name], desired[name], mounts, pending[name])
+		if v.Attachment != nil {
+			claimed[v.Attachment.Identity] = true
+		}
+		if err := a.state.Adopt(v); err != nil {
+			return fmt.Errorf("record reconstructed state of %s: %w", name, err)
+		}
+		if slices.Contains(pending[name], OpFormat) {
+			a.interruptedFormats[name] = true
+		}
+	}
+	a.detachOrphans(ctx, claimed, mounts)
+	for _, in := range intents {
+		if err := a.cfg.Store.DropIntent(in.ID); err != nil {
+			return fmt.Errorf("drop resolved intent %d: %w", in.ID, err)
+		}
+	}
+	return nil
+}
+
+// probeVolume finds what of one volume is really in the kernel.
+func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume, d *Desired, mounts []*mountinfo.Info, pending []string) *store.Volume {
+	v := &store.Volume{Name: name}
+	switch {
+	case d != nil:
+		v.Driver = d.Driver
+	case rec != nil:
+		v.Driver = rec.Driver
+	}
+	log := a.cfg.Log.With("volume", name)
+
+	// The attachment: a recorded one is checked by identity; without a
+	// record, one carrying our marker is ours (the state file may have
+	// been lost, or we died between attaching and recording).
+	if rec != nil && rec.Attachment != nil {
+		if att, err := a.attacher(rec.Attachment.Driver); err == nil {
+			dev, ok, err := att.Verify(ctx, *rec.Attachment)
+			switch {
+			case err != nil:
+				log.Warn("cannot verify recorded attachment; keeping the record", "identity", rec.Attachment.Identity, "error", err)
+				v.Attachment = rec.Attachment
+			case ok:
+				at := *rec.Attachment
+				at.Device = dev
+				v.Attachment = &at
+			default:
+				log.Info("recorded attachment is gone", "identity", rec.Attachment.Identity)
+			}
+		}
+	}
+	if v.Attachment == nil && d != nil {
+		if att, err := a.attacher(d.Driver); err == nil {
+			found, err := att.Find(ctx, d)
+			if err != nil {
+				log.Warn("look for an existing attachment", "error", err)
+			}
+			for _, f := range found {
+				if f.Ours {
+					log.Info("adopting attachment found in the kernel", "device", f.Device, "identity", f.Identity)
+					v.Attachment = &store.Attachment{Driver: d.Driver, Device: f.Device, Identity: f.Identity, Owned: true}
+					break
+				}
+			}
+		}
+	}
+
+	// The staging mount: the staging dir is ours alone.
+	p := a.stagingPath(name)
+	var st *mountinfo.Info
+	if top := topAt(mounts, p); top != nil {
+		if v.Attachment != nil && sameDevice(top, v.Attachment.Device) {
+			st = top
+			fstype := top.FSType
+			v.Staging = &store.MountRecord{Path: p, Device: v.Attachment.Device, FSType: fstype, MountID: top.ID, Owned: true}
+		} else {
+			log.Warn("staging path has a mount that is not this volume's device; left alone", "path", p, "source", top.Source)
+		}
+	}
+
+	// Targets: a recorded or wanted target whose top mount shows our
+	// staging filesystem is adopted; anything else there is not ours.
+	var paths []string
+	subPaths := map[string]string{}
+	if rec != nil {
+		for _, t := range rec.Targets {
+			paths = append(paths, t.Path)
+			subPaths[t.Path] = t.SubPath
+		}
+	}
+	if d != nil {
+		for _, t := range d.Targets {
+			if !slices.Contains(paths, t.Path) {
+				paths = append(paths, t.Path)
+				subPaths[t.Path] = t.SubPath
+			}
+		}
+	}
+	for _, tp := range paths {
+		top := topAt(mounts, tp)
+		if top == nil || !sameSource(top, st, subPaths[tp]) {
+			continue
+		}
+		v.Targets = append(v.Targets, store.MountRecord{
+			Path: tp, SubPath: subPaths[tp], ReadOnly: mountReadOnly(top), MountID: top.ID, Owned: true,
+		})
+	}
+	if len(pending) > 0 {
+		log.Info("reconstructed", "attached", v.Attachment != nil, "staged", v.Staging != nil, "targets", len(v.Targets))
+	}
+	return v
+}
+
+func mountReadOnly(m *mountinfo.Info) bool { return hasOption(m.Options, "ro") }
+
+func hasOption(opts, want string) bool {
+	start := 0
+	for i := 0; i <= len(opts); i++ {
+		if i == len(opts) || opts[i] == ',' {
+			if opts[start:i] == want {
+				return true
+			}
+			start = i + 1
+		}
+	}
+	return false
+}
+
+// detachOrphans tears down attachments carrying our marker that no
+// volume claims: left by a crash between attaching and recording, for a
+// volume that is no longer wanted.
+func (a *Agent) detachOrphans(ctx context.Context, claimed map[string]bool, mounts []*mountinfo.Info) {
+	for driver, att := range a.cfg.Attachers {
+		lister, ok := att.(OrphanLister)
+		if !ok {
+			continue
+		}
+		ours, err := lister.ListOurs(ctx)
+		if err != nil {
+			a.cfg.Log.Warn("list own attachments", "driver", driver, "error", err)
+			continue
+		}
+		for _, o := range ours {
+			if claimed[o.Identity] {
+				continue
+			}
+			if inUse(mounts, o.Device) {
+				a.cfg.Log.Warn("orphan attachment is mounted; left alone", "device", o.Device, "identity", o.Identity)
+				continue
+			}
+			if err := att.Detach(ctx, o); err != nil {
+				a.cfg.Log.Warn("detach orphan attachment", "device", o.Device, "error", err)
+				continue
+			}
+			a.cfg.Log.Info("detached orphan attachment", "device", o.Device, "identity", o.Identity)
+		}
+	}
+}
+
+func inUse(mounts []*mountinfo.Info, dev string) bool {
+	for _, m := range mounts {
+		if sameDevice(m, dev) {
+			return true
+		}
+	}
+	return false
+}
+
+// verify is the resync's drift check: records are compared with the
+// kernel and corrected, so that what vanished behind our back is put
+// back by the next pass. Volumes with a running operation are skipped
+// (only the reconciler starts operations, and it is the caller).
+func (a *Agent) verify(ctx context.Context) {
+	mounts, err := a.cfg.Mounter.Mounts()
+	if err != nil {
+		a.cfg.Log.Warn("drift check: read mount table", "error", err)
+		return
+	}
+	for name, rec := range a.state.Snapshot() {
+		if _, busy := a.exec.Running(name); busy {
+			continue
+		}
+		fixed := cloneVolume(rec)
+		var changes []string
+		if fixed.Attachment != nil {
+			if att, err := a.attacher(fixed.Attachment.Driver); err == nil {
+				if dev, ok, err := att.Verify(ctx, *fixed.Attachment); err == nil {
+					if !ok {
+						fixed.Attachment = nil
+						changes = append(changes, "attachment gone")
+					} else {
+						fixed.Attachment.Device = dev
+					}
+				}
+			}
+		}
+		st := stagingInfo(mounts, fixed)
+		if fixed.Staging != nil && st == nil {
+			fixed.Staging = nil
+			changes = append(changes, "staging mount gone")
+		}
+		kept := fixed.Targets[:0]
+		for _, t := range fixed.Targets {
+			top := topAt(mounts, t.Path)
+			if top != nil && (top.ID == t.MountID || sameSource(top, st, t.SubPath)) {
+				t.MountID = top.ID
+				kept = append(kept, t)
+				continue
+			}
+			changes = append(changes, "target "+t.Path+" unmounted")
+		}
+		fixed.Targets = kept
+		if len(changes) == 0 {
+			continue
+		}
+		a.cfg.Log.Warn("drift: repairing what changed behind volumed's back", "volume", name, "changes", changes)
+		if err := a.state.Adopt(fixed); err != nil {
+			a.cfg.Log.Error("record drift", "volume", name, "error", err)
+		}
+	}
+}

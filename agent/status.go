@@ -1,0 +1,116 @@
+package agent
+
+import (
+	"sort"
+
+	"github.com/volumed/volumed/agent/api"
+	"github.com/volumed/volumed/store"
+)
+
+var opPhase = map[string]string{
+	OpAttach:        api.PhaseAttaching,
+	OpFormat:        api.PhaseFormatting,
+	OpMountDevice:   api.PhaseMounting,
+	OpPublish:       api.PhaseMounting,
+	OpUnpublish:     api.PhaseUnmounting,
+	OpUnmountDevice: api.PhaseUnmounting,
+	OpDetach:        api.PhaseDetaching,
+	OpGrow:          api.PhaseMounting,
+}
+
+// Status is the agent's view of every volume it wants or still holds.
+// It reads only memory: never a mount, never the kernel.
+func (a *Agent) Status() []api.Volume {
+	if a.state == nil {
+		return nil
+	}
+	desired := a.desiredSnapshot()
+	actual := a.state.Snapshot()
+	next := map[string]Op{}
+	for _, op := range Plan(desired, actual) {
+		next[op.Volume] = op
+	}
+	names := make([]string, 0, len(desired)+len(actual))
+	for n := range desired {
+		names = append(names, n)
+	}
+	for n := range actual {
+		if desired[n] == nil {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+
+	out := make([]api.Volume, 0, len(names))
+	for _, n := range names {
+		out = append(out, a.volumeStatus(n, desired[n], actual[n], next))
+	}
+	return out
+}
+
+func (a *Agent) volumeStatus(name string, d *Desired, rec *store.Volume, next map[string]Op) api.Volume {
+	v := api.Volume{Name: name, Kind: "Volume", Wanted: d.Wanted(), StagingPath: a.stagingPath(name), Targets: []api.Target{}}
+	if d != nil {
+		v.Driver, v.Source = d.Driver, d.File
+		for _, t := range d.Targets {
+			v.Targets = append(v.Targets, api.Target{Path: t.Path, ReadOnly: t.ReadOnly, SubPath: t.SubPath, Mounted: rec != nil && hasTarget(rec, t.Path)})
+		}
+	}
+	if rec != nil {
+		if v.Driver == "" {
+			v.Driver = rec.Driver
+		}
+		if rec.Attachment != nil {
+			v.Device = rec.Attachment.Device
+		}
+		for _, t := range rec.Targets {
+			if _, ok := d.Target(t.Path); !ok {
+				v.Targets = append(v.Targets, api.Target{Path: t.Path, ReadOnly: t.ReadOnly, SubPath: t.SubPath, Mounted: true})
+			}
+		}
+		if rec.Staging != nil {
+			if u, ok := a.usage.get(name); ok {
+				v.CapacityBytes, v.UsedBytes = u.CapacityBytes, u.UsedBytes
+			}
+		}
+	}
+	fail, failed := a.exec.LastFailure(name)
+	if failed {
+		v.LastError = fail.Op + ": " + fail.Err.Error()
+		v.Retries = fail.Retries
+		t := fail.Until
+		v.NextRetryAt = &t
+	}
+	op, pending := next[name]
+	running, busy := a.exec.Running(name)
+	switch {
+	case busy:
+		v.Phase = opPhase[running]
+	case !pending && d.Wanted():
+		v.Phase = api.PhaseReady
+		v.LastError, v.Retries, v.NextRetryAt = "", 0, nil
+	case !pending:
+		v.Phase = api.PhaseAbsent
+	case failed:
+		v.Phase = api.PhaseError
+	case op.Kind == OpAttach:
+		v.Phase = api.PhasePending
+	case op.Kind == OpMountDevice:
+		v.Phase = api.PhaseAttached
+	default:
+		v.Phase = opPhase[op.Kind]
+	}
+	a.mu.Lock()
+	v.Events = append([]api.Event(nil), a.events[name]...)
+	a.mu.Unlock()
+	return v
+}
+
+// StatusReply is the full answer of the local API.
+func (a *Agent) StatusReply() api.Status {
+	a.mu.Lock()
+	problems := append([]string{}, a.problems...)
+	settled := a.settled
+	a.mu.Unlock()
+	return api.Status{Volumes: a.Status(), Problems: problems, StateRecovery: a.cfg.StateRecovery, Settled: settled}
+}

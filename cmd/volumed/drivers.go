@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/moby/sys/mountinfo"
+
+	"github.com/volumed/volumed/agent"
+	"github.com/volumed/volumed/drivers/blockfs"
+	"github.com/volumed/volumed/drivers/loop"
+	"github.com/volumed/volumed/drivers/mount"
+	"github.com/volumed/volumed/store"
+)
+
+// loopTag marks the loop devices volumed makes (kept by the kernel), so
+// they are recognised as ours even when the state file is lost.
+const loopTag = "volumed"
+
+// loopAttacher adapts drivers/loop to the core's Attacher.
+type loopAttacher struct{}
+
+func (loopAttacher) Find(_ context.Context, d *agent.Desired) ([]agent.Found, error) {
+	devs, err := loop.Find(d.Spec.Source.Loop.File)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]agent.Found, 0, len(devs))
+	for _, dev := range devs {
+		out = append(out, agent.Found{Device: dev.Path, Identity: dev.Identity(), Ours: dev.Tag == loopTag})
+	}
+	return out, nil
+}
+
+func (loopAttacher) Attach(ctx context.Context, d *agent.Desired) (agent.Found, error) {
+	src := d.Spec.Source.Loop
+	if src.Create != nil {
+		if _, err := loop.EnsureImage(src.File, src.Create.SizeBytes); err != nil {
+			return agent.Found{}, err
+		}
+	} else if _, err := os.Stat(src.File); err != nil {
+		return agent.Found{}, fmt.Errorf("image %s: %w (set source.loop.create.size to have it created)", src.File, err)
+	}
+	dev, err := loop.Attach(ctx, loop.Options{File: src.File, ReadOnly: src.ReadOnly, Tag: loopTag})
+	if err != nil {
+		return agent.Found{}, err
+	}
+	return agent.Found{Device: dev.Path, Identity: dev.Identity(), Ours: true}, nil
+}
+
+// byIdentity finds the bound loop device with the given identity: the
+// recorded device name is a hint, the identity decides.
+func byIdentity(a store.Attachment) (*loop.Device, error) {
+	if n, ok := loopNumber(a.Device); ok {
+		dev, err := loop.Get(n)
+		if err != nil {
+			return nil, err
+		}
+		if dev != nil && dev.Identity() == a.Identity {
+			return dev, nil
+		}
+	}
+	devs, err := loop.List()
+	if err != nil {
+		return nil, err
+	}
+	for i := range devs {
+		if devs[i].Identity() == a.Identity {
+			return &devs[i], nil
+		}
+	}
+	return nil, nil
+}
+
+func loopNumber(dev string) (int, bool) {
+	n, err := strconv.Atoi(strings.TrimPrefix(dev, "/dev/loop"))
+	return n, err == nil && strings.HasPrefix(dev, "/dev/loop")
+}
+
+func (loopAttacher) Verify(_ context.Context, a store.Attachment) (string, bool, error) {
+	dev, err := byIdentity(a)
+	if err != nil || dev == nil {
+		return "", false, err
+	}
+	return dev.Path, true, nil
+}
+
+func (loopAttacher) Detach(ctx context.Context, a store.Attachment) error {
+	dev, err := byIdentity(a)
+	if err != nil || dev == nil {
+		return err
+	}
+	return loop.Detach(ctx, *dev)
+}
+
+func (loopAttacher) ListOurs(context.Context) ([]store.Attachment, error) {
+	devs, err := loop.List()
+	if err != nil {
+		return nil, err
+	}
+	var out []store.Attachment
+	for _, d := range devs {
+		if d.Tag == loopTag {
+			out = append(out, store.Attachment{Driver: "loop", Device: d.Path, Identity: d.Identity(), Owned: true})
+		}
+	}
+	return out, nil
+}
+
+// filesystems adapts drivers/blockfs.
+type filesystems struct{}
+
+func (filesystems) Probe(ctx context.Context, device string) ([]agent.Signature, error) {
+	sigs, err := blockfs.ProbeDevice(ctx, device)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]agent.Signature, 0, len(sigs))
+	for _, s := range sigs {
+		out = append(out, agent.Signature{Type: s.Type, Usage: s.Usage, Offset: s.Offset})
+	}
+	return out, nil
+}
+
+func (filesystems) Mkfs(ctx context.Context, device, fstype string, extra []string) error {
+	return blockfs.Mkfs(ctx, device, fstype, extra)
+}
+
+func (filesystems) Grow(ctx context.Context, fstype, device, mountpoint string) error {
+	return blockfs.Grow(ctx, fstype, device, mountpoint)
+}
+
+// mounter adapts drivers/mount.
+type mounter struct{}
+
+func (mounter) MountDevice(device, target, fstype string, opts []string) error {
+	return mount.MountDevice(device, target, fstype, opts)
+}
+
+func (mounter) Bind(source, target string, o agent.BindOptions) error {
+	return mount.Bind(source, target, mount.BindOptions{ReadOnly: o.ReadOnly, NoSuid: o.NoSuid, NoDev: o.NoDev, NoExec: o.NoExec})
+}
+
+func (mounter) Unmount(ctx context.Context, target string) error { return mount.Unmount(ctx, target) }
+func (mounter) EnsureDir(path string) error                      { return mount.EnsureDir(path) }
+func (mounter) Mounts() ([]*mountinfo.Info, error)               { return mountinfo.GetMounts(nil) }

@@ -1,0 +1,108 @@
+// Command volumed keeps a host's volumes attached, formatted and mounted
+// as the manifests in its drop-in directories say.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+)
+
+// version is stamped by the Makefile (-ldflags -X main.version=...).
+var version = "dev"
+
+const usage = `volumed keeps this host's volumes attached, formatted and mounted as its manifests say.
+
+Usage:
+  volumed run      [--config-dir DIR]... [--state-dir DIR] [--socket PATH] [--metrics-address ADDR]
+                   [--resync DURATION] [--log-format text|json] [--log-level LEVEL]
+  volumed status   [NAME...] [-o table|json] [--socket PATH]
+  volumed validate PATH...
+  volumed wait     NAME... [--timeout DURATION] [--socket PATH]
+  volumed version
+`
+
+const defaultSocket = "/run/volumed/volumed.sock"
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	cmd, rest := args[0], args[1:]
+	var err error
+	switch cmd {
+	case "run":
+		err = cmdRun(ctx, rest, stderr)
+	case "status":
+		err = cmdStatus(ctx, rest, stdout)
+	case "validate":
+		return cmdValidate(rest, stdout, stderr)
+	case "wait":
+		err = cmdWait(ctx, rest, stdout)
+	case "version", "--version":
+		fmt.Fprintf(stdout, "volumed %s %s %s/%s\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	case checkStateCommand:
+		return cmdCheckState(rest, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+	default:
+		fmt.Fprintf(stderr, "volumed: unknown command %q\n\n%s", cmd, usage)
+		return 2
+	}
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		var ee exitError
+		if errors.As(err, &ee) {
+			if ee.msg != "" {
+				fmt.Fprintln(stderr, ee.msg)
+			}
+			return ee.code
+		}
+		fmt.Fprintln(stderr, "volumed:", err)
+		return 1
+	}
+	return 0
+}
+
+// exitError carries an exit code (and an optional message) up to main.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e exitError) Error() string { return e.msg }
+
+// parseInterspersed lets flags and names mix (`status data -o json`),
+// which the flag package alone does not.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var names []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return names, nil
+		}
+		names = append(names, rest[0])
+		args = rest[1:]
+	}
+}
+
+// multiFlag is a repeatable string flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }

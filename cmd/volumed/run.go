@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/coreos/go-systemd/v22/daemon"
+	"golang.org/x/sys/unix"
+
+	"github.com/volumed/volumed/agent"
+	"github.com/volumed/volumed/agent/api"
+	"github.com/volumed/volumed/agent/manifest"
+	"github.com/volumed/volumed/store"
+)
+
+// checkStateCommand is the hidden subcommand the agent runs in a child
+// process to check a state file: bbolt may panic or die of SIGBUS on a
+// damaged file, and only the child should die of it.
+const checkStateCommand = "__check-state"
+
+func cmdCheckState(args []string, stderr io.Writer) int {
+	if len(args) != 1 {
+		fmt.Fprintln(stderr, "usage: volumed", checkStateCommand, "FILE")
+		return 2
+	}
+	if err := store.CheckFile(args[0]); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	return 0
+}
+
+func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	var configDirs multiFlag
+	fs.Var(&configDirs, "config-dir", "manifest directory (repeatable; replaces the default drop-in directories)")
+	stateDir := fs.String("state-dir", "/var/lib/volumed", "state directory (state.db, staging mounts)")
+	socket := fs.String("socket", defaultSocket, "unix socket of the local API")
+	metricsAddr := fs.String("metrics-address", "127.0.0.1:9760", "Prometheus listener (empty disables)")
+	resync := fs.Duration("resync", time.Minute, "period of the drift check and manifest re-read")
+	logFormat := fs.String("log-format", "text", "text or json")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	parallel := fs.Int("parallel", 16, "operations running at once (across volumes)")
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("run: unexpected argument %q", fs.Arg(0))
+	}
+	log, err := newLogger(stderr, *logFormat, *logLevel)
+	if err != nil {
+		return err
+	}
+	dirs := []string(configDirs)
+	if len(dirs) == 0 {
+		dirs = manifest.DefaultDirs()
+	}
+	if !filepath.IsAbs(*stateDir) {
+		return fmt.Errorf("--state-dir must be absolute, got %q", *stateDir)
+	}
+	if err := os.MkdirAll(filepath.Join(*stateDir, "staging"), 0o700); err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
+
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find own executable: %w", err)
+	}
+	var metrics *agent.Metrics
+	var a *agent.Agent
+	var statusMu sync.Mutex // a is set after metrics are built
+	statusFn := func() []api.Volume {
+		statusMu.Lock()
+		defer statusMu.Unlock()
+		if a == nil {
+			return nil
+		}
+		return a.Status()
+	}
+	metrics = agent.NewMetrics(version, statusFn)
+
+	statePath := filepath.Join(*stateDir, "state.db")
+	st, rec, err := store.Open(statePath, store.Options{
+		Check:    store.ChildCheck(exe, checkStateCommand),
+		OnCommit: metrics.ObserveCommit,
+	})
+	if err != nil {
+		return fmt.Errorf("open state: %w", err)
+	}
+	defer st.Close()
+	recovery := ""
+	if rec != nil {
+		recovery = fmt.Sprintf("state file was damaged (%s); moved aside to %s and rebuilt from the kernel", rec.Reason, rec.MovedTo)
+		log.Error("state file damaged; rebuilding from the kernel", "reason", rec.Reason, "movedTo", rec.MovedTo)
+		metrics.StateRecovered()
+	}
+
+	notify := func(state string) {
+		if _, err := daemon.SdNotify(false, state); err != nil {
+			log.Debug("sd_notify", "error", err)
+		}
+	}
+	wd, _ := daemon.SdWatchdogEnabled(false)
+
+	statusMu.Lock()
+	a = agent.New(agent.Config{
+		StateDir:         *stateDir,
+		Manifests:        manifest.NewBuilder(dirs, manifest.Options{StateDir: *stateDir, CheckOwnership: true}),
+		WatchDirs:        dirs,
+		Store:            st,
+		Attachers:        map[string]agent.Attacher{"loop": loopAttacher{}},
+		FS:               filesystems{},
+		Mounter:          mounter{},
+		Log:              log,
+		Metrics:          metrics,
+		Resync:           *resync,
+		Parallel:         *parallel,
+		Notify:           notify,
+		StateRecovery:    recovery,
+		WatchdogInterval: wd / 2,
+	})
+	statusMu.Unlock()
+
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				notify(fmt.Sprintf("RELOADING=1\nMONOTONIC_USEC=%d", monotonicUsec()))
+				a.Reload()
+			}
+		}
+	}()
+
+	errc := make(chan error, 2)
+	go func() { errc <- a.ServeAPI(ctx, *socket) }()
+	if *metricsAddr != "" {
+		go func() { errc <- a.ServeMetrics(ctx, *metricsAddr) }()
+	}
+	log.Info("volumed starting", "version", version, "configDirs", dirs, "stateDir", *stateDir, "socket", *socket)
+	runErr := make(chan error, 1)
+	go func() { runErr <- a.Run(ctx) }()
+	select {
+	case err := <-runErr:
+		return err
+	case err := <-errc:
+		if err != nil {
+			stop()
+			<-runErr
+			return err
+		}
+		return <-runErr
+	}
+}
+
+func monotonicUsec() int64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano() / 1000
+}
+
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: %w", level, err)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format must be text or json, got %q", format)
+}

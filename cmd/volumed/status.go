@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/volumed/volumed/agent/api"
+	"github.com/volumed/volumed/agent/manifest"
+)
+
+func cmdStatus(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	socket := fs.String("socket", defaultSocket, "unix socket of the running agent")
+	output := fs.String("o", "table", "table or json")
+	names, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if *output != "table" && *output != "json" {
+		return fmt.Errorf("-o must be table or json, got %q", *output)
+	}
+	st, err := api.NewClient(*socket).Status(ctx)
+	if err != nil {
+		return err
+	}
+	vols := st.Volumes
+	if len(names) > 0 {
+		vols = nil
+		for _, n := range names {
+			i := slices.IndexFunc(st.Volumes, func(v api.Volume) bool { return v.Name == n })
+			if i < 0 {
+				return fmt.Errorf("no volume named %q", n)
+			}
+			vols = append(vols, st.Volumes[i])
+		}
+	}
+	if *output == "json" {
+		if vols == nil {
+			vols = []api.Volume{}
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(vols)
+	}
+	if len(names) > 0 {
+		for i, v := range vols {
+			if i > 0 {
+				fmt.Fprintln(stdout)
+			}
+			describe(stdout, v)
+		}
+		return nil
+	}
+	printTable(stdout, vols)
+	if st.StateRecovery != "" {
+		fmt.Fprintln(stdout, "\nWARNING:", st.StateRecovery)
+	}
+	if len(st.Problems) > 0 {
+		fmt.Fprintf(stdout, "\n%d manifest problem(s):\n", len(st.Problems))
+		for _, p := range st.Problems {
+			fmt.Fprintln(stdout, "  "+p)
+		}
+	}
+	return nil
+}
+
+// printTable fits an 80-column terminal: long errors are cut, the full
+// text is in `status NAME` and `-o json`.
+func printTable(w io.Writer, vols []api.Volume) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tPHASE\tDRIVER\tDEVICE\tTARGETS\tSIZE\tERROR")
+	for _, v := range vols {
+		mounted := 0
+		for _, t := range v.Targets {
+			if t.Mounted {
+				mounted++
+			}
+		}
+		size := "-"
+		if v.CapacityBytes > 0 {
+			size = humanBytes(v.CapacityBytes)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", v.Name, v.Phase, v.Driver, dash(v.Device), mounted, len(v.Targets), size, cut(v.LastError, 24))
+	}
+	tw.Flush()
+}
+
+func describe(w io.Writer, v api.Volume) {
+	fmt.Fprintf(w, "Name:      %s\nPhase:     %s\nDriver:    %s\nManifest:  %s\nDevice:    %s\nStaging:   %s\n",
+		v.Name, v.Phase, v.Driver, dash(v.Source), dash(v.Device), v.StagingPath)
+	if v.CapacityBytes > 0 {
+		fmt.Fprintf(w, "Usage:     %s used of %s\n", humanBytes(v.UsedBytes), humanBytes(v.CapacityBytes))
+	}
+	fmt.Fprintln(w, "Targets:")
+	for _, t := range v.Targets {
+		state := "not mounted"
+		if t.Mounted {
+			state = "mounted"
+		}
+		mode := "rw"
+		if t.ReadOnly {
+			mode = "ro"
+		}
+		sub := ""
+		if t.SubPath != "" {
+			sub = " subPath=" + t.SubPath
+		}
+		fmt.Fprintf(w, "  %s (%s, %s%s)\n", t.Path, mode, state, sub)
+	}
+	if v.LastError != "" {
+		fmt.Fprintf(w, "Error:     %s\nRetries:   %d", v.LastError, v.Retries)
+		if v.NextRetryAt != nil {
+			fmt.Fprintf(w, " (next at %s)", v.NextRetryAt.Format(time.RFC3339))
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w, "Events:")
+	if len(v.Events) == 0 {
+		fmt.Fprintln(w, "  <none>")
+	}
+	for _, e := range v.Events {
+		line := fmt.Sprintf("  %s  %-14s %-7s %8.3fs", e.Time.Format("15:04:05.000"), e.Op, e.Result, e.Duration)
+		if e.Error != "" {
+			line += "  " + e.Error
+		}
+		fmt.Fprintln(w, line)
+	}
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return dash(s)
+	}
+	return s[:n-3] + "..."
+}
+
+func humanBytes(b int64) string {
+	const unit = 1024
+	if b < unit {
+		return fmt.Sprintf("%dB", b)
+	}
+	div, exp := int64(unit), 0
+	for n := b / unit; n >= unit; n /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f%ci", float64(b)/float64(div), "KMGTPE"[exp])
+}
+
+func cmdWait(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("wait", flag.ContinueOnError)
+	socket := fs.String("socket", defaultSocket, "unix socket of the running agent")
+	timeout := fs.Duration("timeout", 5*time.Minute, "give up after this long")
+	names, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(names) == 0 {
+		return fmt.Errorf("wait: name at least one volume")
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	client := api.NewClient(*socket)
+	var why []string
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		st, err := client.Status(ctx)
+		if err == nil {
+			why = notReady(st, names)
+			if len(why) == 0 {
+				return nil
+			}
+		} else {
+			why = []string{err.Error()}
+		}
+		select {
+		case <-ctx.Done():
+			return exitError{code: 1, msg: fmt.Sprintf("volumed wait: timed out after %s:\n  %s", *timeout, strings.Join(why, "\n  "))}
+		case <-tick.C:
+		}
+	}
+}
+
+func notReady(st *api.Status, names []string) []string {
+	var why []string
+	for _, n := range names {
+		i := slices.IndexFunc(st.Volumes, func(v api.Volume) bool { return v.Name == n })
+		if i < 0 {
+			why = append(why, fmt.Sprintf("%s: no such volume in the manifests", n))
+			continue
+		}
+		v := st.Volumes[i]
+		if v.Phase == api.PhaseReady {
+			continue
+		}
+		msg := fmt.Sprintf("%s: %s", n, v.Phase)
+		if v.LastError != "" {
+			msg += fmt.Sprintf(" (%s; %d retries)", v.LastError, v.Retries)
+		}
+		why = append(why, msg)
+	}
+	return why
+}
+
+func cmdValidate(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "usage: volumed validate PATH...")
+		return 2
+	}
+	probs := manifest.Validate(args, manifest.Options{CheckOwnership: os.Geteuid() == 0})
+	for _, p := range probs {
+		fmt.Fprintln(stderr, p.Error())
+	}
+	if len(probs) > 0 {
+		return 1
+	}
+	fmt.Fprintln(stdout, "ok")
+	return 0
+}

@@ -1,0 +1,141 @@
+package blockfs
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// blkidNothingFound is blkid's exit status for "no signature".
+const (
+	blkidNothingFound = 2
+	blkidAmbivalent   = 8
+)
+
+// ProbeDevice probes the block device or image file at path with Probe
+// and, when blkid is installed, with `blkid -p` as a second opinion. blkid
+// knows far more formats than Probe; Probe knows places blkid does not look
+// (a GPT whose protective MBR and primary header are gone). The result is
+// the union. Any failure to look is an error, never an empty result.
+func ProbeDevice(ctx context.Context, path string) ([]Signature, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("probe %s: %w", path, err)
+	}
+	defer f.Close()
+	size, err := deviceSize(f)
+	if err != nil {
+		return nil, fmt.Errorf("probe %s: %w", path, err)
+	}
+	sigs, err := Probe(f, size)
+	if err != nil {
+		return nil, fmt.Errorf("probe %s: %w", path, err)
+	}
+	blkid, err := exec.LookPath("blkid")
+	if err != nil {
+		return sigs, nil
+	}
+	more, err := runBlkid(ctx, blkid, path)
+	if err != nil {
+		return nil, fmt.Errorf("probe %s: %w", path, err)
+	}
+	return append(sigs, more...), nil
+}
+
+// deviceSize is the size of a block device (BLKGETSIZE64) or regular file.
+func deviceSize(f *os.File) (int64, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case fi.Mode().IsRegular():
+		return fi.Size(), nil
+	case fi.Mode()&os.ModeDevice != 0 && fi.Mode()&os.ModeCharDevice == 0:
+		var size uint64
+		rc, err := f.SyscallConn()
+		if err != nil {
+			return 0, err
+		}
+		var ioErr error
+		if err := rc.Control(func(fd uintptr) {
+			_, _, errno := unix.Syscall(unix.SYS_IOCTL, fd, unix.BLKGETSIZE64, uintptr(unsafe.Pointer(&size)))
+			if errno != 0 {
+				ioErr = errno
+			}
+		}); err != nil {
+			return 0, err
+		}
+		if ioErr != nil {
+			return 0, fmt.Errorf("BLKGETSIZE64: %w", ioErr)
+		}
+		if size > 1<<62 {
+			return 0, fmt.Errorf("BLKGETSIZE64: implausible size %d", size)
+		}
+		return int64(size), nil
+	default:
+		return 0, fmt.Errorf("not a block device or regular file (mode %v)", fi.Mode())
+	}
+}
+
+func runBlkid(ctx context.Context, blkid, path string) ([]Signature, error) {
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, blkid, "-p", "-o", "export", path)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee) && ee.ExitCode() == blkidNothingFound && ctx.Err() == nil:
+		return nil, nil
+	case errors.As(err, &ee) && ee.ExitCode() == blkidAmbivalent && ctx.Err() == nil:
+		// Several filesystems claim the device (leftovers of an old one):
+		// blkid refuses to name one, which is itself proof of content.
+		return []Signature{{Type: "ambivalent", Usage: UsageOther, Offset: -1, Source: SourceBlkid}}, nil
+	default:
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, fmt.Errorf("blkid: %w", ctxErr)
+		}
+		return nil, fmt.Errorf("blkid: %w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return parseBlkidExport(stdout.Bytes()), nil
+}
+
+// parseBlkidExport turns `blkid -p -o export` output into signatures.
+func parseBlkidExport(out []byte) []Signature {
+	kv := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), "=")
+		if ok {
+			kv[k] = v
+		}
+	}
+	offset := func(key string) int64 {
+		if n, err := strconv.ParseInt(kv[key], 10, 64); err == nil {
+			return n
+		}
+		return -1
+	}
+	var sigs []Signature
+	if t := kv["TYPE"]; t != "" {
+		usage := kv["USAGE"]
+		if usage == "" {
+			usage = UsageOther
+		}
+		sigs = append(sigs, Signature{Type: t, Usage: usage, Offset: offset("SBMAGIC_OFFSET"), Source: SourceBlkid})
+	}
+	if t := kv["PTTYPE"]; t != "" {
+		sigs = append(sigs, Signature{Type: t, Usage: UsagePartitionTable, Offset: offset("PTMAGIC_OFFSET"), Source: SourceBlkid})
+	}
+	return sigs
+}

@@ -1,0 +1,237 @@
+package loop
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// EnsureImage creates a sparse image file of size bytes (mode 0600,
+// parent directories 0755) if file does not exist, and reports whether
+// it did. An existing file is never truncated, grown or shrunk; it is an
+// error if it is not a regular file (a symlink included).
+//
+// The file appears under its name only at its full size (it is sized as
+// an unnamed O_TMPFILE and then linked), so a crash never leaves a short
+// image behind that a later call would accept.
+func EnsureImage(file string, size int64) (created bool, err error) {
+	created, err = ensureImage(file, size)
+	if err != nil {
+		return false, fmt.Errorf("ensure image %s: %w", file, err)
+	}
+	return created, nil
+}
+
+func ensureImage(file string, size int64) (bool, error) {
+	if size <= 0 {
+		return false, fmt.Errorf("size %d is not positive", size)
+	}
+	if exists, err := existingImage(file); exists || err != nil {
+		return false, err
+	}
+	dir := filepath.Dir(file)
+	if err := mkdirAll(dir); err != nil {
+		return false, err
+	}
+	err := createTmpfile(dir, file, size)
+	if errors.Is(err, errNoTmpfile) {
+		err = createNamed(dir, file, size)
+	}
+	if errors.Is(err, os.ErrExist) {
+		// Created by someone else meanwhile: theirs stands.
+		_, err := existingImage(file)
+		return false, err
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, syncDir(dir)
+}
+
+// existingImage reports whether file exists, failing if it is not a
+// regular file.
+func existingImage(file string) (bool, error) {
+	st, err := os.Lstat(file)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if !st.Mode().IsRegular() {
+		return true, fmt.Errorf("exists and is not a regular file (%s)", st.Mode().Type())
+	}
+	return true, nil
+}
+
+var errNoTmpfile = errors.New("O_TMPFILE not supported")
+
+func createTmpfile(dir, file string, size int64) error {
+	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o600)
+	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EISDIR) {
+		return errNoTmpfile
+	}
+	if err != nil {
+		return fmt.Errorf("open O_TMPFILE in %s: %w", dir, err)
+	}
+	defer unix.Close(fd)
+	if err := sizeAndSync(fd, size); err != nil {
+		return err
+	}
+	// linkat never replaces an existing name (EEXIST).
+	err = unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), unix.AT_FDCWD, file, unix.AT_SYMLINK_FOLLOW)
+	if errors.Is(err, unix.ENOENT) { // no /proc: needs CAP_DAC_READ_SEARCH instead
+		err = unix.Linkat(fd, "", unix.AT_FDCWD, file, unix.AT_EMPTY_PATH)
+	}
+	if err != nil {
+		return &os.LinkError{Op: "link", Old: "O_TMPFILE", New: file, Err: err}
+	}
+	return nil
+}
+
+func createNamed(dir, file string, size int64) error {
+	var r [6]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, "."+filepath.Base(file)+".tmp-"+hex.EncodeToString(r[:]))
+	fd, err := unix.Open(tmp, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return &os.PathError{Op: "create", Path: tmp, Err: err}
+	}
+	defer os.Remove(tmp)
+	err = sizeAndSync(fd, size)
+	unix.Close(fd)
+	if err != nil {
+		return err
+	}
+	return os.Link(tmp, file) // never replaces an existing name
+}
+
+func sizeAndSync(fd int, size int64) error {
+	if err := unix.Ftruncate(fd, size); err != nil {
+		return fmt.Errorf("truncate to %d: %w", size, err)
+	}
+	if err := unix.Fsync(fd); err != nil {
+		return fmt.Errorf("fsync: %w", err)
+	}
+	return nil
+}
+
+// mkdirAll creates dir and missing parents (0755) and makes each new
+// entry durable by syncing the directory that holds it.
+func mkdirAll(dir string) error {
+	st, err := os.Stat(dir)
+	if err == nil {
+		if !st.IsDir() {
+			return fmt.Errorf("%s: not a directory", dir)
+		}
+		return nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	parent := filepath.Dir(dir)
+	if parent != dir {
+		if err := mkdirAll(parent); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	return syncDir(parent)
+}
+
+func syncDir(dir string) error {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: dir, Err: err}
+	}
+	defer unix.Close(fd)
+	if err := unix.Fsync(fd); err != nil {
+		return &os.PathError{Op: "fsync", Path: dir, Err: err}
+	}
+	return nil
+}
+
+// Grow extends dev's backing file to size bytes if it is smaller (it
+// never shrinks it) and has the loop device pick up the file's size
+// (LOOP_SET_CAPACITY). The device and the file at its path are both
+// checked to be dev's backing file first. It returns the block device's
+// new size.
+func Grow(ctx context.Context, dev Device, size int64) (int64, error) {
+	n, err := grow(ctx, dev, size)
+	if err != nil {
+		return 0, fmt.Errorf("grow %s: %w", devPath(dev.Number), err)
+	}
+	return n, nil
+}
+
+func grow(ctx context.Context, dev Device, size int64) (int64, error) {
+	if size <= 0 {
+		return 0, fmt.Errorf("size %d is not positive", size)
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	cur, err := Get(dev.Number)
+	if err != nil {
+		return 0, err
+	}
+	if cur == nil {
+		return 0, errors.New("not bound")
+	}
+	if !cur.sameFile(dev) {
+		return 0, identityErr(cur.Identity(), dev)
+	}
+	if cur.Deleted {
+		return 0, fmt.Errorf("backing file %s was deleted", cur.BackingFile)
+	}
+
+	file, err := openImage(cur.BackingFile, false)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(file)
+	var st unix.Stat_t
+	if err := unix.Fstat(file, &st); err != nil {
+		return 0, err
+	}
+	if st.Dev != dev.BackingDev || st.Ino != dev.BackingIno {
+		return 0, fmt.Errorf("%w: %s is now another file (%d:%d)", ErrIdentity, cur.BackingFile, st.Dev, st.Ino)
+	}
+	if st.Size < size {
+		if err := sizeAndSync(file, size); err != nil {
+			return 0, err
+		}
+	}
+
+	fd, err := unix.Open(devPath(dev.Number), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, &os.PathError{Op: "open", Path: devPath(dev.Number), Err: err}
+	}
+	defer unix.Close(fd)
+	now, err := readDevice(dev.Number, fd)
+	if err != nil {
+		return 0, err
+	}
+	if now == nil || !now.sameFile(dev) {
+		return 0, fmt.Errorf("%w: rebound while growing", ErrIdentity)
+	}
+	if err := unix.IoctlSetInt(fd, unix.LOOP_SET_CAPACITY, 0); err != nil {
+		return 0, fmt.Errorf("LOOP_SET_CAPACITY: %w", err)
+	}
+	sectors, err := readUint(sysPath(dev.Number, "size"))
+	if err != nil {
+		return 0, err
+	}
+	return int64(sectors) * 512, nil
+}

@@ -1,0 +1,38 @@
+//go:build crashpoints
+
+package crashpoint
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+)
+
+var hits atomic.Int64
+
+// Hit kills the process with SIGKILL when op:when is the configured point.
+func Hit(op, when string) {
+	want := os.Getenv(EnvVar)
+	if want == "" {
+		return
+	}
+	nth := int64(1)
+	if i := strings.IndexByte(want, '#'); i >= 0 {
+		if n, err := strconv.ParseInt(want[i+1:], 10, 64); err == nil && n > 0 {
+			nth = n
+		}
+		want = want[:i]
+	}
+	if want != op+":"+when {
+		return
+	}
+	if hits.Add(1) == nth {
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {} // never returns; SIGKILL is not deliverable to a handler
+	}
+}
+
+// Enabled reports whether crash points are compiled in.
+func Enabled() bool { return true }

@@ -1,0 +1,110 @@
+package store
+
+import (
+	"errors"
+	"time"
+
+	"go.etcd.io/bbolt"
+)
+
+// maxBatch bounds one transaction so a flood of callers cannot build an unbounded one.
+const maxBatch = 256
+
+// request is one caller's write, waiting for the commit goroutine.
+type request struct {
+	fn   func(*bbolt.Tx) error
+	done chan error
+}
+
+// errBatchMember aborts a shared transaction when one member fails; the members are re-run.
+var errBatchMember = errors.New("batch member failed")
+
+// do queues fn and waits until it is durable (or failed). Callers that arrive while a commit is
+// in flight are taken together into the next one, so N parallel callers cost about one fsync
+// each round instead of N. Unlike db.Batch there is no timer: a lone caller commits at once.
+func (s *Store) do(fn func(*bbolt.Tx) error) error {
+	r := &request{fn: fn, done: make(chan error, 1)}
+	select {
+	case s.reqs <- r:
+	case <-s.quit:
+		return ErrClosed
+	}
+	return <-r.done
+}
+
+// loop is the commit goroutine, owned by the Store: started by Open, stopped by Close.
+func (s *Store) loop() {
+	defer close(s.done)
+	for {
+		var batch []*request
+		select {
+		case r := <-s.reqs:
+			batch = append(batch, r)
+		case <-s.quit:
+			return
+		}
+	drain:
+		for len(batch) < maxBatch {
+			select {
+			case r := <-s.reqs:
+				batch = append(batch, r)
+			default:
+				break drain
+			}
+		}
+		s.commit(batch)
+	}
+}
+
+// commit applies the batch in one transaction and answers every member. When a member fails the
+// transaction is rolled back, the failing member runs alone (its answer is its own error, or
+// success if it only failed because of an earlier member's writes), and the rest are re-run.
+func (s *Store) commit(batch []*request) {
+	for len(batch) > 0 {
+		failed, failErr := -1, error(nil)
+		start := time.Now()
+		err := s.db.Update(func(tx *bbolt.Tx) error {
+			for i, r := range batch {
+				if err := r.fn(tx); err != nil {
+					failed, failErr = i, err
+					return errBatchMember
+				}
+			}
+			return nil
+		})
+		if failed < 0 {
+			// Success, or a commit error (write or fsync) that every member shares.
+			if err == nil {
+				s.committed(time.Since(start), len(batch))
+			}
+			for _, r := range batch {
+				r.done <- err
+			}
+			return
+		}
+		r := batch[failed]
+		if failed == 0 {
+			// Nothing ran before it in that transaction: it already failed alone.
+			r.done <- failErr
+		} else {
+			r.done <- s.commitAlone(r)
+		}
+		batch = append(batch[:failed:failed], batch[failed+1:]...)
+	}
+}
+
+func (s *Store) commitAlone(r *request) error {
+	start := time.Now()
+	err := s.db.Update(r.fn)
+	if err == nil {
+		s.committed(time.Since(start), 1)
+	}
+	return err
+}
+
+func (s *Store) committed(d time.Duration, callers int) {
+	s.commits.Add(1)
+	if s.onCommit != nil {
+		s.onCommit(d, callers)
+	}
+}

@@ -1,0 +1,306 @@
+// Command bench measures volumed against a kernel-only floor on the same
+// machine in the same run (make bench): N pre-formatted loop images
+// brought up (attach, mount, bind) and torn down, by a bare Go loop and by
+// the agent; then restart-to-Ready, RSS, idle CPU, fsyncs and binary size.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/volumed/volumed/agent/api"
+	"github.com/volumed/volumed/drivers/loop"
+)
+
+func main() {
+	n := flag.Int("n", 100, "volumes")
+	idle := flag.Duration("idle", 30*time.Second, "idle period for the CPU measurement")
+	bin := flag.String("bin", "bin/volumed", "volumed binary")
+	flag.Parse()
+	if os.Getenv("VOLUMED_BENCH_NS") == "" {
+		if os.Geteuid() != 0 {
+			fail("make bench needs root (loop devices, mounts)")
+		}
+		args := append([]string{"-m", "--propagation", "private", "--", os.Args[0]}, os.Args[1:]...)
+		cmd := exec.Command("unshare", args...)
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		cmd.Env = append(os.Environ(), "VOLUMED_BENCH_NS=1")
+		if err := cmd.Run(); err != nil {
+			os.Exit(1)
+		}
+		return
+	}
+	exe, err := filepath.Abs(*bin)
+	check(err)
+	work, err := os.MkdirTemp("", "volumed-bench-")
+	check(err)
+	defer cleanup(work)
+	check(os.Chmod(work, 0o755))
+
+	fmt.Printf("volumed bench: %d volumes, ext4 images pre-formatted, 1 target each\n", *n)
+	images := makeImages(work, *n)
+
+	floorUp, floorDown := floor(work, images)
+	fmt.Printf("floor (bare LOOP_CONFIGURE+mount+bind, parallel): up %v (%.2f ms/vol), down %v\n", floorUp.Round(time.Millisecond), ms(floorUp)/float64(*n), floorDown.Round(time.Millisecond))
+
+	b := &agentRun{exe: exe, work: work, n: *n}
+	b.writeManifests(images)
+	up := b.startAndWaitReady()
+	rss := b.rssKiB()
+	commits := b.commits()
+	fmt.Printf("agent cold start to all Ready: %v  ratio %.2fx (target <= 1.5x)\n", up.Round(time.Millisecond), float64(up)/float64(floorUp))
+	fmt.Printf("agent RSS with %d volumes: %.1f MiB (target <= 25 MiB)\n", *n, float64(rss)/1024)
+	fmt.Printf("durable commits (fsyncs) to converge: %d, %.2f per volume\n", commits, float64(commits)/float64(*n))
+
+	cpu0 := b.cpuTicks()
+	time.Sleep(*idle)
+	cpu := b.cpuTicks() - cpu0
+	fmt.Printf("agent CPU over %v idle: %d ms\n", *idle, cpu*1000/clockTicks())
+
+	b.stop()
+	restart := b.startAndWaitReady()
+	fmt.Printf("restart to all Ready with %d volumes in place: %v (target <= 50 ms; includes process start)\n", *n, restart.Round(time.Millisecond))
+
+	down := b.removeAllAndWaitDetached(images)
+	fmt.Printf("agent remove all manifests to all loop devices gone: %v  ratio %.2fx (target <= 2x)\n", down.Round(time.Millisecond), float64(down)/float64(floorDown))
+	b.stop()
+
+	fi, err := os.Stat(exe)
+	check(err)
+	fmt.Printf("static binary size: %.1f MiB\n", float64(fi.Size())/(1<<20))
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func fail(msg string) { fmt.Fprintln(os.Stderr, "bench:", msg); os.Exit(1) }
+func check(err error) {
+	if err != nil {
+		fail(err.Error())
+	}
+}
+
+func makeImages(work string, n int) []string {
+	dir := filepath.Join(work, "images")
+	check(os.MkdirAll(dir, 0o755))
+	images := make([]string, n)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 4)
+	for i := range images {
+		images[i] = filepath.Join(dir, fmt.Sprintf("v%03d.img", i))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			f, err := os.Create(images[i])
+			check(err)
+			check(f.Truncate(16 << 20))
+			f.Close()
+			if out, err := exec.Command("mkfs.ext4", "-q", "-F", images[i]).CombinedOutput(); err != nil {
+				fail(fmt.Sprintf("mkfs: %v %s", err, out))
+			}
+		}()
+	}
+	wg.Wait()
+	return images
+}
+
+// floor is the least the kernel needs: attach, mount, bind; and back.
+func floor(work string, images []string) (up, down time.Duration) {
+	type vol struct {
+		dev             *loop.Device
+		staging, target string
+	}
+	vols := make([]vol, len(images))
+	par := func(fn func(i int)) time.Duration {
+		start := time.Now()
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 16)
+		for i := range images {
+			wg.Add(1)
+			go func() { defer wg.Done(); sem <- struct{}{}; fn(i); <-sem }()
+		}
+		wg.Wait()
+		return time.Since(start)
+	}
+	for i := range vols {
+		vols[i].staging = filepath.Join(work, "floor", "staging", strconv.Itoa(i))
+		vols[i].target = filepath.Join(work, "floor", "target", strconv.Itoa(i))
+		check(os.MkdirAll(vols[i].staging, 0o755))
+		check(os.MkdirAll(vols[i].target, 0o755))
+	}
+	up = par(func(i int) {
+		d, err := loop.Attach(context.Background(), loop.Options{File: images[i]})
+		check(err)
+		vols[i].dev = d
+		check(unix.Mount(d.Path, vols[i].staging, "ext4", unix.MS_NOSUID|unix.MS_NODEV, ""))
+		check(unix.Mount(vols[i].staging, vols[i].target, "", unix.MS_BIND, ""))
+	})
+	down = par(func(i int) {
+		check(unix.Unmount(vols[i].target, 0))
+		check(unix.Unmount(vols[i].staging, 0))
+		check(loop.Detach(context.Background(), *vols[i].dev))
+	})
+	return up, down
+}
+
+type agentRun struct {
+	exe, work string
+	n         int
+	cmd       *exec.Cmd
+	metrics   string
+}
+
+func (b *agentRun) conf() string   { return filepath.Join(b.work, "volumes.d") }
+func (b *agentRun) socket() string { return filepath.Join(b.work, "volumed.sock") }
+
+func (b *agentRun) writeManifests(images []string) {
+	check(os.MkdirAll(b.conf(), 0o755))
+	for i, img := range images {
+		m := fmt.Sprintf("apiVersion: volumed/v1\nkind: Volume\nmetadata: {name: v%03d}\nspec:\n  source: {loop: {file: %s}}\n  filesystem: {type: ext4}\n  mounts: [{path: %s}]\n",
+			i, img, filepath.Join(b.work, "mnt", fmt.Sprintf("v%03d", i)))
+		check(os.WriteFile(filepath.Join(b.conf(), fmt.Sprintf("v%03d.yaml", i)), []byte(m), 0o644))
+	}
+}
+
+func freePort() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	check(err)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func (b *agentRun) startAndWaitReady() time.Duration {
+	b.metrics = freePort()
+	start := time.Now()
+	b.cmd = exec.Command(b.exe, "run", "--config-dir", b.conf(), "--state-dir", filepath.Join(b.work, "state"),
+		"--socket", b.socket(), "--metrics-address", b.metrics, "--log-level", "warn")
+	log, err := os.OpenFile(filepath.Join(b.work, "agent.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	check(err)
+	b.cmd.Stdout, b.cmd.Stderr = log, log
+	check(b.cmd.Start())
+	client := api.NewClient(b.socket())
+	for {
+		st, err := client.Status(context.Background())
+		if err == nil && len(st.Volumes) == b.n {
+			ready := 0
+			for _, v := range st.Volumes {
+				if v.Phase == api.PhaseReady {
+					ready++
+				}
+			}
+			if ready == b.n {
+				return time.Since(start)
+			}
+		}
+		if time.Since(start) > 5*time.Minute {
+			fail("agent did not converge; see " + filepath.Join(b.work, "agent.log"))
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func (b *agentRun) removeAllAndWaitDetached(images []string) time.Duration {
+	start := time.Now()
+	for i := range images {
+		check(os.Remove(filepath.Join(b.conf(), fmt.Sprintf("v%03d.yaml", i))))
+	}
+	for {
+		devs, err := loop.List()
+		check(err)
+		left := 0
+		for _, d := range devs {
+			if strings.HasPrefix(d.BackingFile, b.work) {
+				left++
+			}
+		}
+		if left == 0 {
+			return time.Since(start)
+		}
+		if time.Since(start) > 5*time.Minute {
+			fail("teardown did not finish")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func (b *agentRun) stop() {
+	_ = b.cmd.Process.Signal(syscall.SIGTERM)
+	_ = b.cmd.Wait()
+}
+
+func (b *agentRun) rssKiB() int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", b.cmd.Process.Pid))
+	check(err)
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			f := strings.Fields(line)
+			v, _ := strconv.ParseInt(f[1], 10, 64)
+			return v
+		}
+	}
+	return 0
+}
+
+func (b *agentRun) cpuTicks() int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", b.cmd.Process.Pid))
+	check(err)
+	s := string(data)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return u + st
+}
+
+func clockTicks() int64 { return 100 } // USER_HZ on Linux
+
+// commits reads the count of durable commits from the agent's metrics.
+func (b *agentRun) commits() int64 {
+	resp, err := http.Get("http://" + b.metrics + "/metrics")
+	check(err)
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, "volumed_state_commit_duration_seconds_count ") {
+			v, _ := strconv.ParseFloat(strings.Fields(line)[1], 64)
+			return int64(v)
+		}
+	}
+	return -1
+}
+
+func cleanup(work string) {
+	out, _ := os.ReadFile("/proc/self/mountinfo")
+	var points []string
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && strings.HasPrefix(f[4], work) {
+			points = append(points, f[4])
+		}
+	}
+	for i := len(points) - 1; i >= 0; i-- {
+		_ = unix.Unmount(points[i], unix.MNT_DETACH)
+	}
+	if devs, err := loop.List(); err == nil {
+		for _, d := range devs {
+			if strings.HasPrefix(d.BackingFile, work) {
+				_ = loop.Detach(context.Background(), d)
+			}
+		}
+	}
+	os.RemoveAll(work)
+}

@@ -1,0 +1,424 @@
+// Package e2e runs the real volumed binary against the real kernel: loop
+// devices, mkfs, mounts and SIGKILLs, inside a private mount namespace.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/moby/sys/mountinfo"
+	"golang.org/x/sys/unix"
+
+	"github.com/volumed/volumed/agent/api"
+	"github.com/volumed/volumed/drivers/loop"
+	"github.com/volumed/volumed/internal/testns"
+)
+
+// binary is volumed built with crash points compiled in.
+var binary string
+
+func TestMain(m *testing.M) {
+	if !testns.Inside() {
+		testns.Main(m)
+		return
+	}
+	dir, err := os.MkdirTemp("", "volumed-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "volumed")
+	build := exec.Command("go", "build", "-tags", "crashpoints", "-o", binary, "github.com/volumed/volumed/cmd/volumed")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build volumed: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// env is one agent's world: its manifest dir, state dir, images and
+// targets, all under one temp dir.
+type env struct {
+	t      *testing.T
+	dir    string
+	config string
+	state  string
+	socket string
+	images string
+	mnt    string
+	resync string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	logs *bytes.Buffer
+	done chan struct{}
+	exit error
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	dir := t.TempDir()
+	// t.TempDir is 0700 under a 1777 /tmp; manifests must sit in root-owned,
+	// non-group-writable dirs, which these are.
+	e := &env{
+		t: t, dir: dir,
+		config: filepath.Join(dir, "volumes.d"),
+		state:  filepath.Join(dir, "state"),
+		socket: filepath.Join(dir, "volumed.sock"),
+		images: filepath.Join(dir, "images"),
+		mnt:    filepath.Join(dir, "mnt"),
+		resync: "60s",
+	}
+	for _, d := range []string{e.config, e.images, e.mnt} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(e.cleanup)
+	return e
+}
+
+// cleanup kills the agent, unmounts everything under the temp dir and
+// detaches every loop device backed by a file in it, even after a failure.
+func (e *env) cleanup() {
+	e.kill()
+	mounts, _ := mountinfo.GetMounts(mountinfo.PrefixFilter(e.dir))
+	slices.SortFunc(mounts, func(a, b *mountinfo.Info) int { return b.ID - a.ID })
+	for _, m := range mounts {
+		_ = unix.Unmount(m.Mountpoint, unix.MNT_DETACH)
+	}
+	devs, _ := loop.List()
+	for _, d := range devs {
+		if strings.HasPrefix(d.BackingFile, e.dir) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if err := loop.Detach(ctx, d); err != nil {
+				e.t.Logf("cleanup: detach %s: %v", d.Path, err)
+			}
+			cancel()
+		}
+	}
+	if e.t.Failed() {
+		e.t.Logf("agent log:\n%s", e.logText())
+	}
+}
+
+func (e *env) logText() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.logs == nil {
+		return ""
+	}
+	return e.logs.String()
+}
+
+// start runs the agent; extraEnv adds e.g. a crash point.
+func (e *env) start(extraEnv ...string) {
+	e.t.Helper()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.cmd != nil {
+		e.t.Fatal("agent already running")
+	}
+	cmd := exec.Command(binary, "run", "--config-dir", e.config, "--state-dir", e.state, "--socket", e.socket,
+		"--metrics-address", "", "--resync", e.resync, "--log-level", "debug")
+	if e.logs == nil {
+		e.logs = &bytes.Buffer{}
+	}
+	fmt.Fprintf(e.logs, "---- start %v\n", extraEnv)
+	cmd.Stdout, cmd.Stderr = &lockedWriter{mu: &e.mu, w: e.logs}, &lockedWriter{mu: &e.mu, w: e.logs}
+	cmd.Env = append(os.Environ(), extraEnv...)
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.cmd = cmd
+	done := make(chan struct{})
+	e.done = done
+	go func() {
+		err := cmd.Wait()
+		e.mu.Lock()
+		e.exit = err
+		e.mu.Unlock()
+		close(done)
+	}()
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func (e *env) signal(sig syscall.Signal) {
+	e.mu.Lock()
+	cmd, done := e.cmd, e.done
+	e.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(sig)
+	<-done
+	e.mu.Lock()
+	e.cmd = nil
+	e.mu.Unlock()
+}
+
+func (e *env) kill() { e.signal(syscall.SIGKILL) }
+func (e *env) stop() { e.signal(syscall.SIGTERM) }
+
+// waitExit waits for the agent to die on its own (a crash point) and
+// reports whether it died of SIGKILL.
+func (e *env) waitExit(timeout time.Duration) bool {
+	e.t.Helper()
+	e.mu.Lock()
+	done := e.done
+	e.mu.Unlock()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		e.t.Fatalf("agent did not exit within %s", timeout)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.cmd = nil
+	if ee, ok := e.exit.(*exec.ExitError); ok {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return ws.Signal() == syscall.SIGKILL
+		}
+	}
+	return false
+}
+
+func (e *env) image(name string, size int64) string {
+	e.t.Helper()
+	p := filepath.Join(e.images, name)
+	f, err := os.Create(p)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := f.Truncate(size); err != nil {
+		e.t.Fatal(err)
+	}
+	f.Close()
+	return p
+}
+
+func (e *env) write(file, content string) {
+	e.t.Helper()
+	p := filepath.Join(e.config, file)
+	tmp := p + ".tmp~"
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) remove(file string) {
+	e.t.Helper()
+	if err := os.Remove(filepath.Join(e.config, file)); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// volume writes a loop volume manifest named name.yaml.
+func (e *env) volume(name, fstype string, size string, targets ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: volumed/v1\nkind: Volume\nmetadata:\n  name: %s\nspec:\n  source:\n    loop:\n      file: %s\n      create: { size: %s }\n  filesystem:\n    type: %s\n", name, filepath.Join(e.images, name+".img"), size, fstype)
+	if len(targets) > 0 {
+		b.WriteString("  mounts:\n")
+		for _, t := range targets {
+			ro := strings.HasSuffix(t, ":ro")
+			t = strings.TrimSuffix(t, ":ro")
+			fmt.Fprintf(&b, "    - path: %s\n", filepath.Join(e.mnt, t))
+			if ro {
+				b.WriteString("      readOnly: true\n")
+			}
+		}
+	}
+	e.write(name+".yaml", b.String())
+	return b.String()
+}
+
+func (e *env) target(t string) string { return filepath.Join(e.mnt, t) }
+
+func (e *env) status() (*api.Status, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return api.NewClient(e.socket).Status(ctx)
+}
+
+// waitFor polls the agent's status until cond holds. The deadline is a
+// failure bound, not a performance assertion.
+func (e *env) waitFor(what string, cond func(*api.Status) bool) *api.Status {
+	e.t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	var last *api.Status
+	var lastErr error
+	for time.Now().Before(deadline) {
+		st, err := e.status()
+		if err == nil {
+			last = st
+			if cond(st) {
+				return st
+			}
+		}
+		lastErr = err
+		time.Sleep(30 * time.Millisecond)
+	}
+	e.t.Fatalf("timed out waiting for %s; last status %s (err %v)", what, dumpStatus(last), lastErr)
+	return nil
+}
+
+func dumpStatus(st *api.Status) string {
+	if st == nil {
+		return "<none>"
+	}
+	var b strings.Builder
+	for _, v := range st.Volumes {
+		fmt.Fprintf(&b, "\n  %s %s dev=%s err=%q targets=%+v", v.Name, v.Phase, v.Device, v.LastError, v.Targets)
+	}
+	for _, p := range st.Problems {
+		fmt.Fprintf(&b, "\n  problem: %s", p)
+	}
+	return b.String()
+}
+
+func find(st *api.Status, name string) *api.Volume {
+	for i := range st.Volumes {
+		if st.Volumes[i].Name == name {
+			return &st.Volumes[i]
+		}
+	}
+	return nil
+}
+
+func (e *env) waitReady(names ...string) *api.Status {
+	e.t.Helper()
+	return e.waitFor("volumes "+strings.Join(names, ",")+" Ready", func(st *api.Status) bool {
+		for _, n := range names {
+			v := find(st, n)
+			if v == nil || v.Phase != api.PhaseReady {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func (e *env) waitPhase(name, phase string) *api.Volume {
+	e.t.Helper()
+	st := e.waitFor(name+" "+phase, func(st *api.Status) bool {
+		v := find(st, name)
+		return v != nil && v.Phase == phase
+	})
+	return find(st, name)
+}
+
+func (e *env) waitGone(name string) {
+	e.t.Helper()
+	e.waitFor(name+" torn down", func(st *api.Status) bool { return find(st, name) == nil && st.Settled })
+}
+
+// mounts returns every mount under the env's dir, by mount point.
+func (e *env) mounts() map[string][]*mountinfo.Info {
+	e.t.Helper()
+	ms, err := mountinfo.GetMounts(mountinfo.PrefixFilter(e.dir))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	out := map[string][]*mountinfo.Info{}
+	for _, m := range ms {
+		out[m.Mountpoint] = append(out[m.Mountpoint], m)
+	}
+	return out
+}
+
+// mountIDs maps each mount point under the env to its mount IDs.
+func (e *env) mountIDs() map[string][]int {
+	out := map[string][]int{}
+	for p, ms := range e.mounts() {
+		for _, m := range ms {
+			out[p] = append(out[p], m.ID)
+		}
+	}
+	return out
+}
+
+// loops returns the loop devices backed by each image under the env.
+func (e *env) loops() map[string][]string {
+	e.t.Helper()
+	devs, err := loop.List()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for _, d := range devs {
+		if strings.HasPrefix(d.BackingFile, e.dir) {
+			out[d.BackingFile] = append(out[d.BackingFile], d.Path)
+		}
+	}
+	return out
+}
+
+func (e *env) staging(name string) string { return filepath.Join(e.state, "staging", name) }
+
+// assertConverged checks what a user would: each wanted volume has one
+// loop device, one staging mount and each target mounted exactly once;
+// each unwanted one has none of them.
+func (e *env) assertConverged(wanted map[string][]string, unwanted ...string) {
+	e.t.Helper()
+	mounts := e.mounts()
+	loops := e.loops()
+	for name, targets := range wanted {
+		img := filepath.Join(e.images, name+".img")
+		if n := len(loops[img]); n != 1 {
+			e.t.Errorf("%s: %d loop devices for its image, want 1 (%v)", name, n, loops[img])
+		}
+		if n := len(mounts[e.staging(name)]); n != 1 {
+			e.t.Errorf("%s: %d staging mounts, want 1", name, n)
+		}
+		for _, t := range targets {
+			if n := len(mounts[e.target(t)]); n != 1 {
+				e.t.Errorf("%s: target %s mounted %d times, want 1", name, t, n)
+			}
+		}
+	}
+	for _, name := range unwanted {
+		img := filepath.Join(e.images, name+".img")
+		if n := len(loops[img]); n != 0 {
+			e.t.Errorf("%s: %d loop devices left for a removed volume (%v)", name, n, loops[img])
+		}
+		if n := len(mounts[e.staging(name)]); n != 0 {
+			e.t.Errorf("%s: staging still mounted", name)
+		}
+	}
+}
+
+func sha(t *testing.T, p string) [32]byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sha256.Sum256(b)
+}
