@@ -87,7 +87,7 @@ func New(cfg Config) *Agent {
 	if cfg.ShutdownGrace <= 0 {
 		cfg.ShutdownGrace = 20 * time.Second
 	}
-	return &Agent{
+	a := &Agent{
 		cfg:                cfg,
 		exec:               NewExecutor(cfg.Parallel, cfg.Now),
 		usage:              newUsageCache(),
@@ -97,6 +97,10 @@ func New(cfg Config) *Agent {
 		events:             map[string][]api.Event{},
 		interruptedFormats: map[string]bool{},
 	}
+	if cfg.Metrics != nil {
+		cfg.Metrics.Registry.MustRegister(&volumeCollector{a: a})
+	}
+	return a
 }
 
 // Trigger asks for a reconcile pass as soon as possible.

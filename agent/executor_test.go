@@ -50,6 +50,10 @@ func TestExecutorOneOperationPerVolume(t *testing.T) {
 	if op, ok := e.Running("a"); !ok || op != OpAttach {
 		t.Fatalf("Running(a) = %q, %v", op, ok)
 	}
+	// Both volumes' operations run at once; wait for that to happen.
+	for deadline := time.Now().Add(10 * time.Second); running.Load() < 2 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 	close(release)
 	e.Wait()
 	if got := maxRunning.Load(); got != 2 {

@@ -28,9 +28,9 @@ var durationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 
 var allPhases = []string{api.PhasePending, api.PhaseAttaching, api.PhaseAttached, api.PhaseFormatting, api.PhaseMounting,
 	api.PhaseReady, api.PhaseUnmounting, api.PhaseDetaching, api.PhaseError, api.PhaseUncertain, api.PhaseAbsent}
 
-// NewMetrics registers every metric; statusFn feeds the per-volume gauges
-// at scrape time from the agent's cached view (it never touches a mount).
-func NewMetrics(version string, statusFn func() []api.Volume) *Metrics {
+// NewMetrics registers every metric but the per-volume ones, which New
+// adds once the agent exists.
+func NewMetrics(version string) *Metrics {
 	reg := prometheus.NewRegistry()
 	m := &Metrics{
 		Registry: reg,
@@ -58,8 +58,7 @@ func NewMetrics(version string, statusFn func() []api.Volume) *Metrics {
 	}, []string{"version", "goversion"})
 	build.WithLabelValues(version, runtime.Version()).Set(1)
 	reg.MustRegister(m.opDuration, m.opErrors, m.reconcile, m.manifestErrors, m.commit, m.stateRecovered, build,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&volumeCollector{status: statusFn})
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
@@ -99,8 +98,10 @@ var (
 	inodesUsedDsc = prometheus.NewDesc("volumed_volume_inodes_used", "Used inodes.", []string{"volume"}, nil)
 )
 
-// volumeCollector reads the agent's cached status at scrape time.
-type volumeCollector struct{ status func() []api.Volume }
+// volumeCollector reads the agent's cached view at scrape time: phases
+// from memory and usage from the statfs cache, never from a mount, so a
+// hung filesystem cannot block a scrape.
+type volumeCollector struct{ a *Agent }
 
 func (c *volumeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{phaseDesc, capacityDesc, availDesc, usedDesc, inodesDesc, inodesFree, inodesUsedDsc} {
@@ -109,13 +110,23 @@ func (c *volumeCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *volumeCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, v := range c.status() {
+	for _, v := range c.a.Status() {
 		for _, p := range allPhases {
 			val := 0.0
 			if p == v.Phase {
 				val = 1
 			}
 			ch <- prometheus.MustNewConstMetric(phaseDesc, prometheus.GaugeValue, val, v.Name, p)
+		}
+		u, ok := c.a.usage.get(v.Name)
+		if !ok {
+			continue
+		}
+		for d, val := range map[*prometheus.Desc]int64{
+			capacityDesc: u.CapacityBytes, availDesc: u.AvailableBytes, usedDesc: u.UsedBytes,
+			inodesDesc: u.Inodes, inodesFree: u.InodesFree, inodesUsedDsc: u.InodesUsed,
+		} {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(val), v.Name)
 		}
 	}
 }

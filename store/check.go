@@ -159,8 +159,9 @@ func PrecheckFile(path string) error {
 }
 
 // CheckFile is the full check that cmd/volumed runs in a child process: PrecheckFile, then a
-// read-only bbolt open and tx.Check. A panic is turned into an error; a SIGBUS, or a panic
-// inside bbolt's own check goroutine, still kills the process, which is why it runs in a child.
+// read-only bbolt open and tx.Check, all errors consumed, the first returned. A panic or a fault
+// in the calling goroutine becomes an error, but tx.Check runs bbolt's own goroutine, where a
+// panic (bbolt asserts on garbage pages) or a fault still kills the process: run it in a child.
 func CheckFile(path string) (err error) {
 	defer func() {
 		if r := recover(); r != nil {

@@ -407,10 +407,17 @@ func populated(t *testing.T, path string, n int) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(data) < 64*4096 {
-		t.Fatalf("populated file is only %d bytes; the truncation cases need many pages", len(data))
-	}
 	return data
+}
+
+// usedBytes is the extent the newest meta page claims; bbolt grows the file ahead of it.
+func usedBytes(data []byte) int {
+	m0, m1 := data[pageHeaderSize:], data[4096+pageHeaderSize:]
+	m := m0
+	if binary.NativeEndian.Uint64(m1[48:]) > binary.NativeEndian.Uint64(m0[48:]) {
+		m = m1
+	}
+	return int(binary.NativeEndian.Uint64(m[40:])) * int(binary.NativeEndian.Uint32(m[8:]))
 }
 
 // rootPage reads the root bucket's page id from the first meta page.
@@ -434,7 +441,10 @@ func TestOpenDamagedFileMovesItAside(t *testing.T) {
 			return populated(t, path, 2000)[:8<<10]
 		}, "truncated"},
 		{"truncated to half", func(t *testing.T, path string) []byte {
-			data := populated(t, path, 2000)
+			data := populated(t, path, 4000)
+			if usedBytes(data) <= len(data)/2 {
+				t.Fatalf("half of %d bytes keeps all %d used bytes: not a damaging truncation", len(data), usedBytes(data))
+			}
 			return data[:len(data)/2]
 		}, "truncated"},
 		// Meta pages intact, so only the child's full bbolt check can find this one.
@@ -700,11 +710,18 @@ func TestPrecheckFile(t *testing.T) {
 	if err := PrecheckFile(path); err == nil || !strings.Contains(err.Error(), "checksum") {
 		t.Errorf("both metas damaged: %v", err)
 	}
-	if err := os.WriteFile(path, data[:len(data)-ps], 0o600); err != nil {
+	used := usedBytes(data)
+	if err := os.WriteFile(path, data[:used], 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := PrecheckFile(path); err == nil {
-		t.Error("file one page short passed")
+	if err := PrecheckFile(path); err != nil {
+		t.Errorf("file cut exactly at its used extent: %v", err)
+	}
+	if err := os.WriteFile(path, data[:used-ps], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := PrecheckFile(path); err == nil || !strings.Contains(err.Error(), "truncated") {
+		t.Errorf("file one used page short: %v", err)
 	}
 }
 

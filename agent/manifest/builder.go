@@ -306,7 +306,7 @@ func resolve(cands []candidate, prev map[ownerID]*Object) ([]acceptedObj, []Prob
 		taken := map[string]*Object{}
 		takenBy := map[string]ownerID{}
 		chosen := make([]*Object, len(cands))
-		var probs []Problem
+		var probs []indexed
 		blocked := map[string]bool{}
 
 		conflict := func(o *Object, id ownerID) (claim, *Object, string, bool) {
@@ -347,7 +347,7 @@ func resolve(cands []candidate, prev map[ownerID]*Object) ([]acceptedObj, []Prob
 					blocked[resKey2] = true
 				}
 			}
-			probs = append(probs, c.obj.problem(cl.field, reason))
+			probs = append(probs, indexed{i, c.obj.problem(cl.field, reason)})
 		}
 
 		// A reservation whose owner did not end up using it must not
@@ -370,6 +370,17 @@ func resolve(cands []candidate, prev map[ownerID]*Object) ([]acceptedObj, []Prob
 				out = append(out, acceptedObj{obj: o, id: cands[i].id})
 			}
 		}
-		return out, probs
+		// Report in file order, whatever order the claims were decided in.
+		sort.SliceStable(probs, func(a, b int) bool { return probs[a].i < probs[b].i })
+		ps := make([]Problem, len(probs))
+		for k, p := range probs {
+			ps[k] = p.p
+		}
+		return out, ps
 	}
+}
+
+type indexed struct {
+	i int
+	p Problem
 }

@@ -34,11 +34,8 @@ var nodeType = reflect.TypeOf((*yaml.Node)(nil))
 // the file system checks. If anything is wrong it returns no objects and
 // every problem found.
 func ParseBytes(name string, data []byte, opts Options) ([]*Object, []Problem) {
-	whole := func(reason string) []Problem {
-		return []Problem{{File: name, Reason: reason}}
-	}
 	if len(data) > MaxFileSize {
-		return nil, whole(fmt.Sprintf("too big: %d bytes, the limit is 1 MiB", len(data)))
+		return nil, []Problem{{File: name, Reason: fmt.Sprintf("too big: %d bytes, the limit is 1 MiB", len(data))}}
 	}
 	if !utf8.Valid(data) {
 		line, col := invalidUTF8At(data)
@@ -59,7 +56,11 @@ func ParseBytes(name string, data []byte, opts Options) ([]*Object, []Problem) {
 			break
 		}
 		if ndoc == MaxDocuments {
-			probs = append(probs, Problem{File: name, Line: root.Line, Column: 1,
+			line := root.Line
+			if len(root.Content) > 0 {
+				line = root.Content[0].Line
+			}
+			probs = append(probs, Problem{File: name, Line: line, Column: 1,
 				Reason: fmt.Sprintf("too many documents: the limit is %d", MaxDocuments)})
 			break
 		}
@@ -82,6 +83,11 @@ func ParseBytes(name string, data []byte, opts Options) ([]*Object, []Problem) {
 			a, b := probs[i], probs[j]
 			return a.Line < b.Line || a.Line == b.Line && a.Column < b.Column
 		})
+		// A generated file gone wrong can hold a hundred thousand
+		// mistakes; the first ones are what the operator needs.
+		if n := len(probs) - MaxProblems; n > 0 {
+			probs = append(probs[:MaxProblems:MaxProblems], Problem{File: name, Reason: fmt.Sprintf("%d more problems not shown", n)})
+		}
 		return nil, probs
 	}
 	return objs, nil
@@ -101,14 +107,30 @@ func decodeNode(dec *yaml.Decoder, n *yaml.Node) (err error) {
 var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
 // syntaxProblem turns a parser error into a Problem. yaml.v3 reports only
-// a line (and none at all for the first line), so the column is 1.
+// a line, so the column is 1. It prints scanner errors with 1-based lines
+// but parser errors (the "did not find expected ..." family) with the
+// 0-based line where the enclosing construct began, and no line at all
+// when that number is 0.
 func syntaxProblem(file string, err error) Problem {
-	msg := err.Error()
-	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
-		line, _ := strconv.Atoi(m[1])
-		return Problem{File: file, Line: line, Column: 1, Reason: "invalid YAML: " + m[2]}
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	line := 1
+	if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
+		line, _ = strconv.Atoi(m[1])
+		msg = m[2]
+		if isParserError(msg) {
+			line++
+		}
 	}
-	return Problem{File: file, Line: 1, Column: 1, Reason: "invalid YAML: " + strings.TrimPrefix(msg, "yaml: ")}
+	return Problem{File: file, Line: line, Column: 1, Reason: "invalid YAML: " + msg}
+}
+
+func isParserError(msg string) bool {
+	switch msg {
+	case "found duplicate %TAG directive", "found duplicate %YAML directive",
+		"found incompatible YAML document", "found undefined tag handle":
+		return true
+	}
+	return strings.HasPrefix(msg, "did not find expected")
 }
 
 func invalidUTF8At(data []byte) (line, col int) {
@@ -238,7 +260,7 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 	if isNull(n) {
 		return
 	}
-	if n.Kind == yaml.ScalarNode && n.Tag != "" && !strings.HasPrefix(n.Tag, "!!") {
+	if n.Tag != "" && !strings.HasPrefix(n.Tag, "!!") {
 		d.problem(n, path, fmt.Sprintf("custom tag %s is not supported", n.Tag))
 		return
 	}

@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -54,7 +55,7 @@ func TestParseBytesProblems(t *testing.T) {
 			`x.yaml:7:11: spec.mounts: expected a list, got "/srv/a"`,
 		}},
 		{"wrong type string", vol + "  source:\n    loop: {file: [a, b]}\n", []string{
-			`x.yaml:7:19: spec.source.loop.file: expected a string, got a list`,
+			`x.yaml:7:18: spec.source.loop.file: expected a string, got a list`,
 		}},
 		{"wrong type bool", mnt + "  volume: data\n  path: /srv/a\n  readOnly: yes\n", []string{
 			`x.yaml:8:13: spec.readOnly: expected true or false, got "yes"`,
@@ -85,19 +86,19 @@ func TestParseBytesProblems(t *testing.T) {
 			`x.yaml:1:1: spec.source: exactly one of loop, iscsi, nvme, device, directory, tmpfs is required, got none`,
 		}},
 		{"relative loop file", vol + "  source:\n    loop: {file: images/x.img}\n", []string{
-			`x.yaml:7:19: spec.source.loop.file: must be an absolute path, got "images/x.img"`,
+			`x.yaml:7:18: spec.source.loop.file: must be an absolute path, got "images/x.img"`,
 		}},
 		{"unclean loop file", vol + "  source:\n    loop: {file: /var//images/../x.img}\n", []string{
-			`x.yaml:7:19: spec.source.loop.file: must be a clean path (did you mean "/var/x.img"?)`,
+			`x.yaml:7:18: spec.source.loop.file: must be a clean path (did you mean "/var/x.img"?)`,
 		}},
 		{"loop file under /dev", vol + "  source:\n    loop: {file: /dev/shm/x.img}\n", []string{
-			`x.yaml:7:19: spec.source.loop.file: must not be /dev or under it`,
+			`x.yaml:7:18: spec.source.loop.file: must not be /dev or under it`,
 		}},
 		{"loop create size zero", vol + "  source:\n    loop: {file: /x.img, create: {size: 0}}\n", []string{
-			`x.yaml:7:43: spec.source.loop.create.size: must be more than 0, got "0"`,
+			`x.yaml:7:41: spec.source.loop.create.size: must be more than 0, got "0"`,
 		}},
 		{"loop create size bad unit", vol + "  source:\n    loop: {file: /x.img, create: {size: 10GB}}\n", []string{
-			`x.yaml:7:43: spec.source.loop.create.size: invalid size "10GB": want a whole number with an optional suffix Ki, Mi, Gi, Ti, Pi, k, M, G, T or P`,
+			`x.yaml:7:41: spec.source.loop.create.size: invalid size "10GB": want a whole number with an optional suffix Ki, Mi, Gi, Ti, Pi, k, M, G, T or P`,
 		}},
 		{"loop create without size", vol + "  source:\n    loop: {file: /x.img, create: {}}\n", []string{
 			`x.yaml:7:26: spec.source.loop.create.size: required`,
@@ -139,8 +140,8 @@ func TestParseBytesProblems(t *testing.T) {
 			`x.yaml:7:3: spec.filesystem: not allowed with a directory source`,
 		}},
 		{"filesystem type and format", vol + "  source: {loop: {file: /x.img}}\n  filesystem: {type: ntfs, format: always}\n", []string{
-			`x.yaml:7:23: spec.filesystem.type: must be ext4, xfs or btrfs, got "ntfs"`,
-			`x.yaml:7:37: spec.filesystem.format: must be ifBlank or never, got "always"`,
+			`x.yaml:7:22: spec.filesystem.type: must be ext4, xfs or btrfs, got "ntfs"`,
+			`x.yaml:7:36: spec.filesystem.format: must be ifBlank or never, got "always"`,
 		}},
 		{"filesystem without type", vol + "  source: {loop: {file: /x.img}}\n  filesystem: {grow: true}\n", []string{
 			`x.yaml:7:3: spec.filesystem.type: required (ext4, xfs or btrfs)`,
@@ -152,19 +153,19 @@ func TestParseBytesProblems(t *testing.T) {
 			`x.yaml:7:21: spec.source.iscsi.portal: must be host:port, got "192.0.2.1"`,
 			`x.yaml:7:37: spec.source.iscsi.iqn: must start with "iqn.", "eui." or "naa.", got "target1"`,
 			`x.yaml:7:51: spec.source.iscsi.lun: must be 0 or more, got -1`,
-			`x.yaml:7:91: spec.source.iscsi.chap.passwordFile: must be an absolute path, got "chap"`,
+			`x.yaml:7:89: spec.source.iscsi.chap.passwordFile: must be an absolute path, got "chap"`,
 		}},
 		{"iscsi chap incomplete and bad port", vol + "  source:\n    iscsi: {portal: \"h:0\", iqn: eui.02004567A425678D, chap: {}}\n", []string{
 			`x.yaml:7:21: spec.source.iscsi.portal: port must be 1 to 65535, got "0"`,
-			`x.yaml:7:57: spec.source.iscsi.chap.passwordFile: required`,
-			`x.yaml:7:57: spec.source.iscsi.chap.username: required`,
+			`x.yaml:7:55: spec.source.iscsi.chap.username: required`,
+			`x.yaml:7:55: spec.source.iscsi.chap.passwordFile: required`,
 		}},
 		{"nvme", vol + "  source:\n    nvme: {transport: fc, port: 70000, nqn: data}\n", []string{
 			`x.yaml:7:5: spec.source.nvme.address: required`,
 			`x.yaml:7:5: spec.source.nvme.namespace: must be 1 or more, got 0`,
-			`x.yaml:7:24: spec.source.nvme.transport: must be tcp or rdma, got "fc"`,
-			`x.yaml:7:34: spec.source.nvme.port: must be 1 to 65535, got 70000`,
-			`x.yaml:7:46: spec.source.nvme.nqn: must start with "nqn.", got "data"`,
+			`x.yaml:7:23: spec.source.nvme.transport: must be tcp or rdma, got "fc"`,
+			`x.yaml:7:33: spec.source.nvme.port: must be 1 to 65535, got 70000`,
+			`x.yaml:7:45: spec.source.nvme.nqn: must start with "nqn.", got "data"`,
 		}},
 		{"device two identities", vol + "  source:\n    device: {path: /dev/sdb, serial: S123}\n", []string{
 			`x.yaml:7:5: spec.source.device: exactly one of path, serial, wwn is required, got path and serial`,
@@ -173,12 +174,12 @@ func TestParseBytesProblems(t *testing.T) {
 			`x.yaml:7:5: spec.source.device: exactly one of path, serial, wwn is required, got none`,
 		}},
 		{"device outside /dev", vol + "  source:\n    device: {path: /srv/disk}\n", []string{
-			`x.yaml:7:19: spec.source.device.path: must be under /dev`,
+			`x.yaml:7:20: spec.source.device.path: must be under /dev`,
 		}},
 		{"directory", vol + "  source:\n    directory: {path: /srv/../srv/x, create: {mode: \"0999\", uid: -1}}\n", []string{
-			`x.yaml:7:22: spec.source.directory.path: must be a clean path (did you mean "/srv/x"?)`,
-			`x.yaml:7:51: spec.source.directory.create.mode: must be an octal mode like "0750", got "0999"`,
-			`x.yaml:7:64: spec.source.directory.create.uid: must be 0 or more, got -1`,
+			`x.yaml:7:23: spec.source.directory.path: must be a clean path (did you mean "/srv/x"?)`,
+			`x.yaml:7:53: spec.source.directory.create.mode: must be an octal mode like "0750", got "0999"`,
+			`x.yaml:7:66: spec.source.directory.create.uid: must be 0 or more, got -1`,
 		}},
 		{"tmpfs without size", vol + "  source:\n    tmpfs: {}\n", []string{
 			`x.yaml:7:5: spec.source.tmpfs.size: required`,
@@ -189,8 +190,8 @@ func TestParseBytesProblems(t *testing.T) {
 			`x.yaml:8:12: spec.subPath: not supported yet (planned)`,
 		}},
 		{"mount without volume and path", mnt + "  readOnly: true\n", []string{
-			`x.yaml:5:1: spec.path: required`,
 			`x.yaml:5:1: spec.volume: required`,
+			`x.yaml:5:1: spec.path: required`,
 		}},
 		{"wrong apiVersion", strings.Replace(vol, "volumed/v1", "volumed/v2", 1) + "  source: {tmpfs: {size: 1Mi}}\n", []string{
 			`x.yaml:1:13: apiVersion: must be "volumed/v1", got "volumed/v2"`,
@@ -205,7 +206,7 @@ func TestParseBytesProblems(t *testing.T) {
 			`x.yaml:7:3: spec.source: duplicate key (first at 6:3)`,
 		}},
 		{"anchor and alias", vol + "  source: {tmpfs: {size: &s 1Mi}}\n  mounts:\n    - path: /srv/a\n    - *s\n", []string{
-			`x.yaml:6:27: spec.source.tmpfs.size: anchors are not allowed (&s)`,
+			`x.yaml:6:26: spec.source.tmpfs.size: anchors are not allowed (&s)`,
 			`x.yaml:9:7: spec.mounts[1]: aliases are not allowed (*s)`,
 		}},
 		{"merge key", vol + "  source: {tmpfs: {size: 1Mi}}\n  <<: {state: absent}\n", []string{
@@ -214,8 +215,11 @@ func TestParseBytesProblems(t *testing.T) {
 		{"custom tag", vol + "  source: {tmpfs: {size: !secret 1Mi}}\n", []string{
 			`x.yaml:6:26: spec.source.tmpfs.size: custom tag !secret is not supported`,
 		}},
+		{"custom tag on a mapping", vol + "  source: !vault {tmpfs: {size: 1Mi}}\n", []string{
+			`x.yaml:6:11: spec.source: custom tag !vault is not supported`,
+		}},
 		{"nested too deeply", vol + "  source: {tmpfs: {size: 1Mi}}\n  x: " + strings.Repeat("[", 20) + strings.Repeat("]", 20) + "\n", []string{
-			`x.yaml:7:18: spec.x[0][0][0][0][0][0][0][0][0][0][0][0][0]: nested too deeply (more than 16 levels)`,
+			`x.yaml:7:20: spec.x[0][0][0][0][0][0][0][0][0][0][0][0][0][0]: nested too deeply (more than 16 levels)`,
 		}},
 		{"syntax error", vol + "  source: {tmpfs: {size: 1Mi}\n", []string{
 			`x.yaml:6:1: invalid YAML: did not find expected ',' or '}'`,
@@ -231,7 +235,7 @@ func TestParseBytesProblems(t *testing.T) {
 		}},
 		{"problems from every document", vol + "  source: {}\n---\n" + mnt + "  volume: data\n  path: x\n", []string{
 			`x.yaml:6:3: spec.source: exactly one of loop, iscsi, nvme, device, directory, tmpfs is required, got none`,
-			`x.yaml:13:9: spec.path: must be an absolute path, got "x"`,
+			`x.yaml:14:9: spec.path: must be an absolute path, got "x"`,
 		}},
 	}
 	for _, tt := range tests {
@@ -244,5 +248,215 @@ func TestParseBytesProblems(t *testing.T) {
 				t.Errorf("a file with problems returned %d objects", len(objs))
 			}
 		})
+	}
+}
+
+func TestParseBytesGood(t *testing.T) {
+	in := `# shipped by the image
+apiVersion: volumed/v1
+kind: Volume
+metadata:
+  name: data
+spec:
+  source:
+    loop:
+      file: /var/lib/images/data.img
+      create: { size: 10Gi }
+  filesystem:
+    type: ext4
+    mountOptions: [noatime]
+    grow: true
+  mounts:
+    - path: /srv/data
+    - path: /srv/data-ro
+      readOnly: true
+---
+apiVersion: volumed/v1
+kind: Volume
+metadata: { name: scratch }
+spec:
+  state: absent
+  source: { tmpfs: { size: 64Mi } }
+---
+apiVersion: volumed/v1
+kind: Volume
+metadata: { name: san }
+spec:
+  source:
+    nvme: { transport: tcp, address: 192.0.2.11, nqn: "nqn.2026-01.com.example:data", namespace: 1 }
+  filesystem: { type: xfs, format: never }
+---
+apiVersion: volumed/v1
+kind: Volume
+metadata: { name: shared }
+spec:
+  source:
+    directory: { path: /srv/shared, create: { mode: 0750, uid: 0, gid: 0 } }
+---
+apiVersion: volumed/v1
+kind: Mount
+metadata: { name: app-logs }
+spec:
+  volume: data
+  path: /srv/app/logs
+  readOnly: false
+---
+`
+	objs, probs := ParseBytes("/etc/volumed/volumes.d/data.yaml", []byte(in), testOpts)
+	if len(probs) > 0 {
+		t.Fatalf("problems: %q", render(probs))
+	}
+	var names []string
+	for _, o := range objs {
+		names = append(names, o.Kind+"/"+o.Metadata.Name)
+	}
+	if want := []string{"Volume/data", "Volume/scratch", "Volume/san", "Volume/shared", "Mount/app-logs"}; !slices.Equal(names, want) {
+		t.Fatalf("objects %q, want %q", names, want)
+	}
+	data := objs[0]
+	if data.File != "/etc/volumed/volumes.d/data.yaml" || data.Line != 2 {
+		t.Errorf("data from %s:%d, want data.yaml:2", data.File, data.Line)
+	}
+	if data.Volume.State != "present" {
+		t.Errorf("default state %q, want present", data.Volume.State)
+	}
+	if got := data.Volume.Source.Loop.Create.SizeBytes; got != 10<<30 {
+		t.Errorf("loop size %d, want %d", got, 10<<30)
+	}
+	if fs := data.Volume.Filesystem; fs.Format != FormatIfBlank || !fs.Grow || !slices.Equal(fs.MountOptions, []string{"noatime"}) {
+		t.Errorf("filesystem %+v, want format ifBlank, grow, [noatime]", *fs)
+	}
+	if m := data.Volume.Mounts; len(m) != 2 || m[1] != (Target{Path: "/srv/data-ro", ReadOnly: true}) {
+		t.Errorf("mounts %+v", m)
+	}
+	scratch := objs[1]
+	if scratch.Line != 20 || scratch.Volume.State != "absent" || scratch.Volume.Source.Tmpfs.SizeBytes != 64<<20 {
+		t.Errorf("scratch at line %d, state %q, size %d", scratch.Line, scratch.Volume.State, scratch.Volume.Source.Tmpfs.SizeBytes)
+	}
+	san := objs[2].Volume
+	if n := san.Source.NVMe; n.Port != 4420 || n.Namespace != 1 || san.Filesystem.Format != FormatNever {
+		t.Errorf("nvme %+v format %q, want default port 4420", *n, san.Filesystem.Format)
+	}
+	// An unquoted 0750 is an octal-looking YAML integer; it is kept as written.
+	if mode := objs[3].Volume.Source.Directory.Create.Mode; mode != "0750" {
+		t.Errorf("directory mode %q, want 0750", mode)
+	}
+	if m := objs[4].Mount; *m != (MountSpec{Volume: "data", Path: "/srv/app/logs"}) || objs[4].Volume != nil {
+		t.Errorf("mount %+v", *m)
+	}
+}
+
+func TestParseBytesEmpty(t *testing.T) {
+	for _, in := range []string{"", "\n", "# nothing yet\n", "---\n", "---\n...\n---\n", "null\n", "\xef\xbb\xbf"} {
+		objs, probs := ParseBytes("x.yaml", []byte(in), testOpts)
+		if len(objs) != 0 || len(probs) != 0 {
+			t.Errorf("%q: %d objects, problems %q; want neither", in, len(objs), render(probs))
+		}
+	}
+}
+
+func TestParseBytesJSON(t *testing.T) {
+	// Tab-indented, as json.MarshalIndent writes it.
+	in := "{\n\t\"apiVersion\": \"volumed/v1\",\n\t\"kind\": \"Volume\",\n\t\"metadata\": {\"name\": \"data\"},\n" +
+		"\t\"spec\": {\n\t\t\"source\": {\"loop\": {\"file\": \"/x.img\", \"create\": {\"size\": \"1Gi\"}}},\n" +
+		"\t\t\"filesystem\": null,\n\t\t\"mounts\": [{\"path\": \"/srv/x\", \"readOnly\": true}]\n\t}\n}\n"
+	objs, probs := ParseBytes("x.json", []byte(in), testOpts)
+	if len(probs) > 0 || len(objs) != 1 {
+		t.Fatalf("%d objects, problems %q", len(objs), render(probs))
+	}
+	v := objs[0].Volume
+	if v.Filesystem != nil || v.Source.Loop.Create.SizeBytes != 1<<30 || !v.Mounts[0].ReadOnly {
+		t.Errorf("decoded %+v", *v)
+	}
+
+	bad := strings.Replace(in, `"readOnly": true`, `"readOnly": "true"`, 1)
+	_, probs = ParseBytes("x.json", []byte(bad), testOpts)
+	if want := []string{`x.json:8:45: spec.mounts[0].readOnly: expected true or false, got "true"`}; !slices.Equal(render(probs), want) {
+		t.Errorf("problems %q, want %q", render(probs), want)
+	}
+}
+
+func TestParseBytesLimits(t *testing.T) {
+	doc := vol + "  source: {tmpfs: {size: 1Mi}}\n"
+	big := []byte(doc + "# " + strings.Repeat("x", MaxFileSize) + "\n")
+	_, probs := ParseBytes("x.yaml", big, testOpts)
+	if want := []string{fmt.Sprintf("x.yaml: too big: %d bytes, the limit is 1 MiB", len(big))}; !slices.Equal(render(probs), want) {
+		t.Errorf("too big: %q, want %q", render(probs), want)
+	}
+
+	var docs []string
+	for i := range MaxDocuments + 1 {
+		docs = append(docs, strings.Replace(doc, "name: data", fmt.Sprintf("name: v%03d", i), 1))
+	}
+	// Each document is 7 lines with its separator; the 101st starts on line 701.
+	_, probs = ParseBytes("x.yaml", []byte(strings.Join(docs, "---\n")), testOpts)
+	if want := []string{"x.yaml:701:1: too many documents: the limit is 100"}; !slices.Equal(render(probs), want) {
+		t.Errorf("too many documents: %q, want %q", render(probs), want)
+	}
+	objs, probs := ParseBytes("x.yaml", []byte(strings.Join(docs[:MaxDocuments], "---\n")), testOpts)
+	if len(probs) > 0 || len(objs) != MaxDocuments {
+		t.Errorf("%d documents: %d objects, problems %q", MaxDocuments, len(objs), render(probs))
+	}
+
+	// Every mistake in a generated file is not worth a line of its own.
+	var keys strings.Builder
+	keys.WriteString(doc)
+	for i := range 60 {
+		fmt.Fprintf(&keys, "k%d: 1\n", i)
+	}
+	_, probs = ParseBytes("x.yaml", []byte(keys.String()), testOpts)
+	if got := render(probs); len(got) != MaxProblems+1 || got[0] != "x.yaml:7:1: k0: unknown field" ||
+		got[MaxProblems-1] != "x.yaml:56:1: k49: unknown field" || got[MaxProblems] != "x.yaml: 10 more problems not shown" {
+		t.Errorf("problems (%d) %q", len(got), got)
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	tests := []struct {
+		in   string
+		want int64
+		err  bool
+	}{
+		{"1048576", 1 << 20, false},
+		{"64Mi", 64 << 20, false},
+		{"10Gi", 10 << 30, false},
+		{"1Ti", 1 << 40, false},
+		{"2Ki", 2048, false},
+		{"1G", 1e9, false},
+		{"512M", 512e6, false},
+		{"3k", 3000, false},
+		{"1P", 1e15, false},
+		{"0", 0, false},
+		{"", 0, true},
+		{"Gi", 0, true},
+		{"1.5Gi", 0, true},
+		{"-1Mi", 0, true},
+		{"10GB", 0, true},
+		{"10 Gi", 0, true},
+		{"9223372036854775807", 1<<63 - 1, false},
+		{"9223372036854775808", 0, true},
+		{"8388608Ti", 0, true},
+	}
+	for _, tt := range tests {
+		got, err := ParseSize(tt.in)
+		if (err != nil) != tt.err || got != tt.want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d, error %v", tt.in, got, err, tt.want, tt.err)
+		}
+	}
+}
+
+func TestProblemError(t *testing.T) {
+	tests := []struct {
+		p    Problem
+		want string
+	}{
+		{Problem{File: "a.yaml", Line: 7, Column: 9, Field: "spec.source", Reason: "bad"}, "a.yaml:7:9: spec.source: bad"},
+		{Problem{File: "a.yaml", Line: 7, Reason: "invalid YAML: x"}, "a.yaml:7:1: invalid YAML: x"},
+		{Problem{File: "/etc/d", Reason: "refused: mode 0777 lets group or others write it"}, "/etc/d: refused: mode 0777 lets group or others write it"},
+	}
+	for _, tt := range tests {
+		if got := tt.p.Error(); got != tt.want {
+			t.Errorf("%+v renders %q, want %q", tt.p, got, tt.want)
+		}
 	}
 }

@@ -61,4 +61,5 @@ const (
 	MaxFileSize  = 1 << 20
 	MaxDocuments = 100
 	MaxDepth     = 16
+	MaxProblems  = 50 // reported per file
 )

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"time"
 
@@ -17,7 +16,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/volumed/volumed/agent"
-	"github.com/volumed/volumed/agent/api"
 	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/store"
 )
@@ -76,18 +74,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("find own executable: %w", err)
 	}
-	var metrics *agent.Metrics
-	var a *agent.Agent
-	var statusMu sync.Mutex // a is set after metrics are built
-	statusFn := func() []api.Volume {
-		statusMu.Lock()
-		defer statusMu.Unlock()
-		if a == nil {
-			return nil
-		}
-		return a.Status()
-	}
-	metrics = agent.NewMetrics(version, statusFn)
+	metrics := agent.NewMetrics(version)
 
 	statePath := filepath.Join(*stateDir, "state.db")
 	st, rec, err := store.Open(statePath, store.Options{
@@ -112,8 +99,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	wd, _ := daemon.SdWatchdogEnabled(false)
 
-	statusMu.Lock()
-	a = agent.New(agent.Config{
+	a := agent.New(agent.Config{
 		StateDir:         *stateDir,
 		Manifests:        manifest.NewBuilder(dirs, manifest.Options{StateDir: *stateDir, CheckOwnership: true}),
 		WatchDirs:        dirs,
@@ -129,7 +115,6 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 		StateRecovery:    recovery,
 		WatchdogInterval: wd / 2,
 	})
-	statusMu.Unlock()
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

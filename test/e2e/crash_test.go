@@ -120,7 +120,10 @@ func TestDamagedStateFile(t *testing.T) {
 		"random-bytes": func(t *testing.T, p string) {
 			fi, _ := os.Stat(p)
 			b := make([]byte, fi.Size())
-			rand.New(rand.NewPCG(3, 4)).Read(b)
+			rng := rand.New(rand.NewPCG(3, 4))
+			for i := range b {
+				b[i] = byte(rng.UintN(256))
+			}
 			if err := os.WriteFile(p, b, 0o600); err != nil {
 				t.Fatal(err)
 			}

@@ -1,0 +1,221 @@
+// Package mount mounts, bind-mounts and unmounts with mount(2)/umount2(2)
+// and confirms every unmount against /proc/self/mountinfo, because an
+// unmount that is believed done but is not (EBUSY, a stacked mount
+// underneath) is how data ends up written to the wrong place.
+package mount
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrBusy is wrapped by Unmount when the target stayed busy.
+var ErrBusy = errors.New("target is busy")
+
+// MountDevice mounts the block device at target (an existing directory)
+// as fstype with fstab-style options.
+func MountDevice(device, target, fstype string, opts []string) error {
+	o := ParseOptions(opts)
+	if err := unix.Mount(device, target, fstype, o.Flags, o.Data); err != nil {
+		return fmt.Errorf("mount %s on %s (%s, %q): %w", device, target, fstype, o.Data, err)
+	}
+	if o.Propagation != 0 {
+		if err := unix.Mount("", target, "", o.Propagation, ""); err != nil {
+			return fmt.Errorf("mount %s on %s: set propagation: %w", device, target, err)
+		}
+	}
+	return nil
+}
+
+// BindOptions are the per-mount flags of a bind mount.
+type BindOptions struct {
+	ReadOnly, NoSuid, NoDev, NoExec bool
+}
+
+// Bind bind-mounts source at target. The kernel ignores per-mount flags
+// on the MS_BIND call itself, so they are applied by a bind remount, which
+// also keeps the flags the new mount inherited from the source (a nosuid
+// staging mount stays nosuid in every bind of it). If the remount fails
+// the bind is taken away again: a writable bind where a read-only one was
+// asked for is worse than none.
+func Bind(source, target string, o BindOptions) error {
+	if err := unix.Mount(source, target, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind %s on %s: %w", source, target, err)
+	}
+	var flags uintptr
+	if o.ReadOnly {
+		flags |= unix.MS_RDONLY
+	}
+	if o.NoSuid {
+		flags |= unix.MS_NOSUID
+	}
+	if o.NoDev {
+		flags |= unix.MS_NODEV
+	}
+	if o.NoExec {
+		flags |= unix.MS_NOEXEC
+	}
+	if flags == 0 {
+		return nil
+	}
+	err := remountBind(target, flags)
+	if err == nil {
+		return nil
+	}
+	if uerr := unix.Unmount(target, unix.UMOUNT_NOFOLLOW); uerr != nil {
+		return fmt.Errorf("bind %s on %s: %w (and undoing the bind: %v)", source, target, err, uerr)
+	}
+	return fmt.Errorf("bind %s on %s: %w", source, target, err)
+}
+
+func remountBind(target string, flags uintptr) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(target, &st); err != nil {
+		return fmt.Errorf("statfs: %w", err)
+	}
+	// Remounting sets the per-mount flags to exactly what is passed, so
+	// carry over what the bind inherited. (Atime flags are kept by the
+	// kernel when none is passed.)
+	for _, f := range []struct {
+		st uint64
+		ms uintptr
+	}{
+		{unix.ST_RDONLY, unix.MS_RDONLY},
+		{unix.ST_NOSUID, unix.MS_NOSUID},
+		{unix.ST_NODEV, unix.MS_NODEV},
+		{unix.ST_NOEXEC, unix.MS_NOEXEC},
+	} {
+		if uint64(st.Flags)&f.st != 0 {
+			flags |= f.ms
+		}
+	}
+	if err := unix.Mount("", target, "", unix.MS_BIND|unix.MS_REMOUNT|flags, ""); err != nil {
+		return fmt.Errorf("remount bind: %w", err)
+	}
+	return nil
+}
+
+// Unmount unmounts the topmost mount at target (a path as mountinfo
+// shows it: absolute, without symlinks) and confirms against
+// mountinfo that this very mount (by mount ID) is gone; a mount stacked
+// underneath stays. While the target is busy it retries with backoff until
+// ctx is done and then returns an error wrapping ErrBusy. Nothing mounted
+// at target is success.
+//
+// Mount IDs can be reused once freed; a new mount at the same target with
+// the recycled ID in the instant between the unmount and the check would
+// be taken for the old one. Nothing in this agent mounts there
+// concurrently (one operation per volume), so that window is accepted.
+func Unmount(ctx context.Context, target string) error {
+	target = filepath.Clean(target)
+	top, err := Lookup(target)
+	if err != nil {
+		return fmt.Errorf("unmount %s: %w", target, err)
+	}
+	if top == nil {
+		return nil
+	}
+	backoff := 10 * time.Millisecond
+	for {
+		// NOFOLLOW: unmount the path that was looked up, not wherever a
+		// symlink there points now.
+		err := unix.Unmount(target, unix.UMOUNT_NOFOLLOW)
+		switch {
+		case err == nil, errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOENT):
+			// EINVAL/ENOENT: not a mount point (anymore); someone else may
+			// have unmounted it. mountinfo decides.
+			return confirmGone(target, top.ID, err)
+		case errors.Is(err, unix.EBUSY):
+		default:
+			return fmt.Errorf("unmount %s: %w", target, err)
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("unmount %s: %w (gave up: %v)", target, ErrBusy, ctx.Err())
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 500*time.Millisecond)
+	}
+}
+
+func confirmGone(target string, id int, umountErr error) error {
+	tbl, err := ReadTable()
+	if err != nil {
+		return fmt.Errorf("unmount %s: confirm: %w", target, err)
+	}
+	if m := tbl.ByID(id); m != nil && m.Mountpoint == target {
+		if umountErr != nil {
+			return fmt.Errorf("unmount %s: %w, and mount %d is still there", target, umountErr, id)
+		}
+		return fmt.Errorf("unmount %s: mount %d is still in mountinfo after umount2 succeeded", target, id)
+	}
+	return nil
+}
+
+// EnsureDir creates a mount target directory and any missing parents with
+// mode 0755 (regardless of umask). It refuses an existing path that is not
+// a directory, a symlink included: a mount target must not be redirected.
+func EnsureDir(p string) error {
+	p = filepath.Clean(p)
+	fi, err := os.Lstat(p)
+	switch {
+	case err == nil && fi.IsDir():
+		return nil
+	case err == nil:
+		return fmt.Errorf("ensure dir %s: exists and is not a directory (%v)", p, fi.Mode().Type())
+	case !errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("ensure dir %s: %w", p, err)
+	}
+	if parent := filepath.Dir(p); parent != p {
+		if err := ensureParent(parent); err != nil {
+			return fmt.Errorf("ensure dir %s: %w", p, err)
+		}
+	}
+	if err := os.Mkdir(p, 0o755); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return EnsureDir(p) // raced with another creator; recheck the type
+		}
+		return fmt.Errorf("ensure dir %s: %w", p, err)
+	}
+	if err := os.Chmod(p, 0o755); err != nil {
+		return fmt.Errorf("ensure dir %s: %w", p, err)
+	}
+	return nil
+}
+
+// ensureParent creates missing parents; unlike the target itself, an
+// existing parent may be a symlink to a directory (/var -> /data/var).
+func ensureParent(p string) error {
+	fi, err := os.Stat(p)
+	switch {
+	case err == nil && fi.IsDir():
+		return nil
+	case err == nil:
+		return fmt.Errorf("%s is not a directory", p)
+	case !errors.Is(err, os.ErrNotExist):
+		return err
+	}
+	if _, lerr := os.Lstat(p); lerr == nil {
+		return fmt.Errorf("%s is a dangling symlink", p)
+	}
+	if parent := filepath.Dir(p); parent != p {
+		if err := ensureParent(parent); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(p, 0o755); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return ensureParent(p) // raced with another creator
+		}
+		return err
+	}
+	return os.Chmod(p, 0o755)
+}
