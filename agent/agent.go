@@ -282,6 +282,15 @@ func (a *Agent) pass(ctx context.Context) {
 	}
 	settled := started == 0 && a.exec.Busy() == 0
 	a.mu.Lock()
+	// A volume that is gone from both manifests and kernel starts afresh
+	// if it comes back: its history and failures go with it.
+	for name := range a.events {
+		if desired[name] == nil && actual[name] == nil {
+			if _, busy := a.exec.Running(name); !busy {
+				delete(a.events, name)
+			}
+		}
+	}
 	first := settled && !a.settled
 	a.settled = settled
 	a.mu.Unlock()

@@ -87,15 +87,34 @@ func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", dev, err)
 	}
-	if needFormat || a.formatInterrupted(d.Name, sigs, fs.Type) {
-		if err := a.run(ctx, d.Name, d.Driver, OpFormat, func(ctx context.Context) error {
+	format := func(force bool) error {
+		return a.run(ctx, d.Name, d.Driver, OpFormat, func(ctx context.Context) error {
 			return a.state.Do(d.Name, d.Driver, OpFormat, map[string]string{"device": dev, "fsType": fs.Type}, func(*store.Volume) error {
-				return a.cfg.FS.Mkfs(ctx, dev, fs.Type, mkfsArgs(fs, a.clearFormatInterrupted(d.Name)))
+				return a.cfg.FS.Mkfs(ctx, dev, fs.Type, mkfsArgs(fs, force))
 			})
-		}); err != nil {
+		})
+	}
+	if needFormat {
+		if err := format(false); err != nil {
 			return err
 		}
 	}
+	err = a.mountStaging(d, dev)
+	if err != nil && a.formatInterrupted(d.Name, sigs, fs.Type) {
+		a.cfg.Log.Warn("the filesystem of an interrupted format does not mount; formatting again", "volume", d.Name, "device", dev, "error", err)
+		if ferr := format(true); ferr != nil {
+			return ferr
+		}
+		err = a.mountStaging(d, dev)
+	}
+	if err == nil {
+		a.clearFormatInterrupted(d.Name)
+	}
+	return err
+}
+
+func (a *Agent) mountStaging(d *Desired, dev string) error {
+	fs := d.Spec.Filesystem
 	return a.state.Do(d.Name, d.Driver, OpMountDevice, map[string]string{"device": dev}, func(rec *store.Volume) error {
 		p := a.stagingPath(d.Name)
 		mounts, err := a.cfg.Mounter.Mounts()
@@ -128,10 +147,10 @@ func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
 	})
 }
 
-// formatInterrupted: a format intent was left uncertain by a crash and
-// the device shows at most the filesystem being made. Such a device held
-// nothing before (it was probed blank), so making the filesystem again
-// loses nothing and finishes what was half done.
+// formatInterrupted: a format intent was left uncertain by a crash (or a
+// power cut) and the device shows only the filesystem being made. It was
+// probed blank before the format began, so when that filesystem does not
+// mount, making it again loses nothing and finishes what was half done.
 func (a *Agent) formatInterrupted(name string, sigs []Signature, fstype string) bool {
 	a.mu.Lock()
 	pending := a.interruptedFormats[name]
@@ -147,12 +166,10 @@ func (a *Agent) formatInterrupted(name string, sigs []Signature, fstype string) 
 	return len(sigs) > 0 // blank is handled by the ordinary path
 }
 
-func (a *Agent) clearFormatInterrupted(name string) bool {
+func (a *Agent) clearFormatInterrupted(name string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	was := a.interruptedFormats[name]
 	delete(a.interruptedFormats, name)
-	return was
 }
 
 func mkfsArgs(fs *manifest.Filesystem, force bool) []string {

@@ -219,15 +219,30 @@ func notReady(st *api.Status, names []string) []string {
 }
 
 func cmdValidate(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: volumed validate PATH...")
+	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	stateDir := fs.String("state-dir", "/var/lib/volumed", "the agent's state dir (targets on or under it are refused)")
+	paths, err := parseInterspersed(fs, args)
+	if err != nil {
 		return 2
 	}
-	probs := manifest.Validate(args, manifest.Options{CheckOwnership: os.Geteuid() == 0})
-	for _, p := range probs {
-		fmt.Fprintln(stderr, p.Error())
+	if len(paths) == 0 {
+		fmt.Fprintln(stderr, "usage: volumed validate [--state-dir DIR] PATH...")
+		return 2
 	}
-	if len(probs) > 0 {
+	// Ownership is checked as root only: an image build tree may belong
+	// to the builder, and the agent checks again on the host.
+	probs := manifest.Validate(paths, manifest.Options{StateDir: *stateDir, CheckOwnership: os.Geteuid() == 0})
+	failed := 0
+	for _, p := range probs {
+		if p.Warning {
+			fmt.Fprintln(stderr, "warning:", p.Error())
+			continue
+		}
+		fmt.Fprintln(stderr, p.Error())
+		failed++
+	}
+	if failed > 0 {
 		return 1
 	}
 	fmt.Fprintln(stdout, "ok")

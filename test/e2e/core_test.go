@@ -54,7 +54,7 @@ func TestConvergeSeveralVolumes(t *testing.T) {
 		}
 	}
 	// status table and json from the CLI
-	out, err := exec.Command(binary, "status", "--socket", e.socket).CombinedOutput()
+	out, err := exec.Command(volumedBin, "status", "--socket", e.socket).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "alpha") || !strings.Contains(string(out), "Ready") {
 		t.Errorf("volumed status: %v\n%s", err, out)
 	}
@@ -63,7 +63,7 @@ func TestConvergeSeveralVolumes(t *testing.T) {
 			t.Errorf("status table line wider than 80 columns: %q", line)
 		}
 	}
-	if out, err := exec.Command(binary, "wait", "alpha", "beta", "--socket", e.socket, "--timeout", "10s").CombinedOutput(); err != nil {
+	if out, err := exec.Command(volumedBin, "wait", "alpha", "beta", "--socket", e.socket, "--timeout", "10s").CombinedOutput(); err != nil {
 		t.Errorf("volumed wait: %v\n%s", err, out)
 	}
 }
@@ -138,7 +138,7 @@ func TestBrokenEditKeepsVolume(t *testing.T) {
 		t.Errorf("mounts changed by a broken edit:\n before %v\n after  %v", before, after)
 	}
 	// The CLI validator says the same.
-	out, err := exec.Command(binary, "validate", filepath.Join(e.config, "data.yaml")).CombinedOutput()
+	out, err := exec.Command(volumedBin, "validate", filepath.Join(e.config, "data.yaml")).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "mountOptionz") {
 		t.Errorf("validate on the broken file: %v\n%s", err, out)
 	}

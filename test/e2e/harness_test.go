@@ -26,7 +26,7 @@ import (
 )
 
 // binary is volumed built with crash points compiled in.
-var binary string
+var volumedBin string
 
 func TestMain(m *testing.M) {
 	if !testns.Inside() {
@@ -38,8 +38,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binary = filepath.Join(dir, "volumed")
-	build := exec.Command("go", "build", "-tags", "crashpoints", "-o", binary, "github.com/volumed/volumed/cmd/volumed")
+	volumedBin = filepath.Join(dir, "volumed")
+	build := exec.Command("go", "build", "-tags", "crashpoints", "-o", volumedBin, "github.com/volumed/volumed/cmd/volumed")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build volumed: %v\n%s", err, out)
@@ -61,6 +61,8 @@ type env struct {
 	images string
 	mnt    string
 	resync string
+	// extraArgs are added to `volumed run`.
+	extraArgs []string
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -133,8 +135,9 @@ func (e *env) start(extraEnv ...string) {
 	if e.cmd != nil {
 		e.t.Fatal("agent already running")
 	}
-	cmd := exec.Command(binary, "run", "--config-dir", e.config, "--state-dir", e.state, "--socket", e.socket,
+	cmd := exec.Command(volumedBin, "run", "--config-dir", e.config, "--state-dir", e.state, "--socket", e.socket,
 		"--metrics-address", "", "--resync", e.resync, "--log-level", "debug")
+	cmd.Args = append(cmd.Args, e.extraArgs...)
 	if e.logs == nil {
 		e.logs = &bytes.Buffer{}
 	}
