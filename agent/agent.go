@@ -123,6 +123,12 @@ func (a *Agent) Reload() {
 // reconciles until ctx is cancelled. On return every mount is left in
 // place: stopping the agent never tears anything down.
 func (a *Agent) Run(ctx context.Context) error {
+	// Watch before the first read, so that an edit made while the agent
+	// starts is never missed.
+	watcher := a.watch()
+	if watcher != nil {
+		defer watcher.Close()
+	}
 	a.loadManifests()
 	if err := a.reconstruct(ctx); err != nil {
 		return fmt.Errorf("reconstruct actual state: %w", err)
@@ -133,10 +139,6 @@ func (a *Agent) Run(ctx context.Context) error {
 	opCtx, cancelOps := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelOps()
 
-	watcher := a.watch()
-	if watcher != nil {
-		defer watcher.Close()
-	}
 	var watchEvents <-chan fsnotify.Event
 	var watchErrors <-chan error
 	if watcher != nil {

@@ -58,8 +58,22 @@ type Mounter interface {
 	// mountinfo; it fails (never pretends) when the target stays busy.
 	Unmount(ctx context.Context, target string) error
 	EnsureDir(path string) error
+	// Mounts reads the whole mount table (start-up, drift checks).
 	Mounts() ([]*mountinfo.Info, error)
+	// At says, in one syscall, which mount a path lands on and whether
+	// something is mounted exactly there: the operations' hot path.
+	At(path string) (MountPoint, error)
 }
+
+// MountPoint is what the kernel says about where a path lands.
+type MountPoint struct {
+	MountID  int
+	Root     bool // something is mounted exactly at this path
+	Dev, Ino uint64
+}
+
+// SameFile: a bind mount's root is the same file as its source dir.
+func (p MountPoint) SameFile(q MountPoint) bool { return p.Dev == q.Dev && p.Ino == q.Ino }
 
 // BindOptions are the flags a publish applies to its bind mount.
 type BindOptions struct{ ReadOnly, NoSuid, NoDev, NoExec bool }

@@ -117,15 +117,16 @@ func (a *Agent) mountStaging(d *Desired, dev string) error {
 	fs := d.Spec.Filesystem
 	return a.state.Do(d.Name, d.Driver, OpMountDevice, map[string]string{"device": dev}, func(rec *store.Volume) error {
 		p := a.stagingPath(d.Name)
-		mounts, err := a.cfg.Mounter.Mounts()
-		if err != nil {
-			return err
-		}
-		if top := topAt(mounts, p); top != nil {
-			if !sameDevice(top, dev) {
-				return fmt.Errorf("staging path %s has a mount of %s that volumed did not make; left alone", p, top.Source)
+		if pt, err := a.cfg.Mounter.At(p); err == nil && pt.Root {
+			// Mounted already (e.g. by a run that died before recording it).
+			top, err := a.mountInfoAt(p)
+			if err != nil {
+				return err
 			}
-			rec.Staging = stagingRecord(top, dev, fs.Type)
+			if top == nil || !sameDevice(top, dev) {
+				return fmt.Errorf("staging path %s has a mount that volumed did not make; left alone", p)
+			}
+			rec.Staging = stagingRecord(p, top.ID, dev, fs.Type)
 			return nil
 		}
 		if err := a.cfg.Mounter.EnsureDir(p); err != nil {
@@ -134,17 +135,26 @@ func (a *Agent) mountStaging(d *Desired, dev string) error {
 		if err := a.cfg.Mounter.MountDevice(dev, p, fs.Type, stagingOptions(d)); err != nil {
 			return err
 		}
-		mounts, err = a.cfg.Mounter.Mounts()
+		pt, err := a.cfg.Mounter.At(p)
 		if err != nil {
 			return err
 		}
-		top := topAt(mounts, p)
-		if top == nil {
-			return fmt.Errorf("mount of %s at %s succeeded but mountinfo does not show it", dev, p)
+		if !pt.Root {
+			return fmt.Errorf("mount of %s at %s succeeded but the kernel does not show it", dev, p)
 		}
-		rec.Staging = stagingRecord(top, dev, fs.Type)
+		rec.Staging = stagingRecord(p, pt.MountID, dev, fs.Type)
 		return nil
 	})
+}
+
+// mountInfoAt reads the mount table for the mount at p: the slow path,
+// for the rare cases statx cannot decide (who mounted what).
+func (a *Agent) mountInfoAt(p string) (*mountinfo.Info, error) {
+	mounts, err := a.cfg.Mounter.Mounts()
+	if err != nil {
+		return nil, err
+	}
+	return topAt(mounts, p), nil
 }
 
 // formatInterrupted: a format intent was left uncertain by a crash (or a
@@ -237,32 +247,27 @@ func stagingOptions(d *Desired) []string {
 	return opts
 }
 
-func stagingRecord(m *mountinfo.Info, dev, fstype string) *store.MountRecord {
-	return &store.MountRecord{Path: m.Mountpoint, Device: dev, FSType: fstype, MountID: m.ID, Owned: true}
+func stagingRecord(p string, id int, dev, fstype string) *store.MountRecord {
+	return &store.MountRecord{Path: p, Device: dev, FSType: fstype, MountID: id, Owned: true}
 }
 
 func (a *Agent) opPublish(ctx context.Context, d *Desired, t DesiredTarget) error {
 	return a.state.Do(d.Name, d.Driver, OpPublish, map[string]string{"target": t.Path}, func(rec *store.Volume) error {
-		mounts, err := a.cfg.Mounter.Mounts()
-		if err != nil {
-			return err
-		}
-		st := stagingInfo(mounts, rec)
-		if st == nil {
+		src, ok := a.publishSource(rec, t.SubPath)
+		if !ok {
 			rec.Staging = nil // drift: the next pass mounts it again
 			return errRetryNow
 		}
-		if top := topAt(mounts, t.Path); top != nil {
-			if sameSource(top, st, t.SubPath) {
-				rec.Targets = append(rec.Targets, targetRecord(top, t))
+		if tp, err := a.cfg.Mounter.At(t.Path); err == nil && tp.Root {
+			if tp.SameFile(src) {
+				rec.Targets = append(rec.Targets, targetRecord(tp.MountID, t))
 				return nil
 			}
-			return fmt.Errorf("target %s already has a mount of %s (%s) that volumed did not make; left alone", t.Path, top.Source, top.FSType)
+			return fmt.Errorf("target %s already has a mount%s that volumed did not make; left alone", t.Path, a.describeMount(t.Path))
 		}
 		if err := a.cfg.Mounter.EnsureDir(t.Path); err != nil {
 			return err
 		}
-		src := filepath.Join(rec.Staging.Path, t.SubPath)
 		fs := d.Spec.Filesystem
 		o := BindOptions{
 			ReadOnly: t.ReadOnly || readOnlySource(d),
@@ -270,24 +275,48 @@ func (a *Agent) opPublish(ctx context.Context, d *Desired, t DesiredTarget) erro
 			NoDev:    !fs.AllowDev,
 			NoExec:   slices.Contains(fs.MountOptions, "noexec"),
 		}
-		if err := a.cfg.Mounter.Bind(src, t.Path, o); err != nil {
+		if err := a.cfg.Mounter.Bind(filepath.Join(rec.Staging.Path, t.SubPath), t.Path, o); err != nil {
 			return err
 		}
-		mounts, err = a.cfg.Mounter.Mounts()
+		tp, err := a.cfg.Mounter.At(t.Path)
 		if err != nil {
 			return err
 		}
-		top := topAt(mounts, t.Path)
-		if top == nil || !sameSource(top, st, t.SubPath) {
-			return fmt.Errorf("bind mount at %s succeeded but mountinfo does not show it", t.Path)
+		if !tp.Root || !tp.SameFile(src) {
+			return fmt.Errorf("bind mount at %s succeeded but the kernel does not show it", t.Path)
 		}
-		rec.Targets = append(rec.Targets, targetRecord(top, t))
+		rec.Targets = append(rec.Targets, targetRecord(tp.MountID, t))
 		return nil
 	})
 }
 
-func targetRecord(m *mountinfo.Info, t DesiredTarget) store.MountRecord {
-	return store.MountRecord{Path: t.Path, SubPath: t.SubPath, ReadOnly: t.ReadOnly, MountID: m.ID, Owned: true}
+// publishSource checks that the staging mount recorded is still there
+// and returns the directory a target of subPath binds.
+func (a *Agent) publishSource(rec *store.Volume, subPath string) (MountPoint, bool) {
+	if rec.Staging == nil {
+		return MountPoint{}, false
+	}
+	st, err := a.cfg.Mounter.At(rec.Staging.Path)
+	if err != nil || !st.Root || st.MountID != rec.Staging.MountID {
+		return MountPoint{}, false
+	}
+	if subPath == "" {
+		return st, true
+	}
+	src, err := a.cfg.Mounter.At(filepath.Join(rec.Staging.Path, subPath))
+	return src, err == nil
+}
+
+// describeMount names what is mounted at p, for error messages.
+func (a *Agent) describeMount(p string) string {
+	if m, err := a.mountInfoAt(p); err == nil && m != nil {
+		return fmt.Sprintf(" of %s (%s)", m.Source, m.FSType)
+	}
+	return ""
+}
+
+func targetRecord(id int, t DesiredTarget) store.MountRecord {
+	return store.MountRecord{Path: t.Path, SubPath: t.SubPath, ReadOnly: t.ReadOnly, MountID: id, Owned: true}
 }
 
 func (a *Agent) opUnpublish(ctx context.Context, name, driver, path string) error {
@@ -297,14 +326,11 @@ func (a *Agent) opUnpublish(ctx context.Context, name, driver, path string) erro
 			return nil
 		}
 		t := rec.Targets[i]
-		mounts, err := a.cfg.Mounter.Mounts()
-		if err != nil {
-			return err
-		}
-		top := topAt(mounts, path)
-		if top != nil {
-			if top.ID != t.MountID && !sameSource(top, stagingInfo(mounts, rec), t.SubPath) {
-				return fmt.Errorf("something else (%s %s) is mounted on top of %s; left alone", top.Source, top.FSType, path)
+		if tp, err := a.cfg.Mounter.At(path); err == nil && tp.Root {
+			if tp.MountID != t.MountID {
+				if src, ok := a.publishSource(rec, t.SubPath); !ok || !tp.SameFile(src) {
+					return fmt.Errorf("something else%s is mounted on top of %s; left alone", a.describeMount(path), path)
+				}
 			}
 			if err := a.cfg.Mounter.Unmount(ctx, path); err != nil {
 				return err
@@ -320,14 +346,16 @@ func (a *Agent) opUnmountDevice(ctx context.Context, name, driver string) error 
 		if rec.Staging == nil {
 			return nil
 		}
-		mounts, err := a.cfg.Mounter.Mounts()
-		if err != nil {
-			return err
-		}
 		p := rec.Staging.Path
-		if top := topAt(mounts, p); top != nil {
-			if top.ID != rec.Staging.MountID && !sameDevice(top, rec.Staging.Device) {
-				return fmt.Errorf("something else (%s) is mounted on top of %s; left alone", top.Source, p)
+		if sp, err := a.cfg.Mounter.At(p); err == nil && sp.Root {
+			if sp.MountID != rec.Staging.MountID {
+				top, err := a.mountInfoAt(p)
+				if err != nil {
+					return err
+				}
+				if top == nil || !sameDevice(top, rec.Staging.Device) {
+					return fmt.Errorf("something else%s is mounted on top of %s; left alone", a.describeMount(p), p)
+				}
 			}
 			if err := a.cfg.Mounter.Unmount(ctx, p); err != nil {
 				return err

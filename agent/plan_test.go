@@ -25,7 +25,9 @@ func have(name string, attached, staged bool, targets ...store.MountRecord) *sto
 	return v
 }
 
-func pub(p string, ro bool) store.MountRecord { return store.MountRecord{Path: p, ReadOnly: ro, Owned: true} }
+func pub(p string, ro bool) store.MountRecord {
+	return store.MountRecord{Path: p, ReadOnly: ro, Owned: true}
+}
 
 func TestPlan(t *testing.T) {
 	absent := want("a", tgt("/t", false))

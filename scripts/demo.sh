@@ -95,7 +95,7 @@ df -h "$mnt/web" "$mnt/web-readonly" "$mnt/logs" "$mnt/cache"
 step "write through $mnt/web, read through the read-only target"
 echo "hello from volumed" >"$mnt/web/index.html"
 cat "$mnt/web-readonly/index.html"
-if echo nope >"$mnt/web-readonly/x" 2>/dev/null; then echo "read-only target accepted a write!"; exit 1; else echo "write to the read-only target refused: read-only file system"; fi
+if (echo nope >"$mnt/web-readonly/x") 2>/dev/null; then echo "read-only target accepted a write!"; exit 1; else echo "write to the read-only target refused: read-only file system"; fi
 
 step "volumed status web"
 v status web

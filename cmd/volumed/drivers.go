@@ -119,7 +119,7 @@ func (loopAttacher) ListOurs(context.Context) ([]store.Attachment, error) {
 type filesystems struct{}
 
 func (filesystems) Probe(ctx context.Context, device string) ([]agent.Signature, error) {
-	sigs, err := blockfs.ProbeDevice(ctx, device)
+	sigs, err := blockfs.ProbeDeviceWith(ctx, device, blockfs.ProbeOptions{BlkidOnlyIfBlank: true})
 	if err != nil {
 		return nil, err
 	}
@@ -152,3 +152,8 @@ func (mounter) Bind(source, target string, o agent.BindOptions) error {
 func (mounter) Unmount(ctx context.Context, target string) error { return mount.Unmount(ctx, target) }
 func (mounter) EnsureDir(path string) error                      { return mount.EnsureDir(path) }
 func (mounter) Mounts() ([]*mountinfo.Info, error)               { return mountinfo.GetMounts(nil) }
+
+func (mounter) At(path string) (agent.MountPoint, error) {
+	p, err := mount.At(path)
+	return agent.MountPoint{MountID: p.MountID, Root: p.Root, Dev: p.Dev, Ino: p.Ino}, err
+}

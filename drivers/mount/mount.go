@@ -102,11 +102,11 @@ func remountBind(target string, flags uintptr) error {
 }
 
 // Unmount unmounts the topmost mount at target (a path as mountinfo
-// shows it: absolute, without symlinks) and confirms against
-// mountinfo that this very mount (by mount ID) is gone; a mount stacked
-// underneath stays. While the target is busy it retries with backoff until
-// ctx is done and then returns an error wrapping ErrBusy. Nothing mounted
-// at target is success.
+// shows it: absolute, without symlinks) and confirms with the kernel that
+// this very mount (by mount ID, through statx, or mountinfo on kernels
+// before 5.8) is gone; a mount stacked underneath stays. While the target
+// is busy it retries with backoff until ctx is done and then returns an
+// error wrapping ErrBusy. Nothing mounted at target is success.
 //
 // Mount IDs can be reused once freed; a new mount at the same target with
 // the recycled ID in the instant between the unmount and the check would
@@ -114,11 +114,11 @@ func remountBind(target string, flags uintptr) error {
 // concurrently (one operation per volume), so that window is accepted.
 func Unmount(ctx context.Context, target string) error {
 	target = filepath.Clean(target)
-	top, err := Lookup(target)
+	id, mounted, err := topID(target)
 	if err != nil {
 		return fmt.Errorf("unmount %s: %w", target, err)
 	}
-	if top == nil {
+	if !mounted {
 		return nil
 	}
 	backoff := 10 * time.Millisecond
@@ -129,8 +129,8 @@ func Unmount(ctx context.Context, target string) error {
 		switch {
 		case err == nil, errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOENT):
 			// EINVAL/ENOENT: not a mount point (anymore); someone else may
-			// have unmounted it. mountinfo decides.
-			return confirmGone(target, top.ID, err)
+			// have unmounted it. The kernel decides.
+			return confirmGone(target, id, err)
 		case errors.Is(err, unix.EBUSY):
 		default:
 			return fmt.Errorf("unmount %s: %w", target, err)
@@ -146,16 +146,34 @@ func Unmount(ctx context.Context, target string) error {
 	}
 }
 
+// topID is the ID of the topmost mount exactly at target, if any.
+func topID(target string) (int, bool, error) {
+	p, err := At(target)
+	switch {
+	case err == nil:
+		return p.MountID, p.Root, nil
+	case errors.Is(err, unix.ENOENT):
+		return 0, false, nil
+	case !errors.Is(err, ErrNoMountID):
+		return 0, false, err
+	}
+	top, err := Lookup(target)
+	if err != nil || top == nil {
+		return 0, false, err
+	}
+	return top.ID, true, nil
+}
+
 func confirmGone(target string, id int, umountErr error) error {
-	tbl, err := ReadTable()
+	now, mounted, err := topID(target)
 	if err != nil {
 		return fmt.Errorf("unmount %s: confirm: %w", target, err)
 	}
-	if m := tbl.ByID(id); m != nil && m.Mountpoint == target {
+	if mounted && now == id {
 		if umountErr != nil {
 			return fmt.Errorf("unmount %s: %w, and mount %d is still there", target, umountErr, id)
 		}
-		return fmt.Errorf("unmount %s: mount %d is still in mountinfo after umount2 succeeded", target, id)
+		return fmt.Errorf("unmount %s: mount %d is still there after umount2 succeeded", target, id)
 	}
 	return nil
 }

@@ -49,6 +49,12 @@ func main() {
 	work, err := os.MkdirTemp("", "volumed-bench-")
 	check(err)
 	defer cleanup(work)
+	// The agent's log outlives the run, for a look at what it did.
+	defer func() {
+		if b, err := os.ReadFile(filepath.Join(work, "agent.log")); err == nil {
+			_ = os.WriteFile(filepath.Join(os.TempDir(), "volumed-bench-agent.log"), b, 0o644)
+		}
+	}()
 	check(os.Chmod(work, 0o755))
 
 	fmt.Printf("volumed bench: %d volumes, ext4 images pre-formatted, 1 target each\n", *n)
@@ -188,7 +194,7 @@ func (b *agentRun) startAndWaitReady() time.Duration {
 	b.metrics = freePort()
 	start := time.Now()
 	b.cmd = exec.Command(b.exe, "run", "--config-dir", b.conf(), "--state-dir", filepath.Join(b.work, "state"),
-		"--socket", b.socket(), "--metrics-address", b.metrics, "--log-level", "warn")
+		"--socket", b.socket(), "--metrics-address", b.metrics, "--log-level", "info")
 	log, err := os.OpenFile(filepath.Join(b.work, "agent.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	check(err)
 	b.cmd.Stdout, b.cmd.Stderr = log, log
