@@ -82,7 +82,9 @@ type BindOptions struct{ ReadOnly, NoSuid, NoDev, NoExec bool }
 type Store interface {
 	Load() (map[string]*store.Volume, []store.Intent, error)
 	Begin(in store.Intent) (uint64, error)
-	Finish(intentID uint64, name string, v *store.Volume) error
+	// FinishLater records an outcome without waiting for its fsync:
+	// losing it in a crash leaves the intent, which start-up resolves.
+	FinishLater(intentID uint64, name string, v *store.Volume) error
 	Put(v *store.Volume) error
 	Delete(name string) error
 	DropIntent(id uint64) error

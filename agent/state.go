@@ -52,7 +52,7 @@ func (s *State) Get(name string) *store.Volume {
 
 // Do runs act as operation op of volume name: the intent is durable
 // before act touches the kernel, and act's edits to the record are
-// durable after. act must leave rec describing what is true in the kernel
+// recorded after. act must leave rec describing what is true in the kernel
 // now, whether it succeeded or not. The caller (the executor) guarantees
 // that one volume has at most one Do at a time.
 func (s *State) Do(name, driver, op string, inputs map[string]string, act func(rec *store.Volume) error) error {
@@ -73,7 +73,11 @@ func (s *State) Do(name, driver, op string, inputs map[string]string, act func(r
 		out = rec
 	}
 	s.set(name, out)
-	if err := s.store.Finish(id, name, out); err != nil {
+	// The outcome need not be durable before we go on: the next intent's
+	// fsync carries it, and if a crash comes first the intent is still on
+	// disk and start-up probes the kernel. Only the intent must be durable
+	// before the kernel is touched.
+	if err := s.store.FinishLater(id, name, out); err != nil {
 		// The intent stays on disk: a restart resolves it by probing.
 		if actErr == nil {
 			actErr = fmt.Errorf("record outcome of %s %s: %w", op, name, err)

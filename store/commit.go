@@ -16,6 +16,13 @@ type request struct {
 	done chan error
 }
 
+// answer tells a waiting caller the outcome; queued-only requests have none.
+func (r *request) answer(err error) {
+	if r.done != nil {
+		r.done <- err
+	}
+}
+
 // errBatchMember aborts a shared transaction when one member fails; the members are re-run.
 var errBatchMember = errors.New("batch member failed")
 
@@ -24,12 +31,29 @@ var errBatchMember = errors.New("batch member failed")
 // each round instead of N. Unlike db.Batch there is no timer: a lone caller commits at once.
 func (s *Store) do(fn func(*bbolt.Tx) error) error {
 	r := &request{fn: fn, done: make(chan error, 1)}
-	select {
-	case s.reqs <- r:
-	case <-s.quit:
-		return ErrClosed
+	if err := s.send(r); err != nil {
+		return err
 	}
 	return <-r.done
+}
+
+// send hands r to the commit goroutine. The read lock keeps Close from
+// closing quit between the closed check and the send, so every request
+// that got in is committed and answered by the final drain.
+func (s *Store) send(r *request) error {
+	s.sendMu.RLock()
+	defer s.sendMu.RUnlock()
+	if s.closing {
+		return ErrClosed
+	}
+	s.reqs <- r
+	return nil
+}
+
+// enqueue queues fn without waiting for it: it commits with the current
+// or next batch. For writes whose loss in a crash is harmless.
+func (s *Store) enqueue(fn func(*bbolt.Tx) error) error {
+	return s.send(&request{fn: fn})
 }
 
 // loop is the commit goroutine, owned by the Store: started by Open, stopped by Close.
@@ -41,7 +65,18 @@ func (s *Store) loop() {
 		case r := <-s.reqs:
 			batch = append(batch, r)
 		case <-s.quit:
-			return
+			// Writes queued without waiting still go to disk.
+			for {
+				select {
+				case r := <-s.reqs:
+					batch = append(batch, r)
+				default:
+					if len(batch) > 0 {
+						s.commit(batch)
+					}
+					return
+				}
+			}
 		}
 	drain:
 		for len(batch) < maxBatch {
@@ -78,16 +113,16 @@ func (s *Store) commit(batch []*request) {
 				s.committed(time.Since(start), len(batch))
 			}
 			for _, r := range batch {
-				r.done <- err
+				r.answer(err)
 			}
 			return
 		}
 		r := batch[failed]
 		if failed == 0 {
 			// Nothing ran before it in that transaction: it already failed alone.
-			r.done <- failErr
+			r.answer(failErr)
 		} else {
-			r.done <- s.commitAlone(r)
+			r.answer(s.commitAlone(r))
 		}
 		batch = append(batch[:failed:failed], batch[failed+1:]...)
 	}

@@ -102,6 +102,8 @@ type Store struct {
 	commits  atomic.Uint64
 
 	reqs      chan *request
+	sendMu    sync.RWMutex // held to send on reqs; Close takes it to set closing
+	closing   bool
 	quit      chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
@@ -149,7 +151,7 @@ func Open(path string, opts Options) (*Store, *Recovery, error) {
 		db:       db,
 		now:      now,
 		onCommit: opts.OnCommit,
-		reqs:     make(chan *request),
+		reqs:     make(chan *request, 1024),
 		quit:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
@@ -339,6 +341,9 @@ func syncDir(dir string) error {
 // Close stops the commit goroutine (writes still queued get ErrClosed) and closes the file.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.sendMu.Lock()
+		s.closing = true
+		s.sendMu.Unlock()
 		close(s.quit)
 		<-s.done
 		s.closeErr = s.db.Close()
@@ -440,6 +445,19 @@ func (s *Store) Begin(in Intent) (uint64, error) {
 // Finish atomically, in one durable transaction, deletes the intent and writes the outcome:
 // v != nil puts the record v (keyed by v.Name); v == nil deletes the record of volume name.
 func (s *Store) Finish(intentID uint64, name string, v *Volume) error {
+	return s.finish(intentID, name, v, true)
+}
+
+// FinishLater is Finish without waiting for the fsync: the outcome is
+// committed with the current or next batch (and at Close). Losing it in a
+// crash is harmless by design — the intent stays, and start-up resolves
+// it by probing the kernel — so an operation need not wait for it, and
+// the next intent's fsync carries it to disk.
+func (s *Store) FinishLater(intentID uint64, name string, v *Volume) error {
+	return s.finish(intentID, name, v, false)
+}
+
+func (s *Store) finish(intentID uint64, name string, v *Volume, wait bool) error {
 	var data []byte
 	if v != nil {
 		if name != "" && name != v.Name {
@@ -452,7 +470,11 @@ func (s *Store) Finish(intentID uint64, name string, v *Volume) error {
 	} else if name == "" {
 		return fmt.Errorf("finish intent %d: no volume name", intentID)
 	}
-	err := s.do(func(tx *bbolt.Tx) error {
+	write := s.do
+	if !wait {
+		write = s.enqueue
+	}
+	err := write(func(tx *bbolt.Tx) error {
 		if err := tx.Bucket(bucketIntents).Delete(intentKey(intentID)); err != nil {
 			return err
 		}

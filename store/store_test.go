@@ -829,3 +829,38 @@ func BenchmarkBeginFinishParallel(b *testing.B) {
 		b.ReportMetric(2, "commits/op")
 	})
 }
+
+// FinishLater returns before its fsync; whatever it queued is on disk
+// after Close, and a later Begin's commit carries it too.
+func TestFinishLaterIsCommittedByCloseAndNextCommit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s := mustOpen(t, path, testOpts())
+	var ids []uint64
+	for i := 0; i < 50; i++ {
+		id, err := s.Begin(Intent{Volume: fmt.Sprintf("v%d", i), Op: "attach"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	for i, id := range ids {
+		if err := s.FinishLater(id, fmt.Sprintf("v%d", i), &Volume{Name: fmt.Sprintf("v%d", i), Driver: "loop"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FinishLater(1, "x", nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("FinishLater after Close: %v, want ErrClosed", err)
+	}
+	s = mustOpen(t, path, testOpts())
+	defer s.Close()
+	vols, intents, err := s.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vols) != 50 || len(intents) != 0 {
+		t.Fatalf("after Close: %d records, %d intents; want 50, 0", len(vols), len(intents))
+	}
+}
