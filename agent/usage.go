@@ -17,13 +17,15 @@ type Usage struct {
 // and a volume whose previous statfs has not returned is skipped: neither
 // a scrape nor `status` ever waits on a mount.
 type usageCache struct {
+	stat func(path string) (Usage, error)
+
 	mu       sync.Mutex
 	byVolume map[string]Usage
 	inFlight map[string]bool
 }
 
 func newUsageCache() *usageCache {
-	return &usageCache{byVolume: map[string]Usage{}, inFlight: map[string]bool{}}
+	return &usageCache{stat: statfs, byVolume: map[string]Usage{}, inFlight: map[string]bool{}}
 }
 
 func (c *usageCache) get(name string) (Usage, bool) {
@@ -51,7 +53,7 @@ func (c *usageCache) refresh(paths map[string]string) {
 		}
 		c.inFlight[name] = true
 		go func() {
-			u, err := statfs(p)
+			u, err := c.stat(p)
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			delete(c.inFlight, name)

@@ -180,7 +180,11 @@ func cmdWait(ctx context.Context, args []string, stdout io.Writer) error {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		st, err := client.Status(ctx)
+		// Each call gets its own bound, so that the last reason seen is
+		// what a timeout reports, not the cut-short call.
+		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		st, err := client.Status(cctx)
+		ccancel()
 		if err == nil {
 			why = notReady(st, names)
 			if len(why) == 0 {

@@ -238,6 +238,11 @@ func TestForeignSignaturesUntouched(t *testing.T) {
 	if !strings.Contains(vg.LastError, "gpt") || !strings.Contains(vx.LastError, "xfs") {
 		t.Errorf("errors do not name what was found: %q / %q", vg.LastError, vx.LastError)
 	}
+	// `volumed wait` gives up with the reason.
+	out, err := exec.Command(volumedBin, "wait", "gpt", "--timeout", "500ms", "--socket", e.socket).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "gpt: Error") || !strings.Contains(string(out), "partition_table") {
+		t.Errorf("volumed wait on a failing volume: %v\n%s", err, out)
+	}
 	e.stop()
 	for p, s := range sums {
 		if sha(t, p) != s {

@@ -425,3 +425,7 @@ func sha(t *testing.T, p string) [32]byte {
 	}
 	return sha256.Sum256(b)
 }
+
+func execOut(name string, args ...string) ([]byte, error) {
+	return exec.Command(name, args...).CombinedOutput()
+}
