@@ -51,7 +51,10 @@ func need(t *testing.T, tools ...string) {
 	t.Helper()
 	for _, tool := range tools {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s is not installed on this machine: %v", tool, err)
+			if os.Getenv("CI") != "" {
+				t.Fatalf("%s is not installed, and CI (.ci/run) installs it: %v", tool, err)
+			}
+			t.Skipf("%s is not installed on this machine (.ci/run installs it): %v", tool, err)
 		}
 	}
 }

@@ -81,7 +81,10 @@ func loopImage(t *testing.T) string {
 	t.Helper()
 	for _, tool := range []string{"mkfs.ext4", "losetup"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed: %v", tool, err)
+			if os.Getenv("CI") != "" {
+				t.Fatalf("%s is not installed, and CI (.ci/run) installs it: %v", tool, err)
+			}
+			t.Skipf("%s not installed (.ci/run installs it): %v", tool, err)
 		}
 	}
 	img := filepath.Join(t.TempDir(), "disk.img")
