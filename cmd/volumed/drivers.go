@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -18,14 +20,19 @@ import (
 	"github.com/volumed/volumed/store"
 )
 
-// loopTag marks the loop devices volumed makes (kept by the kernel), so
-// they are recognised as ours even when the state file is lost.
-const loopTag = "volumed"
+// loopTag marks the loop devices an agent makes (kept by the kernel), so
+// they are recognised as its own even when its state file is lost. It
+// names the agent by its state dir: a second agent on the host (a demo, a
+// test) never takes the first one's devices for orphans.
+func loopTag(stateDir string) string {
+	sum := sha256.Sum256([]byte(stateDir))
+	return "volumed:" + hex.EncodeToString(sum[:8])
+}
 
 // loopAttacher adapts drivers/loop to the core's Attacher.
-type loopAttacher struct{}
+type loopAttacher struct{ tag string }
 
-func (loopAttacher) Find(_ context.Context, d *agent.Desired) ([]agent.Found, error) {
+func (l loopAttacher) Find(_ context.Context, d *agent.Desired) ([]agent.Found, error) {
 	devs, err := loop.Find(d.Spec.Source.Loop.File)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -35,12 +42,12 @@ func (loopAttacher) Find(_ context.Context, d *agent.Desired) ([]agent.Found, er
 	}
 	out := make([]agent.Found, 0, len(devs))
 	for _, dev := range devs {
-		out = append(out, agent.Found{Device: dev.Path, Identity: dev.Identity(), Ours: dev.Tag == loopTag})
+		out = append(out, agent.Found{Device: dev.Path, Identity: dev.Identity(), Ours: dev.Tag == l.tag})
 	}
 	return out, nil
 }
 
-func (loopAttacher) Attach(ctx context.Context, d *agent.Desired) (agent.Found, error) {
+func (l loopAttacher) Attach(ctx context.Context, d *agent.Desired) (agent.Found, error) {
 	src := d.Spec.Source.Loop
 	if src.Create != nil {
 		if _, err := loop.EnsureImage(src.File, src.Create.SizeBytes); err != nil {
@@ -49,7 +56,7 @@ func (loopAttacher) Attach(ctx context.Context, d *agent.Desired) (agent.Found, 
 	} else if _, err := os.Stat(src.File); err != nil {
 		return agent.Found{}, fmt.Errorf("image %s: %w (set source.loop.create.size to have it created)", src.File, err)
 	}
-	dev, err := loop.Attach(ctx, loop.Options{File: src.File, ReadOnly: src.ReadOnly, Tag: loopTag})
+	dev, err := loop.Attach(ctx, loop.Options{File: src.File, ReadOnly: src.ReadOnly, Tag: l.tag})
 	if err != nil {
 		return agent.Found{}, err
 	}
@@ -101,14 +108,14 @@ func (loopAttacher) Detach(ctx context.Context, a store.Attachment) error {
 	return loop.Detach(ctx, *dev)
 }
 
-func (loopAttacher) ListOurs(context.Context) ([]store.Attachment, error) {
+func (l loopAttacher) ListOurs(context.Context) ([]store.Attachment, error) {
 	devs, err := loop.List()
 	if err != nil {
 		return nil, err
 	}
 	var out []store.Attachment
 	for _, d := range devs {
-		if d.Tag == loopTag {
+		if d.Tag == l.tag {
 			out = append(out, store.Attachment{Driver: "loop", Device: d.Path, Identity: d.Identity(), Owned: true})
 		}
 	}

@@ -66,6 +66,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	if !filepath.IsAbs(*stateDir) {
 		return fmt.Errorf("--state-dir must be absolute, got %q", *stateDir)
 	}
+	*stateDir = filepath.Clean(*stateDir)
 	if err := os.MkdirAll(filepath.Join(*stateDir, "staging"), 0o700); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
@@ -104,7 +105,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 		Manifests:        manifest.NewBuilder(dirs, manifest.Options{StateDir: *stateDir, CheckOwnership: true}),
 		WatchDirs:        dirs,
 		Store:            st,
-		Attachers:        map[string]agent.Attacher{"loop": loopAttacher{}},
+		Attachers:        map[string]agent.Attacher{"loop": loopAttacher{tag: loopTag(*stateDir)}},
 		FS:               filesystems{},
 		Mounter:          mounter{},
 		Log:              log,

@@ -250,3 +250,26 @@ func TestForeignSignaturesUntouched(t *testing.T) {
 		}
 	}
 }
+
+// A loop device someone else attached to a wanted image is not used, not
+// attached twice and not detached: an error on the volume, left alone.
+func TestForeignLoopDeviceLeftAlone(t *testing.T) {
+	e := newEnv(t)
+	img := e.image("data.img", 64<<20)
+	out, err := exec.Command("losetup", "--find", "--show", img).CombinedOutput()
+	if err != nil {
+		t.Fatalf("losetup: %v %s", err, out)
+	}
+	dev := strings.TrimSpace(string(out))
+	e.volume("data", "ext4", "64Mi", "data")
+	e.start()
+	v := e.waitPhase("data", api.PhaseError)
+	if !strings.Contains(v.LastError, dev) || !strings.Contains(v.LastError, "by something other than volumed") {
+		t.Errorf("error does not name the foreign device: %q", v.LastError)
+	}
+	e.remove("data.yaml")
+	e.waitGone("data")
+	if got := e.loops()[img]; len(got) != 1 || got[0] != dev {
+		t.Errorf("foreign loop device touched: %v, want only %s", got, dev)
+	}
+}
