@@ -181,16 +181,5 @@ func (e *Executor) NextRetry() time.Time {
 	return t
 }
 
-// Forget drops all failure records of volumes not in keep.
-func (e *Executor) Forget(keep func(volume string) bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for k := range e.failed {
-		if !keep(k.volume) {
-			delete(e.failed, k)
-		}
-	}
-}
-
 // Wait blocks until every started operation has finished.
 func (e *Executor) Wait() { e.wg.Wait() }
