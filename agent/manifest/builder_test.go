@@ -145,6 +145,22 @@ func TestBuilderConflicts(t *testing.T) {
 			},
 		},
 		{
+			name: "nested targets must be declared",
+			files: map[string]string{
+				"a.yaml": tmpfsVolume("outer", "/srv/data"),
+				"b.yaml": mountObj("logs", "inner", "/srv/data/logs") + "  nestedIn: outer\n",
+				"c.yaml": mountObj("cache", "inner", "/srv/data/cache"),
+				"d.yaml": tmpfsVolume("inner", "/srv/inner"),
+			},
+			want: want{
+				volumes: []string{"outer(d/a.yaml) /srv/data", "inner(d/d.yaml) /srv/inner"},
+				mounts:  []string{"logs(d/b.yaml) inner:/srv/data/logs"},
+				problems: []string{
+					`d/c.yaml:7:9: spec.path: is inside target /srv/data of Volume "outer" (d/a.yaml:1); set nestedIn: outer on it to publish it on top of that one`,
+				},
+			},
+		},
+		{
 			name: "mount waits for its volume",
 			files: map[string]string{
 				"a.yaml": mountObj("logs", "data", "/srv/logs"),
@@ -381,5 +397,50 @@ func TestValidatePaths(t *testing.T) {
 	}
 	if probs := Validate([]string{filepath.Join(dir, "a.yaml")}, testOpts); len(probs) != 0 {
 		t.Errorf("a good file: %q", rel(root, probs))
+	}
+}
+
+// A volume published at /srv/data/x keeps working when a newcomer wants
+// /srv/data: the newcomer would cover it, so the newcomer is refused.
+func TestNestingNewcomerRefused(t *testing.T) {
+	root := t.TempDir()
+	dir := mkdir(t, root, "d")
+	write(t, dir, "b.yaml", tmpfsVolume("inner", "/srv/data/x"))
+	b := NewBuilder([]string{dir}, testOpts)
+	check(t, root, b.Load(), want{volumes: []string{"inner(d/b.yaml) /srv/data/x"}})
+	write(t, dir, "a.yaml", tmpfsVolume("outer", "/srv/data"))
+	check(t, root, b.Load(), want{
+		volumes:  []string{"inner(d/b.yaml) /srv/data/x"},
+		problems: []string{`d/a.yaml:8:13: spec.mounts[0].path: would cover target /srv/data/x of Volume "inner" (d/b.yaml:1), which does not declare nestedIn: outer`},
+	})
+}
+
+func TestSecretFiles(t *testing.T) {
+	root := t.TempDir()
+	dir := mkdir(t, root, "d")
+	loose := filepath.Join(root, "loose")
+	if err := os.WriteFile(loose, []byte("s3cret"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tight := filepath.Join(root, "tight")
+	if err := os.WriteFile(tight, []byte("s3cret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src := func(file string) string {
+		return `{iscsi: {portal: "192.0.2.1:3260", iqn: "iqn.2026-01.x:t", lun: 1, chap: {username: u, passwordFile: ` + file + `}}}`
+	}
+	write(t, dir, "a.yaml", withSource("good", src(tight)))
+	write(t, dir, "b.yaml", withSource("later", strings.Replace(src(filepath.Join(root, "not-yet")), "lun: 1", "lun: 3", 1)))
+	write(t, dir, "c.yaml", withSource("bad", strings.Replace(src(loose), "lun: 1", "lun: 2", 1)))
+	res := NewBuilder([]string{dir}, Options{StateDir: "/var/lib/volumed", CheckOwnership: true}).Load()
+	check(t, root, res, want{
+		volumes:  []string{"good(d/a.yaml)", "later(d/b.yaml)"},
+		problems: []string{`d/c.yaml:6:112: spec.source.iscsi.chap.passwordFile: mode 0644 lets group or others read it, must be 0600 or stricter: insecure secret file`},
+		bad:      []string{"d/c.yaml"},
+	})
+	for _, p := range res.Problems {
+		if strings.Contains(p.Error(), "s3cret") {
+			t.Fatal("a problem shows the secret")
+		}
 	}
 }

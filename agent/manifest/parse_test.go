@@ -184,10 +184,10 @@ func TestParseBytesProblems(t *testing.T) {
 		{"tmpfs without size", vol + "  source:\n    tmpfs: {}\n", []string{
 			`x.yaml:7:5: spec.source.tmpfs.size: required`,
 		}},
-		{"mount", mnt + "  volume: Data\n  path: /dev/x\n  subPath: logs\n", []string{
+		{"mount", mnt + "  volume: Data\n  path: /dev/x\n  subPath: ../logs\n", []string{
 			`x.yaml:6:11: spec.volume: must be lowercase letters, digits and '-', starting and ending with a letter or digit, got "Data"`,
 			`x.yaml:7:9: spec.path: must not be /dev or under it`,
-			`x.yaml:8:12: spec.subPath: not supported yet (planned)`,
+			`x.yaml:8:12: spec.subPath: must not contain "..", got "../logs"`,
 		}},
 		{"mount without volume and path", mnt + "  readOnly: true\n", []string{
 			`x.yaml:5:1: spec.volume: required`,

@@ -2,6 +2,8 @@
 // from the drop-in directories, decodes them strictly and validates them.
 package manifest
 
+import "time"
+
 // APIVersion is the only apiVersion this build understands.
 const APIVersion = "volumed/v1"
 
@@ -68,11 +70,20 @@ type ISCSISource struct {
 	IQN    string `yaml:"iqn" json:"iqn"`
 	LUN    int    `yaml:"lun" json:"lun"`
 	CHAP   *CHAP  `yaml:"chap,omitempty" json:"chap,omitempty"`
+	// ReplacementTimeout is how long I/O is held while the session is
+	// down before it fails ("120s"; empty: the driver's default).
+	ReplacementTimeout  string        `yaml:"replacementTimeout,omitempty" json:"replacementTimeout,omitempty"`
+	ReplacementTimeoutD time.Duration `yaml:"-" json:"-"`
 }
 
+// CHAP secrets are named by file only (root-owned, mode 0600 or stricter),
+// never written in a manifest.
 type CHAP struct {
 	Username     string `yaml:"username" json:"username"`
 	PasswordFile string `yaml:"passwordFile" json:"passwordFile"`
+	// Mutual CHAP: the target proves itself to the initiator too.
+	MutualUsername     string `yaml:"mutualUsername,omitempty" json:"mutualUsername,omitempty"`
+	MutualPasswordFile string `yaml:"mutualPasswordFile,omitempty" json:"mutualPasswordFile,omitempty"`
 }
 
 type NVMeSource struct {
@@ -81,6 +92,18 @@ type NVMeSource struct {
 	Port      int    `yaml:"port,omitempty" json:"port,omitempty"`
 	NQN       string `yaml:"nqn" json:"nqn"`
 	Namespace int    `yaml:"namespace" json:"namespace"`
+	// Durations as written ("30m", "10s"); empty: the driver's defaults,
+	// chosen to ride out a network flap. The D fields hold the parsed values.
+	CtrlLossTimeout   string        `yaml:"ctrlLossTimeout,omitempty" json:"ctrlLossTimeout,omitempty"`
+	ReconnectDelay    string        `yaml:"reconnectDelay,omitempty" json:"reconnectDelay,omitempty"`
+	KeepAliveTimeout  string        `yaml:"keepAliveTimeout,omitempty" json:"keepAliveTimeout,omitempty"`
+	CtrlLossTimeoutD  time.Duration `yaml:"-" json:"-"`
+	ReconnectDelayD   time.Duration `yaml:"-" json:"-"`
+	KeepAliveTimeoutD time.Duration `yaml:"-" json:"-"`
+	NrIOQueues        int           `yaml:"nrIOQueues,omitempty" json:"nrIOQueues,omitempty"`
+	// DHCHAPSecretFile names a file (root-owned, 0600) holding the
+	// DH-HMAC-CHAP host key ("DHHC-1:..."); the key is never written in a manifest.
+	DHCHAPSecretFile string `yaml:"dhchapSecretFile,omitempty" json:"dhchapSecretFile,omitempty"`
 }
 
 type DeviceSource struct {
@@ -125,14 +148,21 @@ type Filesystem struct {
 type Target struct {
 	Path     string `yaml:"path" json:"path"`
 	ReadOnly bool   `yaml:"readOnly,omitempty" json:"readOnly,omitempty"`
+	// NestedIn names the volume whose target this path lies inside: a
+	// target under another target is refused unless declared so, because
+	// it is published only after, and removed before, the one it is in.
+	NestedIn string `yaml:"nestedIn,omitempty" json:"nestedIn,omitempty"`
 }
 
 // MountSpec is a `kind: Mount` consumer declared in its own file.
 type MountSpec struct {
-	Volume   string `yaml:"volume" json:"volume"`
-	Path     string `yaml:"path" json:"path"`
+	Volume string `yaml:"volume" json:"volume"`
+	Path   string `yaml:"path" json:"path"`
+	// SubPath is a directory inside the volume, relative, resolved
+	// without following any symlink.
 	SubPath  string `yaml:"subPath,omitempty" json:"subPath,omitempty"`
 	ReadOnly bool   `yaml:"readOnly,omitempty" json:"readOnly,omitempty"`
+	NestedIn string `yaml:"nestedIn,omitempty" json:"nestedIn,omitempty"`
 }
 
 // Driver names the attacher a source needs ("loop", "iscsi", ...).

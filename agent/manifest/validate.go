@@ -4,10 +4,14 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/volumed/volumed/internal/secret"
 )
 
 var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
@@ -165,6 +169,11 @@ func (v *validator) volume(s *VolumeSpec) {
 			continue
 		}
 		seen[m.Path] = i
+		if m.NestedIn != "" {
+			if r := checkName(m.NestedIn); r != "" {
+				v.report(fmt.Sprintf("spec.mounts[%d].nestedIn", i), r)
+			}
+		}
 	}
 }
 
@@ -201,10 +210,52 @@ func (v *validator) iscsi(s *ISCSISource) {
 		if c.Username == "" {
 			v.report("spec.source.iscsi.chap.username", "required")
 		}
-		if r := checkPath(c.PasswordFile); r != "" {
-			v.report("spec.source.iscsi.chap.passwordFile", r)
+		v.secretFile("spec.source.iscsi.chap.passwordFile", c.PasswordFile, true)
+		switch {
+		case c.MutualUsername != "" && c.MutualPasswordFile == "":
+			v.report("spec.source.iscsi.chap.mutualPasswordFile", "required with mutualUsername")
+		case c.MutualUsername == "" && c.MutualPasswordFile != "":
+			v.report("spec.source.iscsi.chap.mutualUsername", "required with mutualPasswordFile")
+		case c.MutualPasswordFile != "":
+			v.secretFile("spec.source.iscsi.chap.mutualPasswordFile", c.MutualPasswordFile, true)
 		}
 	}
+	s.ReplacementTimeoutD = v.duration("spec.source.iscsi.replacementTimeout", s.ReplacementTimeout)
+}
+
+// secretFile checks a file named as holding a secret. A file that does not
+// exist yet is accepted (provisioning may write it after the manifest;
+// the attach waits and says so); one that anybody but root could read is
+// refused, so the manifest never works with a leaked secret.
+func (v *validator) secretFile(field, p string, required bool) {
+	if p == "" && !required {
+		return
+	}
+	if r := checkPath(p); r != "" {
+		v.report(field, r)
+		return
+	}
+	if !v.opts.CheckOwnership {
+		return
+	}
+	if _, err := os.Lstat(p); err != nil {
+		return
+	}
+	if err := secret.Check(p); err != nil {
+		v.report(field, strings.TrimPrefix(err.Error(), "secret file "+p+": "))
+	}
+}
+
+func (v *validator) duration(field, s string) time.Duration {
+	if s == "" {
+		return 0
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		v.report(field, fmt.Sprintf("must be a duration such as 30s or 10m, got %q", s))
+		return 0
+	}
+	return d
 }
 
 func (v *validator) nvme(n *NVMeSource) {
@@ -233,6 +284,13 @@ func (v *validator) nvme(n *NVMeSource) {
 	if n.Namespace < 1 {
 		v.report("spec.source.nvme.namespace", fmt.Sprintf("must be 1 or more, got %d", n.Namespace))
 	}
+	n.CtrlLossTimeoutD = v.duration("spec.source.nvme.ctrlLossTimeout", n.CtrlLossTimeout)
+	n.ReconnectDelayD = v.duration("spec.source.nvme.reconnectDelay", n.ReconnectDelay)
+	n.KeepAliveTimeoutD = v.duration("spec.source.nvme.keepAliveTimeout", n.KeepAliveTimeout)
+	if n.NrIOQueues < 0 {
+		v.report("spec.source.nvme.nrIOQueues", fmt.Sprintf("must be 0 (the kernel's default) or more, got %d", n.NrIOQueues))
+	}
+	v.secretFile("spec.source.nvme.dhchapSecretFile", n.DHCHAPSecretFile, false)
 }
 
 func (v *validator) device(d *DeviceSource) {
@@ -302,8 +360,33 @@ func (v *validator) mount(m *MountSpec) {
 		v.report("spec.path", r)
 	}
 	if m.SubPath != "" {
-		v.report("spec.subPath", "not supported yet (planned)")
+		if r := checkSubPath(m.SubPath); r != "" {
+			v.report("spec.subPath", r)
+		}
 	}
+	if m.NestedIn != "" {
+		if r := checkName(m.NestedIn); r != "" {
+			v.report("spec.nestedIn", r)
+		}
+	}
+}
+
+// checkSubPath refuses what can only be an escape or a mistake; the agent
+// still resolves the path beneath the volume without following symlinks,
+// which is what stops a symlink inside the volume from leading out.
+func checkSubPath(p string) string {
+	switch {
+	case filepath.IsAbs(p):
+		return fmt.Sprintf("must be relative to the volume's root, got %q", p)
+	case filepath.Clean(p) != p || p == ".":
+		return fmt.Sprintf("must be a clean relative path (did you mean %q?)", filepath.Clean(p))
+	}
+	for _, c := range strings.Split(p, "/") {
+		if c == ".." {
+			return fmt.Sprintf("must not contain \"..\", got %q", p)
+		}
+	}
+	return ""
 }
 
 // checkPath requires an absolute, clean path: what is written is what is
