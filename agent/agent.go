@@ -47,6 +47,27 @@ type Config struct {
 	WatchdogInterval time.Duration
 	// ShutdownGrace is how long SIGTERM waits for running operations.
 	ShutdownGrace time.Duration
+	// Wake delivers kernel events (a block device came or went, a link
+	// came up) that make waiting volumes worth retrying now.
+	Wake <-chan Wake
+	// NetworkDrivers are the drivers whose volumes need the network;
+	// `volumed shutdown --network` tears them down.
+	NetworkDrivers []string
+	// Host and BootVolumes are shown in the status.
+	Host        api.HostIdentity
+	BootVolumes []api.BootVolume
+}
+
+// Wake is a kernel event worth a reconcile pass.
+type Wake struct {
+	Reason string
+	// Drivers: volumes of these drivers that are not converged retry at
+	// once instead of at the end of their backoff.
+	Drivers []string
+	// Verify: something may have gone (a device removed): check for drift.
+	Verify bool
+	// Grow: a device may have changed size.
+	Grow bool
 }
 
 // Agent is one running volumed.
@@ -66,6 +87,12 @@ type Agent struct {
 	interruptedFormats map[string]bool
 	settled            bool
 	statusLine         string
+	// checkGrowth asks the next pass to compare sizes (resync, device
+	// events, manifest changes); passes in between skip the reads.
+	checkGrowth bool
+	// holdNetwork: `volumed shutdown --network` was asked; network
+	// volumes are torn down and stay down until the agent exits.
+	holdNetwork bool
 }
 
 const eventsKept = 20
@@ -174,8 +201,11 @@ func (a *Agent) Run(ctx context.Context) error {
 		case <-resync.C:
 			a.loadManifests()
 			a.verify(ctx)
+			a.askGrowthCheck()
 			a.addWatches(watcher)
 			a.refreshUsage()
+		case w := <-a.cfg.Wake:
+			a.wake(ctx, w)
 		case <-watchdog:
 			a.notify("WATCHDOG=1")
 		case <-a.reload:
@@ -230,6 +260,7 @@ func (a *Agent) loadManifests() {
 	for name, d := range desired {
 		if o := old[name]; o == nil || o.Generation != d.Generation {
 			a.exec.Reset(name)
+			a.askGrowthCheck()
 			if o != nil {
 				a.cfg.Log.Info("manifest changed", "volume", name, "file", d.File)
 			}
@@ -255,7 +286,99 @@ func (a *Agent) loadManifests() {
 func (a *Agent) desiredSnapshot() map[string]*Desired {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.desired
+	if !a.holdNetwork {
+		return a.desired
+	}
+	held := make(map[string]*Desired, len(a.desired))
+	for n, d := range a.desired {
+		if slices.Contains(a.cfg.NetworkDrivers, d.Driver) && !d.Absent {
+			c := *d
+			c.Absent = true
+			d = &c
+		}
+		held[n] = d
+	}
+	return held
+}
+
+// wake handles a kernel event: volumes it may unblock retry now.
+func (a *Agent) wake(ctx context.Context, w Wake) {
+	actual := a.state.Snapshot()
+	var retried []string
+	for n, d := range a.desiredSnapshot() {
+		if !d.Wanted() || !slices.Contains(w.Drivers, d.Driver) {
+			continue
+		}
+		if rec := actual[n]; rec != nil && rec.Staging != nil && len(rec.Targets) == len(d.Targets) {
+			continue // converged: nothing to retry
+		}
+		a.exec.Reset(n)
+		retried = append(retried, n)
+	}
+	sort.Strings(retried)
+	a.cfg.Log.Info("kernel event", "reason", w.Reason, "retrying", retried)
+	if w.Verify {
+		a.verify(ctx)
+	}
+	if w.Grow {
+		a.askGrowthCheck()
+	}
+}
+
+// ShutdownNetwork tears down every network volume that is not pinned
+// and keeps them down until the agent exits: at poweroff they must be
+// gone before the network is. It returns when they are down or ctx ends.
+func (a *Agent) ShutdownNetwork(ctx context.Context) api.ShutdownReply {
+	a.mu.Lock()
+	first := !a.holdNetwork
+	a.holdNetwork = true
+	a.mu.Unlock()
+	if first {
+		a.cfg.Log.Info("shutdown --network: tearing down network volumes and keeping them down")
+	}
+	a.Trigger()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		r, done := a.networkDown()
+		if done {
+			return r
+		}
+		select {
+		case <-ctx.Done():
+			return r
+		case <-tick.C:
+		}
+	}
+}
+
+// networkDown reports which network volumes are down and whether all are.
+func (a *Agent) networkDown() (api.ShutdownReply, bool) {
+	r := api.ShutdownReply{Down: []string{}, Remaining: []string{}, Pinned: []string{}}
+	actual := a.state.Snapshot()
+	for n, d := range a.desiredSnapshot() {
+		if !slices.Contains(a.cfg.NetworkDrivers, d.Driver) {
+			continue
+		}
+		rec := actual[n]
+		switch {
+		case rec != nil && rec.Attachment != nil && rec.Attachment.Pinned:
+			r.Pinned = append(r.Pinned, n)
+		case rec != nil && (rec.Attachment != nil || rec.Staging != nil || len(rec.Targets) > 0):
+			msg := n
+			if f, ok := a.exec.LastFailure(n); ok {
+				msg += ": " + f.Op + ": " + f.Err.Error()
+			}
+			r.Remaining = append(r.Remaining, msg)
+		default:
+			r.Down = append(r.Down, n)
+		}
+	}
+	sort.Strings(r.Down)
+	sort.Strings(r.Remaining)
+	sort.Strings(r.Pinned)
+	settled := a.exec.Busy() == 0
+	return r, len(r.Remaining) == 0 && settled
 }
 
 // pass is one reconcile pass: decide, then dispatch what is not already
@@ -265,7 +388,9 @@ func (a *Agent) pass(ctx context.Context) {
 	desired := a.desiredSnapshot()
 	actual := a.state.Snapshot()
 	started := 0
-	for _, op := range Plan(desired, actual) {
+	ops := Plan(desired, actual)
+	ops = append(ops, a.growthOps(ctx, desired, actual, ops)...)
+	for _, op := range ops {
 		fn := a.opFunc(op, desired[op.Volume], actual[op.Volume])
 		driver := driverOf(desired[op.Volume], actual[op.Volume])
 		ok, _ := a.exec.Start(ctx, op.Volume, op.Kind, func(ctx context.Context) error {
@@ -302,6 +427,44 @@ func (a *Agent) pass(ctx context.Context) {
 	a.reportStatus(first)
 }
 
+func (a *Agent) askGrowthCheck() {
+	a.mu.Lock()
+	a.checkGrowth = true
+	a.mu.Unlock()
+}
+
+// growthOps adds a grow operation for each converged volume whose device
+// or image should grow, when a check was asked for.
+func (a *Agent) growthOps(ctx context.Context, desired map[string]*Desired, actual map[string]*store.Volume, planned []Op) []Op {
+	a.mu.Lock()
+	check := a.checkGrowth
+	a.checkGrowth = false
+	a.mu.Unlock()
+	if !check {
+		return nil
+	}
+	busy := map[string]bool{}
+	for _, op := range planned {
+		busy[op.Volume] = true
+	}
+	names := make([]string, 0, len(desired))
+	for n := range desired {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var ops []Op
+	for _, n := range names {
+		if _, running := a.exec.Running(n); busy[n] || running {
+			continue
+		}
+		d, rec := desired[n], actual[n]
+		if growNeeded(d, rec, a.observeSizes(ctx, d, rec)) {
+			ops = append(ops, Op{Volume: n, Kind: OpGrow})
+		}
+	}
+	return ops
+}
+
 func driverOf(d *Desired, rec *store.Volume) string {
 	if d != nil {
 		return d.Driver
@@ -327,6 +490,8 @@ func (a *Agent) opFunc(op Op, d *Desired, rec *store.Volume) func(context.Contex
 		return func(ctx context.Context) error { return a.opUnmountDevice(ctx, op.Volume, driver) }
 	case OpDetach:
 		return func(ctx context.Context) error { return a.opDetach(ctx, op.Volume, driver) }
+	case OpGrow:
+		return func(ctx context.Context) error { return a.opGrow(ctx, d) }
 	}
 	return func(context.Context) error { return fmt.Errorf("unknown operation %q", op.Kind) }
 }

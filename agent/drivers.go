@@ -21,17 +21,50 @@ type Attacher interface {
 	// Verify reports whether the recorded attachment still exists with
 	// the same identity, and its current device path.
 	Verify(ctx context.Context, a store.Attachment) (device string, ok bool, err error)
-	// Detach tears a recorded attachment down after checking its identity.
-	Detach(ctx context.Context, a store.Attachment) error
+	// Detach tears a recorded attachment down after checking its
+	// identity. others are the attachments the agent holds for other
+	// volumes of the same driver: a shared kernel object (an iSCSI
+	// session, an NVMe controller) is kept while one of them uses it.
+	Detach(ctx context.Context, a store.Attachment, others []store.Attachment) error
 }
 
 // Found is one attachment of a source seen in the kernel.
 type Found struct {
 	Device   string
 	Identity string
+	// Session names the kernel object the attachment shares with others
+	// of the same driver (an iSCSI session, an NVMe controller); "" if none.
+	Session string
 	// Ours: the kernel object carries volumed's marker (e.g. a loop
 	// device's tag), so it was made by volumed even if the state file was lost.
 	Ours bool
+	// Reusable: an attachment found in place may be used as it is (a
+	// session another tool or the firmware made, a local disk). Unless it
+	// is ours, it is then never torn down. A loop device volumed did not
+	// make is not reusable: two writers on one image corrupt it.
+	Reusable bool
+	// Pinned: the host booted from it (firmware tables); it is never torn
+	// down, whatever the manifests say.
+	Pinned bool
+}
+
+// Resizer is implemented by attachers whose device can grow in place:
+// Grow makes the attachment at least as large as the manifest wants
+// (a loop image extended) and tells the kernel to look again; it never
+// shrinks anything. Rescan asks the kernel to re-read the size a target
+// may have changed (an iSCSI LUN).
+type Resizer interface {
+	Grow(ctx context.Context, d *Desired, a store.Attachment) error
+}
+
+// Stager is implemented by sources that are not block devices (a host
+// directory, a tmpfs): it puts the source at the staging path itself
+// instead of a probe, format and mount.
+type Stager interface {
+	Stage(ctx context.Context, d *Desired, stagingPath string) error
+	// IsStaged reports whether the mount at the staging path is this
+	// source's (for reconstruction).
+	IsStaged(d *Desired, stagingPath string) bool
 }
 
 // Filesystems probes, formats and grows filesystems on block devices.
@@ -41,6 +74,9 @@ type Filesystems interface {
 	Probe(ctx context.Context, device string) ([]Signature, error)
 	Mkfs(ctx context.Context, device, fstype string, extra []string) error
 	Grow(ctx context.Context, fstype, device, mountpoint string) error
+	// DeviceSize is the size of a block device in bytes, as the kernel
+	// sees it now.
+	DeviceSize(device string) (int64, error)
 }
 
 // Signature is one thing found on a device.
@@ -53,7 +89,10 @@ type Signature struct {
 // Mounter does mounts and reads the kernel's mount table.
 type Mounter interface {
 	MountDevice(device, target, fstype string, opts []string) error
-	Bind(source, target string, o BindOptions) error
+	// Bind publishes subPath of the staging mount at target. Neither the
+	// subPath nor the target is resolved through a symlink, so nothing
+	// can redirect the mount outside what the manifest names.
+	Bind(staging, subPath, target string, o BindOptions) error
 	// Unmount removes the topmost mount at target and confirms it against
 	// mountinfo; it fails (never pretends) when the target stays busy.
 	Unmount(ctx context.Context, target string) error

@@ -49,11 +49,9 @@ func (a *Agent) opAttach(ctx context.Context, d *Desired) error {
 		if err != nil {
 			return err
 		}
-		for _, f := range found {
-			if f.Ours {
-				rec.Attachment = &store.Attachment{Driver: d.Driver, Device: f.Device, Identity: f.Identity, Owned: true}
-				return nil
-			}
+		if f, ok := pick(found); ok {
+			rec.Attachment = a.attachmentOf(d, f, f.Ours)
+			return nil
 		}
 		if len(found) > 0 {
 			return fmt.Errorf("the source is already attached as %s by something other than volumed; left alone", found[0].Device)
@@ -62,9 +60,59 @@ func (a *Agent) opAttach(ctx context.Context, d *Desired) error {
 		if err != nil {
 			return err
 		}
-		rec.Attachment = &store.Attachment{Driver: d.Driver, Device: f.Device, Identity: f.Identity, Owned: true}
+		rec.Attachment = a.attachmentOf(d, f, f.Ours)
 		return nil
 	})
+}
+
+// pick chooses, among attachments found in place, one the volume may
+// use: ours first, then one that may be shared.
+func pick(found []Found) (Found, bool) {
+	for _, f := range found {
+		if f.Ours {
+			return f, true
+		}
+	}
+	for _, f := range found {
+		if f.Reusable || f.Pinned {
+			return f, true
+		}
+	}
+	return Found{}, false
+}
+
+// attachmentOf records f for d. The volume owns it (may tear it down)
+// when volumed made it, or when it rides a session another volume of
+// ours made: the last of them to go logs the session out.
+func (a *Agent) attachmentOf(d *Desired, f Found, made bool) *store.Attachment {
+	owned := made || a.sessionOwned(d.Name, d.Driver, f.Session)
+	return &store.Attachment{
+		Driver: d.Driver, Device: f.Device, Identity: f.Identity, Session: f.Session,
+		Owned: owned && !f.Pinned, Pinned: f.Pinned,
+	}
+}
+
+func (a *Agent) sessionOwned(name, driver, session string) bool {
+	if session == "" {
+		return false
+	}
+	for n, rec := range a.state.Snapshot() {
+		if n != name && rec.Attachment != nil && rec.Attachment.Driver == driver && rec.Attachment.Session == session && rec.Attachment.Owned {
+			return true
+		}
+	}
+	return false
+}
+
+// sharers are the attachments other volumes hold through the same driver.
+func (a *Agent) sharers(name, driver string) []store.Attachment {
+	var out []store.Attachment
+	for n, rec := range a.state.Snapshot() {
+		if n != name && rec.Attachment != nil && rec.Attachment.Driver == driver {
+			out = append(out, *rec.Attachment)
+		}
+	}
+	return out
 }
 
 // opMountDevice probes the device, formats it only when it is blank and
@@ -73,6 +121,9 @@ func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
 	rec := a.state.Get(d.Name)
 	if rec == nil || rec.Attachment == nil {
 		return errRetryNow
+	}
+	if stager, ok := a.cfg.Attachers[d.Driver].(Stager); ok {
+		return a.stageSource(ctx, d, stager)
 	}
 	dev := rec.Attachment.Device
 	fs := d.Spec.Filesystem
@@ -127,6 +178,7 @@ func (a *Agent) mountStaging(d *Desired, dev string) error {
 				return fmt.Errorf("staging path %s has a mount that volumed did not make; left alone", p)
 			}
 			rec.Staging = stagingRecord(p, top.ID, dev, fs.Type)
+			rec.Staging.DeviceBytes = a.deviceSize(dev)
 			return nil
 		}
 		if err := a.cfg.Mounter.EnsureDir(p); err != nil {
@@ -143,6 +195,46 @@ func (a *Agent) mountStaging(d *Desired, dev string) error {
 			return fmt.Errorf("mount of %s at %s succeeded but the kernel does not show it", dev, p)
 		}
 		rec.Staging = stagingRecord(p, pt.MountID, dev, fs.Type)
+		rec.Staging.DeviceBytes = a.deviceSize(dev)
+		return nil
+	})
+}
+
+// deviceSize is the device's size now, 0 when unknown (growth is then
+// decided at the next check).
+func (a *Agent) deviceSize(dev string) int64 {
+	n, err := a.cfg.FS.DeviceSize(dev)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// stageSource puts a source that is not a block device (a directory, a
+// tmpfs) at the staging path.
+func (a *Agent) stageSource(ctx context.Context, d *Desired, stager Stager) error {
+	return a.state.Do(d.Name, d.Driver, OpMountDevice, nil, func(rec *store.Volume) error {
+		p := a.stagingPath(d.Name)
+		if pt, err := a.cfg.Mounter.At(p); err == nil && pt.Root {
+			if !stager.IsStaged(d, p) {
+				return fmt.Errorf("staging path %s has a mount that volumed did not make; left alone", p)
+			}
+		} else {
+			if err := a.cfg.Mounter.EnsureDir(p); err != nil {
+				return err
+			}
+			if err := stager.Stage(ctx, d, p); err != nil {
+				return err
+			}
+		}
+		pt, err := a.cfg.Mounter.At(p)
+		if err != nil {
+			return err
+		}
+		if !pt.Root {
+			return fmt.Errorf("staging %s at %s succeeded but the kernel does not show it", d.Driver, p)
+		}
+		rec.Staging = stagingRecord(p, pt.MountID, rec.Attachment.Device, d.Driver)
 		return nil
 	})
 }
@@ -268,14 +360,7 @@ func (a *Agent) opPublish(ctx context.Context, d *Desired, t DesiredTarget) erro
 		if err := a.cfg.Mounter.EnsureDir(t.Path); err != nil {
 			return err
 		}
-		fs := d.Spec.Filesystem
-		o := BindOptions{
-			ReadOnly: t.ReadOnly || readOnlySource(d),
-			NoSuid:   !fs.AllowSuid,
-			NoDev:    !fs.AllowDev,
-			NoExec:   slices.Contains(fs.MountOptions, "noexec"),
-		}
-		if err := a.cfg.Mounter.Bind(filepath.Join(rec.Staging.Path, t.SubPath), t.Path, o); err != nil {
+		if err := a.cfg.Mounter.Bind(rec.Staging.Path, t.SubPath, t.Path, bindOptions(d, t)); err != nil {
 			return err
 		}
 		tp, err := a.cfg.Mounter.At(t.Path)
@@ -288,6 +373,17 @@ func (a *Agent) opPublish(ctx context.Context, d *Desired, t DesiredTarget) erro
 		rec.Targets = append(rec.Targets, targetRecord(tp.MountID, t))
 		return nil
 	})
+}
+
+// bindOptions: nosuid and nodev unless the manifest allows them; a
+// volume without a filesystem block (directory, tmpfs) gets the defaults.
+func bindOptions(d *Desired, t DesiredTarget) BindOptions {
+	o := BindOptions{ReadOnly: t.ReadOnly || readOnlySource(d), NoSuid: true, NoDev: true}
+	if fs := d.Spec.Filesystem; fs != nil {
+		o.NoSuid, o.NoDev = !fs.AllowSuid, !fs.AllowDev
+		o.NoExec = slices.Contains(fs.MountOptions, "noexec")
+	}
+	return o
 }
 
 // publishSource checks that the staging mount recorded is still there
@@ -372,12 +468,12 @@ func (a *Agent) opDetach(ctx context.Context, name, driver string) error {
 		if rec.Attachment == nil {
 			return nil
 		}
-		if rec.Attachment.Owned {
+		if rec.Attachment.Owned && !rec.Attachment.Pinned {
 			att, err := a.attacher(rec.Attachment.Driver)
 			if err != nil {
 				return err
 			}
-			if err := att.Detach(ctx, *rec.Attachment); err != nil {
+			if err := att.Detach(ctx, *rec.Attachment, a.sharers(name, rec.Attachment.Driver)); err != nil {
 				return err
 			}
 		}
@@ -430,4 +526,12 @@ func sameDevice(m *mountinfo.Info, dev string) bool {
 		return false
 	}
 	return int(unix.Major(st.Rdev)) == m.Major && int(unix.Minor(st.Rdev)) == m.Minor
+}
+
+func fileSize(p string) (int64, error) {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size(), nil
 }

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"sort"
+	"strings"
 
 	"github.com/volumed/volumed/store"
 )
@@ -79,12 +80,15 @@ func nextOp(name string, d *Desired, a *store.Volume, held map[string]string) (O
 		a = &store.Volume{Name: name}
 	}
 	if !d.Wanted() {
-		return teardownOp(name, a)
+		if a.Attachment != nil && a.Attachment.Pinned {
+			return Op{}, false // the host booted from it: never torn down
+		}
+		return teardownOp(name, a, held)
 	}
 	// Targets published but no longer wanted as they are.
 	for _, t := range a.Targets {
 		want, ok := d.Target(t.Path)
-		if !ok || want.ReadOnly != t.ReadOnly || want.SubPath != t.SubPath {
+		if (!ok || want.ReadOnly != t.ReadOnly || want.SubPath != t.SubPath) && !coversHeld(t.Path, held) {
 			return Op{Volume: name, Kind: OpUnpublish, Target: DesiredTarget{Path: t.Path}}, true
 		}
 	}
@@ -101,14 +105,22 @@ func nextOp(name string, d *Desired, a *store.Volume, held map[string]string) (O
 		if holder, ok := held[t.Path]; ok && holder != name {
 			continue // waits for the other volume to let go
 		}
+		if t.NestedIn != "" && !enclosedBy(t.Path, t.NestedIn, held) {
+			continue // published on top of the enclosing target, so after it
+		}
 		return Op{Volume: name, Kind: OpPublish, Target: t}, true
 	}
 	return Op{}, false
 }
 
-func teardownOp(name string, a *store.Volume) (Op, bool) {
+func teardownOp(name string, a *store.Volume, held map[string]string) (Op, bool) {
+	for _, t := range a.Targets {
+		if !coversHeld(t.Path, held) {
+			return Op{Volume: name, Kind: OpUnpublish, Target: DesiredTarget{Path: t.Path}}, true
+		}
+	}
 	if len(a.Targets) > 0 {
-		return Op{Volume: name, Kind: OpUnpublish, Target: DesiredTarget{Path: a.Targets[0].Path}}, true
+		return Op{}, false // a nested target still sits on top of ours
 	}
 	if a.Staging != nil {
 		return Op{Volume: name, Kind: OpUnmountDevice}, true
@@ -126,4 +138,29 @@ func hasTarget(a *store.Volume, p string) bool {
 		}
 	}
 	return false
+}
+
+// coversHeld: some other published target lies inside p, so unmounting
+// p would fail busy (or hide it); p waits until that one is gone.
+func coversHeld(p string, held map[string]string) bool {
+	for q := range held {
+		if q != p && within(q, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// enclosedBy: volume holds a published target that p lies inside.
+func enclosedBy(p, volume string, held map[string]string) bool {
+	for q, holder := range held {
+		if holder == volume && q != p && within(p, q) {
+			return true
+		}
+	}
+	return false
+}
+
+func within(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }

@@ -32,6 +32,9 @@ func pub(p string, ro bool) store.MountRecord {
 func TestPlan(t *testing.T) {
 	absent := want("a", tgt("/t", false))
 	absent.Absent = true
+	pinned := have("boot", true, true, pub("/boot-data", false))
+	pinned.Attachment.Pinned, pinned.Attachment.Owned = true, false
+	nested := DesiredTarget{Path: "/srv/data/logs", NestedIn: "outer"}
 	cases := []struct {
 		name    string
 		desired map[string]*Desired
@@ -78,6 +81,20 @@ func TestPlan(t *testing.T) {
 			map[string]*Desired{"a": want("a"), "b": want("b", tgt("/x", false))},
 			map[string]*store.Volume{"a": have("a", true, true, pub("/x", false)), "b": have("b", true, true)},
 			[]Op{{Volume: "a", Kind: OpUnpublish, Target: DesiredTarget{Path: "/x"}}}},
+		{"a pinned volume is never torn down",
+			nil, map[string]*store.Volume{"boot": pinned}, nil},
+		{"a nested target waits for the target it is in",
+			map[string]*Desired{"outer": want("outer", tgt("/srv/data", false)), "inner": want("inner", nested)},
+			map[string]*store.Volume{"outer": have("outer", true, true), "inner": have("inner", true, true)},
+			[]Op{{Volume: "outer", Kind: OpPublish, Target: tgt("/srv/data", false)}}},
+		{"a nested target is published once the outer one is",
+			map[string]*Desired{"outer": want("outer", tgt("/srv/data", false)), "inner": want("inner", nested)},
+			map[string]*store.Volume{"outer": have("outer", true, true, pub("/srv/data", false)), "inner": have("inner", true, true)},
+			[]Op{{Volume: "inner", Kind: OpPublish, Target: nested}}},
+		{"the outer target is unpublished only after the nested one",
+			nil,
+			map[string]*store.Volume{"outer": have("outer", true, true, pub("/srv/data", false)), "inner": have("inner", true, true, pub("/srv/data/logs", false))},
+			[]Op{{Volume: "inner", Kind: OpUnpublish, Target: DesiredTarget{Path: "/srv/data/logs"}}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

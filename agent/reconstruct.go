@@ -2,12 +2,14 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
 
 	"github.com/moby/sys/mountinfo"
 
+	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/store"
 )
 
@@ -33,9 +35,18 @@ func (a *Agent) reconstruct(ctx context.Context) error {
 	}
 	desired := a.desiredSnapshot()
 	pending := map[string][]string{}
+	// leftovers: volumes a crash caught attaching, that neither a record
+	// nor a manifest names any more. Their intent says what they were
+	// attaching, so it can be found and torn down.
+	leftovers := map[string]*Desired{}
 	for _, in := range intents {
 		pending[in.Volume] = append(pending[in.Volume], in.Op)
 		a.cfg.Log.Info("resolving uncertain operation left by a previous run", "volume", in.Volume, "operation", in.Op, "started", in.StartedAt)
+		if in.Op == OpAttach && recs[in.Volume] == nil && desired[in.Volume] == nil {
+			if d := desiredFromIntent(in); d != nil {
+				leftovers[in.Volume] = d
+			}
+		}
 	}
 
 	names := make([]string, 0, len(recs)+len(desired))
@@ -47,12 +58,19 @@ func (a *Agent) reconstruct(ctx context.Context) error {
 			names = append(names, n)
 		}
 	}
+	for n := range leftovers {
+		names = append(names, n)
+	}
 	sort.Strings(names)
 
 	a.state = NewState(a.cfg.Store, a.cfg.Now, nil)
 	claimed := map[string]bool{} // identities of attachments some volume owns
 	for _, name := range names {
-		v := a.probeVolume(ctx, name, recs[name], desired[name], mounts, pending[name])
+		d := desired[name]
+		if d == nil {
+			d = leftovers[name]
+		}
+		v := a.probeVolume(ctx, name, recs[name], d, mounts, pending[name])
 		if v.Attachment != nil {
 			claimed[v.Attachment.Identity] = true
 		}
@@ -108,12 +126,16 @@ func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume,
 			if err != nil {
 				log.Warn("look for an existing attachment", "error", err)
 			}
-			for _, f := range found {
-				if f.Ours {
-					log.Info("adopting attachment found in the kernel", "device", f.Device, "identity", f.Identity)
-					v.Attachment = &store.Attachment{Driver: d.Driver, Device: f.Device, Identity: f.Identity, Owned: true}
-					break
+			if f, ok := pick(found); ok {
+				// A session carries no marker of ours: when a crash caught
+				// us attaching it, we take it as ours (else it would leak);
+				// otherwise it was there before us and is only used.
+				made := f.Ours || (f.Reusable && slices.Contains(pending, OpAttach))
+				v.Attachment = &store.Attachment{
+					Driver: d.Driver, Device: f.Device, Identity: f.Identity, Session: f.Session,
+					Owned: made && !f.Pinned, Pinned: f.Pinned,
 				}
+				log.Info("adopting attachment found in the kernel", "device", f.Device, "identity", f.Identity, "owned", v.Attachment.Owned)
 			}
 		}
 	}
@@ -121,8 +143,12 @@ func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume,
 	// The staging mount: the staging dir is ours alone.
 	p := a.stagingPath(name)
 	var st *mountinfo.Info
+	stager, staged := a.cfg.Attachers[v.Driver].(Stager)
 	if top := topAt(mounts, p); top != nil {
-		if v.Attachment != nil && sameDevice(top, v.Attachment.Device) {
+		if staged && d != nil && v.Attachment != nil && stager.IsStaged(d, p) {
+			st = top
+			v.Staging = &store.MountRecord{Path: p, Device: v.Attachment.Device, FSType: v.Driver, MountID: top.ID, Owned: true}
+		} else if v.Attachment != nil && sameDevice(top, v.Attachment.Device) {
 			st = top
 			fstype := top.FSType
 			v.Staging = &store.MountRecord{Path: p, Device: v.Attachment.Device, FSType: fstype, MountID: top.ID, Owned: true}
@@ -164,6 +190,16 @@ func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume,
 	return v
 }
 
+// desiredFromIntent rebuilds, from an attach intent's inputs, enough of
+// a volume to find what it attached.
+func desiredFromIntent(in store.Intent) *Desired {
+	var src manifest.Source
+	if err := json.Unmarshal([]byte(in.Inputs["source"]), &src); err != nil || src.Driver() == "" {
+		return nil
+	}
+	return &Desired{Name: in.Volume, Driver: src.Driver(), Spec: &manifest.VolumeSpec{Source: src}, Absent: true}
+}
+
 func mountReadOnly(m *mountinfo.Info) bool { return hasOption(m.Options, "ro") }
 
 func hasOption(opts, want string) bool {
@@ -201,7 +237,7 @@ func (a *Agent) detachOrphans(ctx context.Context, claimed map[string]bool, moun
 				a.cfg.Log.Warn("orphan attachment is mounted; left alone", "device", o.Device, "identity", o.Identity)
 				continue
 			}
-			if err := att.Detach(ctx, o); err != nil {
+			if err := att.Detach(ctx, o, nil); err != nil {
 				a.cfg.Log.Warn("detach orphan attachment", "device", o.Device, "error", err)
 				continue
 			}

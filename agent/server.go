@@ -37,6 +37,10 @@ func (a *Agent) ServeAPI(ctx context.Context, socket string) error {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(a.StatusReply())
 	})
+	mux.HandleFunc("POST /v1/shutdown-network", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(a.ShutdownNetwork(r.Context()))
+	})
 	return serve(ctx, &rootOnly{Listener: ln, log: a}, mux)
 }
 

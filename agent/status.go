@@ -62,6 +62,7 @@ func (a *Agent) volumeStatus(name string, d *Desired, rec *store.Volume, next ma
 		}
 		if rec.Attachment != nil {
 			v.Device = rec.Attachment.Device
+			v.Pinned = rec.Attachment.Pinned
 		}
 		for _, t := range rec.Targets {
 			if _, ok := d.Target(t.Path); !ok {
@@ -89,6 +90,16 @@ func (a *Agent) volumeStatus(name string, d *Desired, rec *store.Volume, next ma
 	case !pending && d.Wanted():
 		v.Phase = api.PhaseReady
 		v.LastError, v.Retries, v.NextRetryAt = "", 0, nil
+		for _, t := range v.Targets {
+			if !t.Mounted {
+				v.Phase = api.PhasePending
+				v.LastError = "waiting: target " + t.Path + " is held by another volume or waits for the target it is nested in"
+				break
+			}
+		}
+	case !pending && v.Pinned:
+		v.Phase = api.PhaseReady
+		v.LastError = "pinned: the host booted from this volume, so it is not torn down whatever the manifests say"
 	case !pending:
 		v.Phase = api.PhaseAbsent
 	case failed:
@@ -111,6 +122,10 @@ func (a *Agent) StatusReply() api.Status {
 	a.mu.Lock()
 	problems := append([]string{}, a.problems...)
 	settled := a.settled
+	held := a.holdNetwork
 	a.mu.Unlock()
-	return api.Status{Volumes: a.Status(), Problems: problems, StateRecovery: a.cfg.StateRecovery, Settled: settled}
+	return api.Status{
+		Volumes: a.Status(), Problems: problems, StateRecovery: a.cfg.StateRecovery, Settled: settled,
+		Host: a.cfg.Host, BootVolumes: a.cfg.BootVolumes, NetworkHeld: held,
+	}
 }

@@ -46,6 +46,11 @@ type Attachment struct {
 	Device   string `json:"device"`   // e.g. /dev/loop3 — a hint only, never trusted without Identity
 	Identity string `json:"identity"` // stable identity, e.g. "loop:/img/a.img@2049:1234"
 	Owned    bool   `json:"owned"`    // we created it, so we may tear it down
+	// Session is the shared kernel object (iSCSI session, NVMe
+	// controller) the attachment rides on; "" if none.
+	Session string `json:"session,omitempty"`
+	// Pinned: the host booted from it; never torn down.
+	Pinned bool `json:"pinned,omitempty"`
 }
 
 // MountRecord is one mount the agent made or adopted.
@@ -57,6 +62,10 @@ type MountRecord struct {
 	ReadOnly bool   `json:"readOnly,omitempty"`
 	MountID  int    `json:"mountID,omitempty"` // hint; verified against mountinfo
 	Owned    bool   `json:"owned"`
+	// DeviceBytes (staging mounts) is the device's size when its
+	// filesystem was last mounted or grown: a larger device now means
+	// the filesystem can grow.
+	DeviceBytes int64 `json:"deviceBytes,omitempty"`
 }
 
 // Volume is the recorded actual state of one volume.

@@ -38,7 +38,10 @@ type Volume struct {
 	UsedBytes     int64      `json:"usedBytes"`
 	// Wanted is false for a volume whose manifest is gone or says absent
 	// and which is being (or has been) torn down.
-	Wanted bool    `json:"wanted"`
+	Wanted bool `json:"wanted"`
+	// Pinned: the host booted from this volume's source (firmware
+	// tables); it is never torn down.
+	Pinned bool    `json:"pinned,omitempty"`
 	Events []Event `json:"events,omitempty"`
 }
 
@@ -69,4 +72,42 @@ type Status struct {
 	// Settled: no operation is running or due; every volume is where the
 	// manifests want it or waiting out a backoff.
 	Settled bool `json:"settled"`
+	// Host is the identity volumed presents to storage targets.
+	Host HostIdentity `json:"host"`
+	// BootVolumes are the volumes the firmware says the host booted
+	// from; they are pinned: never torn down.
+	BootVolumes []BootVolume `json:"bootVolumes,omitempty"`
+	// NetworkHeld: `volumed shutdown --network` was run; network volumes
+	// stay down until the agent exits.
+	NetworkHeld bool `json:"networkHeld,omitempty"`
+}
+
+// HostIdentity names the host to iSCSI and NVMe-oF targets, and where
+// each name came from.
+type HostIdentity struct {
+	InitiatorName     string `json:"initiatorName"`
+	InitiatorNameFrom string `json:"initiatorNameFrom"`
+	HostNQN           string `json:"hostNQN"`
+	HostNQNFrom       string `json:"hostNQNFrom"`
+	HostID            string `json:"hostID"`
+	HostIDFrom        string `json:"hostIDFrom"`
+}
+
+// BootVolume is one volume from a boot firmware table (iBFT, NBFT).
+type BootVolume struct {
+	Driver string `json:"driver"` // iscsi | nvme
+	From   string `json:"from"`   // e.g. "ibft target0"
+	Target string `json:"target"` // e.g. "iqn.2026-01.x:boot at 192.0.2.1:3260 lun 0"
+	// Volume is the manifest volume on it, if any.
+	Volume string `json:"volume,omitempty"`
+}
+
+// ShutdownReply is the reply of POST /v1/shutdown-network.
+type ShutdownReply struct {
+	// Down lists the network volumes torn down; Remaining those that
+	// could not be (with their last error), and Pinned those never
+	// touched because the host booted from them.
+	Down      []string `json:"down"`
+	Remaining []string `json:"remaining"`
+	Pinned    []string `json:"pinned"`
 }

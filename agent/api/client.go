@@ -51,3 +51,28 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 	}
 	return &st, nil
 }
+
+// ShutdownNetwork asks the agent to tear down its network volumes
+// (unpublish, unmount, log out / disconnect) and keep them down until it
+// exits, and waits until that is done or ctx ends.
+func (c *Client) ShutdownNetwork(ctx context.Context) (*ShutdownReply, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://volumed/v1/shutdown-network", nil)
+	if err != nil {
+		return nil, err
+	}
+	hc := *c.hc
+	hc.Timeout = 0 // bounded by ctx: a teardown may take longer than a status read
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("talk to volumed at %s (is `volumed run` running?): %w", c.socket, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("volumed at %s answered %s", c.socket, resp.Status)
+	}
+	var r ShutdownReply
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return nil, fmt.Errorf("decode reply from %s: %w", c.socket, err)
+	}
+	return &r, nil
+}

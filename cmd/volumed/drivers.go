@@ -29,6 +29,15 @@ func loopTag(stateDir string) string {
 	return "volumed:" + hex.EncodeToString(sum[:8])
 }
 
+// attachers are the drivers this build has, by source kind.
+func attachers(stateDir string) map[string]agent.Attacher {
+	return map[string]agent.Attacher{
+		"loop":      loopAttacher{tag: loopTag(stateDir)},
+		"directory": dirAttacher{},
+		"tmpfs":     tmpfsAttacher{},
+	}
+}
+
 // loopAttacher adapts drivers/loop to the core's Attacher.
 type loopAttacher struct{ tag string }
 
@@ -100,7 +109,25 @@ func (loopAttacher) Verify(_ context.Context, a store.Attachment) (string, bool,
 	return dev.Path, true, nil
 }
 
-func (loopAttacher) Detach(ctx context.Context, a store.Attachment) error {
+// Grow extends the image to the manifest's size (never shrinks it) and
+// has the loop device pick the new size up.
+func (loopAttacher) Grow(ctx context.Context, d *agent.Desired, a store.Attachment) error {
+	src := d.Spec.Source.Loop
+	if src.Create == nil {
+		return nil
+	}
+	dev, err := byIdentity(a)
+	if err != nil {
+		return err
+	}
+	if dev == nil {
+		return fmt.Errorf("loop device of %s is gone", src.File)
+	}
+	_, err = loop.Grow(ctx, *dev, src.Create.SizeBytes)
+	return err
+}
+
+func (loopAttacher) Detach(ctx context.Context, a store.Attachment, _ []store.Attachment) error {
 	dev, err := byIdentity(a)
 	if err != nil || dev == nil {
 		return err
@@ -145,15 +172,20 @@ func (filesystems) Grow(ctx context.Context, fstype, device, mountpoint string) 
 	return blockfs.Grow(ctx, fstype, device, mountpoint)
 }
 
+func (filesystems) DeviceSize(device string) (int64, error) { return blockfs.DeviceSize(device) }
+
 // mounter adapts drivers/mount.
 type mounter struct{}
 
+// Mounts go onto directories opened without following any symlink, so a
+// path swapped for a link between the check and the mount cannot
+// redirect them.
 func (mounter) MountDevice(device, target, fstype string, opts []string) error {
-	return mount.MountDevice(device, target, fstype, opts)
+	return mount.SafeMountDevice(device, target, fstype, opts)
 }
 
-func (mounter) Bind(source, target string, o agent.BindOptions) error {
-	return mount.Bind(source, target, mount.BindOptions{ReadOnly: o.ReadOnly, NoSuid: o.NoSuid, NoDev: o.NoDev, NoExec: o.NoExec})
+func (mounter) Bind(staging, subPath, target string, o agent.BindOptions) error {
+	return mount.SafeBind(staging, subPath, target, mount.BindOptions{ReadOnly: o.ReadOnly, NoSuid: o.NoSuid, NoDev: o.NoDev, NoExec: o.NoExec})
 }
 
 func (mounter) Unmount(ctx context.Context, target string) error { return mount.Unmount(ctx, target) }

@@ -24,6 +24,9 @@ Usage:
   volumed status   [NAME...] [-o table|json] [--socket PATH]
   volumed validate PATH...
   volumed wait     NAME... [--timeout DURATION] [--socket PATH]
+  volumed shutdown --network [--timeout DURATION] [--socket PATH]
+                   tear down iSCSI and NVMe-oF volumes before the network goes
+                   down (poweroff); they stay down until the agent exits
   volumed version
 `
 
@@ -49,6 +52,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdValidate(rest, stdout, stderr)
 	case "wait":
 		err = cmdWait(ctx, rest, stdout)
+	case "shutdown":
+		err = cmdShutdown(ctx, rest, stdout)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "volumed %s %s %s/%s\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	case checkStateCommand:

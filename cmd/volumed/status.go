@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -251,4 +252,45 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, "ok")
 	return 0
+}
+
+// cmdShutdown is `volumed shutdown --network`, run by the unit that is
+// stopped before the network at poweroff. A missing agent is not an
+// error: there is then nothing mounted by it to take down in time.
+func cmdShutdown(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("shutdown", flag.ContinueOnError)
+	socket := fs.String("socket", defaultSocket, "unix socket of the running agent")
+	network := fs.Bool("network", false, "tear down the network volumes (iSCSI, NVMe-oF)")
+	timeout := fs.Duration("timeout", 90*time.Second, "give up after this long")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if !*network || fs.NArg() > 0 {
+		return fmt.Errorf("shutdown: only --network is supported (the agent itself never unmounts on exit)")
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	r, err := api.NewClient(*socket).ShutdownNetwork(ctx)
+	if err != nil {
+		if _, serr := os.Stat(*socket); errors.Is(serr, os.ErrNotExist) {
+			fmt.Fprintln(stdout, "volumed is not running; nothing to take down")
+			return nil
+		}
+		return err
+	}
+	fmt.Fprintf(stdout, "network volumes down: %s\n", listOrNone(r.Down))
+	if len(r.Pinned) > 0 {
+		fmt.Fprintf(stdout, "pinned (the host booted from them), left up: %s\n", listOrNone(r.Pinned))
+	}
+	if len(r.Remaining) > 0 {
+		return exitError{code: 1, msg: "still up:\n  " + strings.Join(r.Remaining, "\n  ")}
+	}
+	return nil
+}
+
+func listOrNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
 }

@@ -156,3 +156,26 @@ func parseBlkidExport(out []byte) []Signature {
 	}
 	return sigs
 }
+
+// DeviceSize is the size in bytes of the block device at path as the
+// kernel sees it now, read from sysfs: the device is never opened, so a
+// device whose transport is down cannot hang the caller.
+func DeviceSize(path string) (int64, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return 0, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFBLK {
+		return 0, fmt.Errorf("%s: not a block device", path)
+	}
+	p := fmt.Sprintf("/sys/dev/block/%d:%d/size", unix.Major(st.Rdev), unix.Minor(st.Rdev))
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return 0, err
+	}
+	sectors, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil || sectors < 0 || sectors > 1<<53 {
+		return 0, fmt.Errorf("%s: bad size %q", p, strings.TrimSpace(string(b)))
+	}
+	return sectors * 512, nil
+}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/volumed/volumed/drivers/mount/safepath"
 )
 
 // ErrBusy is wrapped by Unmount when the target stayed busy.
@@ -178,62 +180,15 @@ func confirmGone(target string, id int, umountErr error) error {
 	return nil
 }
 
-// EnsureDir creates a mount target directory and any missing parents with
-// mode 0755 (regardless of umask). It refuses an existing path that is not
-// a directory, a symlink included: a mount target must not be redirected.
+// EnsureDir creates a mount target directory (an absolute path) and any
+// missing parents with mode 0755 (regardless of umask). It refuses a path
+// with a symlink in any component or a component that is not a
+// directory: a mount target must not be redirected (see safepath.OpenDir;
+// SafeMountDevice and SafeBind create their targets themselves).
 func EnsureDir(p string) error {
-	p = filepath.Clean(p)
-	fi, err := os.Lstat(p)
-	switch {
-	case err == nil && fi.IsDir():
-		return nil
-	case err == nil:
-		return fmt.Errorf("ensure dir %s: exists and is not a directory (%v)", p, fi.Mode().Type())
-	case !errors.Is(err, os.ErrNotExist):
-		return fmt.Errorf("ensure dir %s: %w", p, err)
+	f, err := safepath.OpenDir(p, true)
+	if err != nil {
+		return fmt.Errorf("ensure dir: %w", err)
 	}
-	if parent := filepath.Dir(p); parent != p {
-		if err := ensureParent(parent); err != nil {
-			return fmt.Errorf("ensure dir %s: %w", p, err)
-		}
-	}
-	if err := os.Mkdir(p, 0o755); err != nil {
-		if errors.Is(err, os.ErrExist) {
-			return EnsureDir(p) // raced with another creator; recheck the type
-		}
-		return fmt.Errorf("ensure dir %s: %w", p, err)
-	}
-	if err := os.Chmod(p, 0o755); err != nil {
-		return fmt.Errorf("ensure dir %s: %w", p, err)
-	}
-	return nil
-}
-
-// ensureParent creates missing parents; unlike the target itself, an
-// existing parent may be a symlink to a directory (/var -> /data/var).
-func ensureParent(p string) error {
-	fi, err := os.Stat(p)
-	switch {
-	case err == nil && fi.IsDir():
-		return nil
-	case err == nil:
-		return fmt.Errorf("%s is not a directory", p)
-	case !errors.Is(err, os.ErrNotExist):
-		return err
-	}
-	if _, lerr := os.Lstat(p); lerr == nil {
-		return fmt.Errorf("%s is a dangling symlink", p)
-	}
-	if parent := filepath.Dir(p); parent != p {
-		if err := ensureParent(parent); err != nil {
-			return err
-		}
-	}
-	if err := os.Mkdir(p, 0o755); err != nil {
-		if errors.Is(err, os.ErrExist) {
-			return ensureParent(p) // raced with another creator
-		}
-		return err
-	}
-	return os.Chmod(p, 0o755)
+	return f.Close()
 }

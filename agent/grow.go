@@ -1,0 +1,96 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/volumed/volumed/store"
+)
+
+// Refresher is implemented by attachers whose devices can change size on
+// the far side (an iSCSI LUN, an NVMe namespace grown on the target):
+// Refresh asks the kernel to read the size again.
+type Refresher interface {
+	Refresh(ctx context.Context, a store.Attachment) error
+}
+
+// sizes is what a growth check saw of one volume.
+type sizes struct {
+	device int64 // the block device now
+	image  int64 // a loop image file now, -1 when not a loop image
+}
+
+// growNeeded decides, from what the manifest wants, what was recorded and
+// what the kernel says now, whether a converged volume should grow: its
+// loop image is smaller than the manifest's size, or its device is larger
+// than when the filesystem was last grown and the manifest asks for
+// growth. It never asks for shrinking.
+func growNeeded(d *Desired, rec *store.Volume, now sizes) bool {
+	if !d.Wanted() || rec == nil || rec.Staging == nil || rec.Attachment == nil {
+		return false
+	}
+	if l := d.Spec.Source.Loop; l != nil && l.Create != nil && now.image >= 0 && now.image < l.Create.SizeBytes {
+		return true
+	}
+	fs := d.Spec.Filesystem
+	return fs != nil && fs.Grow && now.device > 0 && now.device > rec.Staging.DeviceBytes
+}
+
+// observeSizes reads the sizes growNeeded compares; cheap (a stat and a
+// sysfs read), but only done at resync, on device events and on
+// manifest changes.
+func (a *Agent) observeSizes(ctx context.Context, d *Desired, rec *store.Volume) sizes {
+	s := sizes{image: -1}
+	if rec == nil || rec.Attachment == nil || rec.Staging == nil {
+		return s
+	}
+	if r, ok := a.cfg.Attachers[rec.Attachment.Driver].(Refresher); ok {
+		if err := r.Refresh(ctx, *rec.Attachment); err != nil {
+			a.cfg.Log.Debug("refresh device size", "volume", d.Name, "error", err)
+		}
+	}
+	if l := d.Spec.Source.Loop; l != nil && l.Create != nil {
+		if n, err := fileSize(l.File); err == nil {
+			s.image = n
+		}
+	}
+	if _, staged := a.cfg.Attachers[rec.Attachment.Driver].(Stager); !staged {
+		s.device = a.deviceSize(rec.Attachment.Device)
+	}
+	return s
+}
+
+// opGrow makes the device as large as the manifest wants (a loop image
+// extended, never shrunk) and grows the mounted filesystem onto it.
+func (a *Agent) opGrow(ctx context.Context, d *Desired) error {
+	rec := a.state.Get(d.Name)
+	if rec == nil || rec.Attachment == nil || rec.Staging == nil {
+		return errRetryNow
+	}
+	dev := rec.Attachment.Device
+	inputs := map[string]string{"device": dev}
+	return a.state.Do(d.Name, d.Driver, OpGrow, inputs, func(rec *store.Volume) error {
+		if r, ok := a.cfg.Attachers[d.Driver].(Resizer); ok {
+			if err := r.Grow(ctx, d, *rec.Attachment); err != nil {
+				return err
+			}
+		}
+		size, err := a.cfg.FS.DeviceSize(dev)
+		if err != nil {
+			return fmt.Errorf("size of %s: %w", dev, err)
+		}
+		// DeviceBytes is the size the filesystem was last fitted to: it
+		// moves only when the filesystem is grown, so turning grow on
+		// later still grows it.
+		if fs := d.Spec.Filesystem; fs != nil && fs.Grow {
+			if size > rec.Staging.DeviceBytes {
+				if err := a.cfg.FS.Grow(ctx, fs.Type, dev, rec.Staging.Path); err != nil {
+					return err
+				}
+				a.cfg.Log.Info("filesystem grown", "volume", d.Name, "device", dev, "from", rec.Staging.DeviceBytes, "to", size)
+			}
+			rec.Staging.DeviceBytes = size
+		}
+		return nil
+	})
+}
