@@ -1,14 +1,18 @@
-// Package mount mounts, bind-mounts and unmounts with mount(2)/umount2(2)
-// and confirms every unmount against /proc/self/mountinfo, because an
-// unmount that is believed done but is not (EBUSY, a stacked mount
-// underneath) is how data ends up written to the wrong place.
+// Package mount mounts, bind-mounts and unmounts, and confirms every
+// unmount against /proc/self/mountinfo, because an unmount that is
+// believed done but is not (EBUSY, a stacked mount underneath) is how
+// data ends up written to the wrong place.
+//
+// Paths that come from manifests go through SafeMountDevice and SafeBind
+// (at.go): they mount onto directories opened without following symlinks,
+// with the new mount API. MountDevice and Bind take paths as mount(2)
+// does, following symlinks, and are for paths the caller controls.
 package mount
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 

@@ -415,4 +415,10 @@ func TestEnsureDir(t *testing.T) {
 	if err := EnsureDir(link); err == nil {
 		t.Error("EnsureDir on a symlink to a directory succeeded")
 	}
+	if err := EnsureDir(filepath.Join(link, "below")); err == nil {
+		t.Error("EnsureDir below a symlink to a directory succeeded")
+	}
+	if _, err := os.Lstat(filepath.Join(deep, "below")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("EnsureDir created a directory through a symlink: %v", err)
+	}
 }
