@@ -345,10 +345,13 @@ func stagingRecord(p string, id int, dev, fstype string) *store.MountRecord {
 
 func (a *Agent) opPublish(ctx context.Context, d *Desired, t DesiredTarget) error {
 	return a.state.Do(d.Name, d.Driver, OpPublish, map[string]string{"target": t.Path}, func(rec *store.Volume) error {
-		src, ok := a.publishSource(rec, t.SubPath)
-		if !ok {
+		src, err := a.publishSource(rec, t.SubPath)
+		if errors.Is(err, errStagingGone) {
 			rec.Staging = nil // drift: the next pass mounts it again
 			return errRetryNow
+		}
+		if err != nil {
+			return err
 		}
 		if tp, err := a.cfg.Mounter.At(t.Path); err == nil && tp.Root {
 			if tp.SameFile(src) {
@@ -386,21 +389,26 @@ func bindOptions(d *Desired, t DesiredTarget) BindOptions {
 	return o
 }
 
+var errStagingGone = errors.New("staging mount gone")
+
 // publishSource checks that the staging mount recorded is still there
 // and returns the directory a target of subPath binds.
-func (a *Agent) publishSource(rec *store.Volume, subPath string) (MountPoint, bool) {
+func (a *Agent) publishSource(rec *store.Volume, subPath string) (MountPoint, error) {
 	if rec.Staging == nil {
-		return MountPoint{}, false
+		return MountPoint{}, errStagingGone
 	}
 	st, err := a.cfg.Mounter.At(rec.Staging.Path)
 	if err != nil || !st.Root || st.MountID != rec.Staging.MountID {
-		return MountPoint{}, false
+		return MountPoint{}, errStagingGone
 	}
 	if subPath == "" {
-		return st, true
+		return st, nil
 	}
 	src, err := a.cfg.Mounter.At(filepath.Join(rec.Staging.Path, subPath))
-	return src, err == nil
+	if err != nil {
+		return MountPoint{}, fmt.Errorf("subPath %s in the volume: %w", subPath, err)
+	}
+	return src, nil
 }
 
 // describeMount names what is mounted at p, for error messages.
@@ -424,7 +432,7 @@ func (a *Agent) opUnpublish(ctx context.Context, name, driver, path string) erro
 		t := rec.Targets[i]
 		if tp, err := a.cfg.Mounter.At(path); err == nil && tp.Root {
 			if tp.MountID != t.MountID {
-				if src, ok := a.publishSource(rec, t.SubPath); !ok || !tp.SameFile(src) {
+				if src, err := a.publishSource(rec, t.SubPath); err != nil || !tp.SameFile(src) {
 					return fmt.Errorf("something else%s is mounted on top of %s; left alone", a.describeMount(path), path)
 				}
 			}
