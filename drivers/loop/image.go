@@ -11,6 +11,8 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/volumed/volumed/drivers/mount/safepath"
 )
 
 // EnsureImage creates a sparse image file of size bytes (mode 0600,
@@ -40,9 +42,18 @@ func ensureImage(file string, size int64) (bool, error) {
 	if err := mkdirAll(dir); err != nil {
 		return false, err
 	}
-	err := createTmpfile(dir, file, size)
+	// The image is made and named through a handle of its directory
+	// opened with no symlink followed: a path swapped for a link after
+	// the checks cannot put the image elsewhere.
+	d, err := safepath.OpenDir(dir, false)
+	if err != nil {
+		return false, err
+	}
+	defer d.Close()
+	dirFd, base := int(d.Fd()), filepath.Base(file)
+	err = createTmpfile(dirFd, dir, base, size)
 	if errors.Is(err, errNoTmpfile) {
-		err = createNamed(dir, file, size)
+		err = createNamed(dirFd, dir, base, size)
 	}
 	if errors.Is(err, os.ErrExist) {
 		// Created by someone else meanwhile: theirs stands.
@@ -52,7 +63,7 @@ func ensureImage(file string, size int64) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return true, syncDir(dir)
+	return true, syncDirAt(dirFd, dir)
 }
 
 // existingImage reports whether file exists, failing if it is not a
@@ -73,8 +84,8 @@ func existingImage(file string) (bool, error) {
 
 var errNoTmpfile = errors.New("O_TMPFILE not supported")
 
-func createTmpfile(dir, file string, size int64) error {
-	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o600)
+func createTmpfile(dirFd int, dir, base string, size int64) error {
+	fd, err := unix.Openat(dirFd, ".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o600)
 	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EISDIR) {
 		return errNoTmpfile
 	}
@@ -86,33 +97,36 @@ func createTmpfile(dir, file string, size int64) error {
 		return err
 	}
 	// linkat never replaces an existing name (EEXIST).
-	err = unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), unix.AT_FDCWD, file, unix.AT_SYMLINK_FOLLOW)
+	err = unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), dirFd, base, unix.AT_SYMLINK_FOLLOW)
 	if errors.Is(err, unix.ENOENT) { // no /proc: needs CAP_DAC_READ_SEARCH instead
-		err = unix.Linkat(fd, "", unix.AT_FDCWD, file, unix.AT_EMPTY_PATH)
+		err = unix.Linkat(fd, "", dirFd, base, unix.AT_EMPTY_PATH)
 	}
 	if err != nil {
-		return &os.LinkError{Op: "link", Old: "O_TMPFILE", New: file, Err: err}
+		return &os.LinkError{Op: "link", Old: "O_TMPFILE", New: filepath.Join(dir, base), Err: err}
 	}
 	return nil
 }
 
-func createNamed(dir, file string, size int64) error {
+func createNamed(dirFd int, dir, base string, size int64) error {
 	var r [6]byte
 	if _, err := rand.Read(r[:]); err != nil {
 		return err
 	}
-	tmp := filepath.Join(dir, "."+filepath.Base(file)+".tmp-"+hex.EncodeToString(r[:]))
-	fd, err := unix.Open(tmp, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+	tmp := "." + base + ".tmp-" + hex.EncodeToString(r[:])
+	fd, err := unix.Openat(dirFd, tmp, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
-		return &os.PathError{Op: "create", Path: tmp, Err: err}
+		return &os.PathError{Op: "create", Path: filepath.Join(dir, tmp), Err: err}
 	}
-	defer os.Remove(tmp)
+	defer unix.Unlinkat(dirFd, tmp, 0)
 	err = sizeAndSync(fd, size)
 	unix.Close(fd)
 	if err != nil {
 		return err
 	}
-	return os.Link(tmp, file) // never replaces an existing name
+	if err := unix.Linkat(dirFd, tmp, dirFd, base, 0); err != nil { // never replaces an existing name
+		return &os.LinkError{Op: "link", Old: tmp, New: filepath.Join(dir, base), Err: err}
+	}
+	return nil
 }
 
 func sizeAndSync(fd int, size int64) error {
@@ -148,6 +162,20 @@ func mkdirAll(dir string) error {
 		return err
 	}
 	return syncDir(parent)
+}
+
+// syncDirAt makes the entries of the directory open as dirFd (an O_PATH
+// handle will do) durable.
+func syncDirAt(dirFd int, dir string) error {
+	fd, err := unix.Openat(dirFd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: dir, Err: err}
+	}
+	defer unix.Close(fd)
+	if err := unix.Fsync(fd); err != nil {
+		return &os.PathError{Op: "fsync", Path: dir, Err: err}
+	}
+	return nil
 }
 
 func syncDir(dir string) error {

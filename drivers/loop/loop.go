@@ -27,6 +27,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/volumed/volumed/drivers/mount/safepath"
 )
 
 var (
@@ -172,19 +174,23 @@ func attach(ctx context.Context, o Options) (*Device, error) {
 }
 
 // openImage opens the image refusing anything but a regular file: a
-// symlink in the final component (O_NOFOLLOW) and devices or FIFOs
+// symlink in any component of its path (a swapped link must not point
+// the loop device at another file or a disk) and devices or FIFOs
 // (O_NONBLOCK keeps a FIFO from blocking the open).
 func openImage(file string, readOnly bool) (int, error) {
 	mode := unix.O_RDWR
 	if readOnly {
 		mode = unix.O_RDONLY
 	}
-	fd, err := unix.Open(file, mode|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	f, err := safepath.OpenFile(file, mode|unix.O_CLOEXEC|unix.O_NONBLOCK)
 	if err != nil {
-		if errors.Is(err, unix.ELOOP) {
-			return -1, fmt.Errorf("open %s: is a symlink, refusing to follow it", file)
-		}
-		return -1, &os.PathError{Op: "open", Path: file, Err: err}
+		return -1, err
+	}
+	// A descriptor of our own: the *os.File would close its own.
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	f.Close()
+	if err != nil {
+		return -1, &os.PathError{Op: "dup", Path: file, Err: err}
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {

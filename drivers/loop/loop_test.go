@@ -357,7 +357,17 @@ func TestAttachRefusesNonRegular(t *testing.T) {
 	if err := os.WriteFile(empty, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{link, fifo, dir, empty, filepath.Join(dir, "missing.img")} {
+	// A parent directory that is a symlink: the image behind it is
+	// someone else's to name.
+	linkedDir := filepath.Join(t.TempDir(), "images")
+	if err := os.Symlink(dir, linkedDir); err != nil {
+		t.Fatal(err)
+	}
+	viaDir := filepath.Join(linkedDir, "a.img")
+	if _, err := EnsureImage(filepath.Join(linkedDir, "new.img"), mib); err == nil {
+		t.Error("EnsureImage created an image through a symlinked directory")
+	}
+	for _, p := range []string{link, fifo, dir, empty, filepath.Join(dir, "missing.img"), viaDir} {
 		d, err := Attach(context.Background(), Options{File: p})
 		if err == nil {
 			cleanupDetach(t, *d)
