@@ -316,7 +316,11 @@ func (a *Agent) wake(ctx context.Context, w Wake) {
 		retried = append(retried, n)
 	}
 	sort.Strings(retried)
-	a.cfg.Log.Info("kernel event", "reason", w.Reason, "retrying", retried)
+	if len(retried) > 0 {
+		a.cfg.Log.Info("kernel event: retrying waiting volumes now", "reason", w.Reason, "volumes", retried)
+	} else {
+		a.cfg.Log.Debug("kernel event", "reason", w.Reason)
+	}
 	if w.Verify {
 		a.verify(ctx)
 	}

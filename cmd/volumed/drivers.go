@@ -15,6 +15,9 @@ import (
 
 	"github.com/volumed/volumed/agent"
 	"github.com/volumed/volumed/drivers/blockfs"
+	"github.com/volumed/volumed/drivers/iscsi"
+	"github.com/volumed/volumed/drivers/nvme"
+	"github.com/volumed/volumed/firmware"
 	"github.com/volumed/volumed/drivers/loop"
 	"github.com/volumed/volumed/drivers/mount"
 	"github.com/volumed/volumed/store"
@@ -29,12 +32,17 @@ func loopTag(stateDir string) string {
 	return "volumed:" + hex.EncodeToString(sum[:8])
 }
 
-// attachers are the drivers this build has, by source kind.
-func attachers(stateDir string) map[string]agent.Attacher {
+// attachers are the drivers this build has, by source kind. The network
+// drivers present the host's identity; what the host booted from is
+// pinned.
+func attachers(stateDir string, host firmware.HostIdentity, boot []firmware.BootVolume) map[string]agent.Attacher {
 	return map[string]agent.Attacher{
 		"loop":      loopAttacher{tag: loopTag(stateDir)},
 		"directory": dirAttacher{},
 		"tmpfs":     tmpfsAttacher{},
+		"nvme":      nvmeAttacher{c: &nvme.Client{}, host: host, boot: boot},
+		"iscsi":     iscsiAttacher{c: &iscsi.Client{}, host: host, boot: boot},
+		"device":    deviceAttacher{},
 	}
 }
 

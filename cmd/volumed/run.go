@@ -17,6 +17,7 @@ import (
 
 	"github.com/volumed/volumed/agent"
 	"github.com/volumed/volumed/agent/manifest"
+	"github.com/volumed/volumed/firmware"
 	"github.com/volumed/volumed/store"
 )
 
@@ -48,6 +49,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	logFormat := fs.String("log-format", "text", "text or json")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	parallel := fs.Int("parallel", 16, "operations running at once (across volumes)")
+	firmwareRoot := fs.String("firmware-root", "/", "root of the tree holding /sys/firmware, /etc/iscsi and /etc/nvme (for tests and chroots)")
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -93,6 +95,18 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 		metrics.StateRecovered()
 	}
 
+	host, err := firmware.LoadHostIdentity(*firmwareRoot)
+	if err != nil {
+		log.Warn("host identity incomplete", "error", err)
+	}
+	boot, err := firmware.BootVolumes(*firmwareRoot)
+	if err != nil {
+		log.Warn("boot firmware tables", "error", err)
+	}
+	for _, b := range boot {
+		log.Info("pinned: the host booted from it", "from", b.Source, "driver", b.Driver, "target", bootTarget(b))
+	}
+
 	notify := func(state string) {
 		if _, err := daemon.SdNotify(false, state); err != nil {
 			log.Debug("sd_notify", "error", err)
@@ -100,12 +114,19 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	wd, _ := daemon.SdWatchdogEnabled(false)
 
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	wakes := watchKernel(ctx, log)
+
 	a := agent.New(agent.Config{
 		StateDir:         *stateDir,
 		Manifests:        manifest.NewBuilder(dirs, manifest.Options{StateDir: *stateDir, CheckOwnership: true}),
 		WatchDirs:        dirs,
 		Store:            st,
-		Attachers:        attachers(*stateDir),
+		Attachers:        attachers(*stateDir, host, boot),
+		Host:             apiHost(host),
+		BootVolumes:      apiBoot(boot),
+		Wake:             wakes,
 		NetworkDrivers:   []string{"iscsi", "nvme"},
 		FS:               filesystems{},
 		Mounter:          mounter{},
@@ -118,8 +139,6 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 		WatchdogInterval: wd / 2,
 	})
 
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)

@@ -70,7 +70,35 @@ func cmdStatus(ctx context.Context, args []string, stdout io.Writer) error {
 			fmt.Fprintln(stdout, "  "+p)
 		}
 	}
+	printHost(stdout, st)
 	return nil
+}
+
+// printHost shows who this host is to storage targets, and what it
+// booted from (pinned).
+func printHost(w io.Writer, st *api.Status) {
+	h := st.Host
+	fmt.Fprintln(w)
+	// Where a name came from is shown when it fits in 80 columns
+	// (`status -o json` of the API always has it).
+	line := func(label, name, from string) {
+		if name == "" {
+			return
+		}
+		s := label + name
+		if t := s + " (" + from + ")"; len(t) <= 80 {
+			s = t
+		}
+		fmt.Fprintln(w, s)
+	}
+	line("iSCSI initiator: ", h.InitiatorName, h.InitiatorNameFrom)
+	line("NVMe host: ", h.HostNQN, h.HostNQNFrom)
+	for _, b := range st.BootVolumes {
+		fmt.Fprintf(w, "booted from:     %s, %s (pinned: never torn down)\n", b.From, b.Target)
+	}
+	if st.NetworkHeld {
+		fmt.Fprintln(w, "network volumes: held down by `volumed shutdown --network`")
+	}
 }
 
 // printTable fits an 80-column terminal: long errors are cut, the full

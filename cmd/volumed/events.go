@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/volumed/volumed/agent"
+	"github.com/volumed/volumed/agent/api"
+	"github.com/volumed/volumed/firmware"
+	"github.com/volumed/volumed/internal/linkwatch"
+	"github.com/volumed/volumed/internal/uevent"
+)
+
+// watchKernel turns kernel events into wakes for the agent: a block
+// device that appears may be a disk or LUN a volume waits for, one that
+// goes may be drift, one that changes may have grown; a link that comes
+// up lets network volumes retry now instead of at the end of a backoff.
+// Both watchers stop with ctx. Without them the agent still converges,
+// at its retries and resyncs.
+func watchKernel(ctx context.Context, log *slog.Logger) <-chan agent.Wake {
+	wakes := make(chan agent.Wake, 16)
+	send := func(w agent.Wake) {
+		select {
+		case wakes <- w:
+		default: // a wake is pending already: the pass it causes sees everything
+		}
+	}
+	all := []string{"device", "iscsi", "nvme"}
+	l, err := uevent.Listen(ctx, func(e uevent.Event) bool { return e.Subsystem == "block" || e.Action == uevent.Overflow })
+	if err != nil {
+		log.Warn("no kernel uevents; device arrival is noticed at retries and resyncs", "error", err)
+	} else {
+		go func() {
+			for ev := range l.C() {
+				switch ev.Action {
+				case uevent.Overflow:
+					send(agent.Wake{Reason: "uevents lost: rescan", Drivers: all, Verify: true, Grow: true})
+				case "add":
+					send(agent.Wake{Reason: "block device added: " + ev.DevName, Drivers: all})
+				case "remove":
+					send(agent.Wake{Reason: "block device removed: " + ev.DevName, Verify: true})
+				case "change":
+					send(agent.Wake{Reason: "block device changed: " + ev.DevName, Grow: true})
+				}
+			}
+		}()
+	}
+	network := []string{"iscsi", "nvme"}
+	err = linkwatch.Watch(ctx, func(c linkwatch.Change) {
+		switch {
+		case c.Rescan:
+			send(agent.Wake{Reason: "link messages lost: rescan", Drivers: network})
+		case c.Up:
+			log.Info("link up", "link", c.Name)
+			send(agent.Wake{Reason: "link up: " + c.Name, Drivers: network})
+		default:
+			log.Info("link down", "link", c.Name)
+		}
+	})
+	if err != nil {
+		log.Warn("no link events; network volumes retry at their backoff", "error", err)
+	}
+	return wakes
+}
+
+func apiHost(h firmware.HostIdentity) api.HostIdentity {
+	return api.HostIdentity{
+		InitiatorName: h.InitiatorName, InitiatorNameFrom: h.InitiatorNameFrom,
+		HostNQN: h.HostNQN, HostNQNFrom: h.HostNQNFrom, HostID: h.HostID, HostIDFrom: h.HostIDFrom,
+	}
+}
+
+func bootTarget(b firmware.BootVolume) string {
+	if b.Driver == "iscsi" {
+		return fmt.Sprintf("%s at %s lun %d", b.IQN, b.Portal, b.LUN)
+	}
+	return fmt.Sprintf("%s at %s %s:%d nsid %d", b.NQN, b.Transport, b.Address, b.Port, b.NSID)
+}
+
+func apiBoot(bs []firmware.BootVolume) []api.BootVolume {
+	out := make([]api.BootVolume, 0, len(bs))
+	for _, b := range bs {
+		out = append(out, api.BootVolume{Driver: b.Driver, From: b.Source, Target: bootTarget(b)})
+	}
+	return out
+}
