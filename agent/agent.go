@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -68,6 +69,10 @@ type Wake struct {
 	Verify bool
 	// Grow: a device may have changed size.
 	Grow bool
+	// Device, when set, is the kernel name ("sdb") of the one device the
+	// event is about: Verify and Grow then concern only a volume on it,
+	// so the events of devices that are not ours cost nothing.
+	Device string
 }
 
 // Agent is one running volumed.
@@ -90,6 +95,7 @@ type Agent struct {
 	// checkGrowth asks the next pass to compare sizes (resync, device
 	// events, manifest changes); passes in between skip the reads.
 	checkGrowth bool
+	growDevices map[string]bool
 	// holdNetwork: `volumed shutdown --network` was asked; network
 	// volumes are torn down and stay down until the agent exits.
 	holdNetwork bool
@@ -193,33 +199,40 @@ func (a *Agent) Run(ctx context.Context) error {
 		if t := a.exec.NextRetry(); !t.IsZero() {
 			retry.Reset(max(t.Sub(a.cfg.Now()), time.Millisecond))
 		}
-		select {
-		case <-ctx.Done():
-			return a.shutdown(cancelOps)
-		case <-a.trigger:
-		case <-retry.C:
-		case <-resync.C:
-			a.loadManifests()
-			a.verify(ctx)
-			a.askGrowthCheck()
-			a.addWatches(watcher)
-			a.refreshUsage()
-		case w := <-a.cfg.Wake:
-			a.wake(ctx, w)
-		case <-watchdog:
-			a.notify("WATCHDOG=1")
-		case <-a.reload:
-			a.loadManifests()
-			a.notify("READY=1")
-		case ev := <-watchEvents:
-			a.cfg.Log.Debug("manifest change", "path", ev.Name, "op", ev.Op.String())
-			debounce.Reset(100 * time.Millisecond)
-		case err := <-watchErrors:
-			// An overflow loses events: read everything again.
-			a.cfg.Log.Warn("manifest watch", "error", err)
-			a.loadManifests()
-		case <-debounce.C:
-			a.loadManifests()
+		// A kernel event about nothing of ours goes back to waiting
+		// without a pass: a host with busy disks pays nothing for them.
+		for idle := true; idle; {
+			idle = false
+			select {
+			case <-ctx.Done():
+				return a.shutdown(cancelOps)
+			case <-a.trigger:
+			case <-retry.C:
+			case <-resync.C:
+				a.loadManifests()
+				a.verify(ctx)
+				a.askGrowthCheck()
+				a.addWatches(watcher)
+				a.refreshUsage()
+			case w := <-a.cfg.Wake:
+				idle = !a.wake(ctx, w)
+			case <-watchdog:
+				a.notify("WATCHDOG=1")
+				idle = true
+			case <-a.reload:
+				a.loadManifests()
+				a.notify("READY=1")
+			case ev := <-watchEvents:
+				a.cfg.Log.Debug("manifest change", "path", ev.Name, "op", ev.Op.String())
+				debounce.Reset(100 * time.Millisecond)
+				idle = true // the debounce timer brings the pass
+			case err := <-watchErrors:
+				// An overflow loses events: read everything again.
+				a.cfg.Log.Warn("manifest watch", "error", err)
+				a.loadManifests()
+			case <-debounce.C:
+				a.loadManifests()
+			}
 		}
 	}
 }
@@ -301,8 +314,9 @@ func (a *Agent) desiredSnapshot() map[string]*Desired {
 	return held
 }
 
-// wake handles a kernel event: volumes it may unblock retry now.
-func (a *Agent) wake(ctx context.Context, w Wake) {
+// wake handles a kernel event: volumes it may unblock retry now. It
+// reports whether the event concerned anything of ours (a pass is due).
+func (a *Agent) wake(ctx context.Context, w Wake) bool {
 	actual := a.state.Snapshot()
 	var retried []string
 	for n, d := range a.desiredSnapshot() {
@@ -321,12 +335,25 @@ func (a *Agent) wake(ctx context.Context, w Wake) {
 	} else {
 		a.cfg.Log.Debug("kernel event", "reason", w.Reason)
 	}
+	if w.Device != "" && !holdsDevice(actual, w.Device) {
+		return len(retried) > 0
+	}
 	if w.Verify {
 		a.verify(ctx)
 	}
 	if w.Grow {
-		a.askGrowthCheck()
+		a.askGrowthCheckOf(w.Device)
 	}
+	return len(retried) > 0 || w.Verify || w.Grow
+}
+
+func holdsDevice(actual map[string]*store.Volume, name string) bool {
+	for _, rec := range actual {
+		if rec.Attachment != nil && filepath.Base(rec.Attachment.Device) == name {
+			return true
+		}
+	}
+	return false
 }
 
 // ShutdownNetwork tears down every network volume that is not pinned
@@ -431,20 +458,32 @@ func (a *Agent) pass(ctx context.Context) {
 	a.reportStatus(first)
 }
 
-func (a *Agent) askGrowthCheck() {
+func (a *Agent) askGrowthCheck() { a.askGrowthCheckOf("") }
+
+// askGrowthCheckOf asks the next pass to check the volume on device
+// (its kernel name), or every volume when device is "": a device event
+// costs one volume's check, not all of them.
+func (a *Agent) askGrowthCheckOf(device string) {
 	a.mu.Lock()
-	a.checkGrowth = true
-	a.mu.Unlock()
+	defer a.mu.Unlock()
+	if device == "" {
+		a.checkGrowth = true
+		return
+	}
+	if a.growDevices == nil {
+		a.growDevices = map[string]bool{}
+	}
+	a.growDevices[device] = true
 }
 
 // growthOps adds a grow operation for each converged volume whose device
 // or image should grow, when a check was asked for.
 func (a *Agent) growthOps(ctx context.Context, desired map[string]*Desired, actual map[string]*store.Volume, planned []Op) []Op {
 	a.mu.Lock()
-	check := a.checkGrowth
-	a.checkGrowth = false
+	all, devices := a.checkGrowth, a.growDevices
+	a.checkGrowth, a.growDevices = false, nil
 	a.mu.Unlock()
-	if !check {
+	if !all && len(devices) == 0 {
 		return nil
 	}
 	busy := map[string]bool{}
@@ -462,6 +501,9 @@ func (a *Agent) growthOps(ctx context.Context, desired map[string]*Desired, actu
 			continue
 		}
 		d, rec := desired[n], actual[n]
+		if !all && (rec == nil || rec.Attachment == nil || !devices[filepath.Base(rec.Attachment.Device)]) {
+			continue
+		}
 		if growNeeded(d, rec, a.observeSizes(ctx, d, rec)) {
 			ops = append(ops, Op{Volume: n, Kind: OpGrow})
 		}

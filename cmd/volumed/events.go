@@ -39,9 +39,9 @@ func watchKernel(ctx context.Context, log *slog.Logger) <-chan agent.Wake {
 				case "add":
 					send(agent.Wake{Reason: "block device added: " + ev.DevName, Drivers: all})
 				case "remove":
-					send(agent.Wake{Reason: "block device removed: " + ev.DevName, Verify: true})
+					send(agent.Wake{Reason: "block device removed: " + ev.DevName, Verify: true, Device: ev.DevName})
 				case "change":
-					send(agent.Wake{Reason: "block device changed: " + ev.DevName, Grow: true})
+					send(agent.Wake{Reason: "block device changed: " + ev.DevName, Grow: true, Device: ev.DevName})
 				}
 			}
 		}()

@@ -169,8 +169,8 @@ type fakeTarget struct {
 // against the real binary), or with discovered set, as discovery writes
 // them (<db>/<iqn>/<ip>,<port>,<tpgt>/<iface>). It records every argv.
 type fakeIscsiadm struct {
-	t         *testing.T
-	k         *fakeKernel
+	t          *testing.T
+	k          *fakeKernel
 	db         string
 	discovered bool
 

@@ -244,9 +244,12 @@ type Client struct {
 	// NodeDB is open-iscsi's node database. "" = the first of
 	// /etc/iscsi/nodes (Debian, SUSE, upstream) and /var/lib/iscsi/nodes
 	// (Fedora, RHEL) that holds the target's record.
-	NodeDB  string
-	Runner  Runner        // nil = ExecRunner{} (iscsiadm from $PATH)
-	Timeout time.Duration // per iscsiadm call and per LUN wait; 0 = DefaultTimeout
+	NodeDB string
+	Runner Runner // nil = ExecRunner{} (iscsiadm from $PATH)
+	// Timeout bounds each iscsiadm call and the wait for a LUN; 0 =
+	// DefaultTimeout. Keep it above 20 s: iscsid takes 15 s (the
+	// login_timeout Login sets) to give up on a dead portal.
+	Timeout time.Duration
 
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex // per Target.Key; bounded by the targets used

@@ -200,7 +200,7 @@ func (c *Client) ensureNode(ctx context.Context, o Options, iface string, cr cre
 	}
 	for _, k := range authKeys {
 		if !allHave(recs, k, want[k]) {
-			return fmt.Errorf("node record %s: iscsiadm does not read back the %s written to its node database; is it built with another database root (set Client.NodeDB)?", o.Target, k)
+			return fmt.Errorf("node record %s: iscsiadm does not read back the %s written to its node database (changed meanwhile, or is open-iscsi built with another database root? set Client.NodeDB)", o.Target, k)
 		}
 	}
 	return nil
