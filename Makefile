@@ -3,15 +3,23 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 GO ?= go
 
-.PHONY: build test test-unit test-e2e bench lint demo clean
+.PHONY: build test test-unit test-e2e bench lint demo clean fuzz
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/volumed ./cmd/volumed
 
 # Everything: unit tests, real-kernel tests of each package, end-to-end
-# tests of the binary (with crash points compiled in), lint.
+# tests of the binary (with crash points compiled in), the VM tests of
+# the network drivers (test/vm), lint, and a short run of every fuzzer.
 test: lint
-	$(GO) test -count=1 -timeout 20m ./...
+	$(GO) test -count=1 -timeout 30m ./...
+	$(MAKE) fuzz
+
+# Each go test -fuzz target for FUZZTIME (the seed corpora always run in
+# `go test`); a crash fails and leaves its input in testdata/fuzz/.
+FUZZTIME ?= 15s
+fuzz:
+	FUZZTIME=$(FUZZTIME) GO=$(GO) ./scripts/fuzz.sh
 
 bench: build
 	$(GO) run ./test/bench
@@ -27,3 +35,26 @@ demo: build
 
 clean:
 	rm -rf bin
+
+.PHONY: package schema
+
+# .deb and .rpm of the static binary, with nfpm (packaging/nfpm.yaml), into
+# $(DIST). Later nfpm versions do not build from the module proxy here.
+NFPM ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
+DIST ?= bin/dist
+PACKAGE_BIN ?= bin/volumed
+PACKAGE_ARCH ?= $(shell $(GO) env GOARCH)
+# Tag v1.2.3 gives 1.2.3; an untagged build 0~git<describe>, which sorts
+# before any release. rpm allows no '-' in a version.
+PACKAGE_VERSION = $(shell echo '$(VERSION)' | sed -E 's/^v([0-9])/\1/; /^[0-9]+\./!s/^/0~git/; s/-/./g')
+
+package: $(if $(filter bin/volumed,$(PACKAGE_BIN)),build)
+	mkdir -p $(DIST)
+	for p in deb rpm; do \
+		VOLUMED_VERSION='$(PACKAGE_VERSION)' VOLUMED_ARCH='$(PACKAGE_ARCH)' VOLUMED_BIN='$(PACKAGE_BIN)' \
+		$(NFPM) package --config packaging/nfpm.yaml --packager $$p --target $(DIST)/ || exit 1; \
+	done
+
+# The manifest JSON Schema, from agent/manifest's types.
+schema:
+	$(GO) run ./packaging/schema

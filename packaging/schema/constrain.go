@@ -1,0 +1,172 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/invopop/jsonschema"
+
+	"github.com/volumed/volumed/agent/manifest"
+)
+
+// Patterns for what agent/manifest/validate.go checks by hand. The test
+// beside this file holds each against the parser on the same inputs.
+const (
+	namePattern = `^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// ParseSize: a whole number, more than 0, with an optional suffix.
+	sizePattern    = `^0*[1-9][0-9]*(k|K|M|G|T|P|Ki|Mi|Gi|Ti|Pi)?$`
+	modePattern    = `^[0-7]{3,4}$`
+	absPattern     = `^/`
+	devPattern     = `^/dev/`
+	portalPattern  = `^([^:\[\]]+|\[[0-9A-Fa-f:.]+\]):0*[1-9][0-9]{0,4}$`
+	iqnPattern     = `^(iqn|eui|naa)\.`
+	nqnPattern     = `^nqn\.`
+	maxNameLength  = 63
+	maxPortNumber  = 65535
+	minNamespaceID = 1
+)
+
+// rule is one constraint the Go types cannot carry: prop names a property
+// of the definition def, or is empty for the definition itself.
+type rule struct {
+	def, prop string
+	apply     func(*jsonschema.Schema)
+}
+
+var manifestRules = []rule{
+	{"Metadata", "name", name},
+	{"MountSpec", "volume", name},
+	{"VolumeSpec", "state", enum("present", "absent")},
+	{"VolumeSpec", "", filesystemOnlyOnBlock},
+	{"Source", "", exactlyOneProperty},
+	{"LoopSource", "file", stringPattern(absPattern)},
+	{"LoopCreate", "size", size},
+	{"TmpfsSource", "size", size},
+	{"ISCSISource", "portal", stringPattern(portalPattern)},
+	{"ISCSISource", "iqn", stringPattern(iqnPattern)},
+	{"ISCSISource", "lun", minimum(0)},
+	{"ISCSISource", "", optional("lun")}, // 0 when left out
+	{"CHAP", "passwordFile", stringPattern(absPattern)},
+	{"NVMeSource", "transport", enum("tcp", "rdma")},
+	{"NVMeSource", "port", portRange},
+	{"NVMeSource", "nqn", stringPattern(nqnPattern)},
+	{"NVMeSource", "namespace", minimum(minNamespaceID)},
+	{"DeviceSource", "", oneRequired("path", "serial", "wwn")},
+	{"DeviceSource", "path", stringPattern(devPattern)},
+	{"DirectorySource", "path", stringPattern(absPattern)},
+	{"DirCreate", "mode", mode},
+	{"DirCreate", "uid", minimum(0)},
+	{"DirCreate", "gid", minimum(0)},
+	{"Filesystem", "type", enum("ext4", "xfs", "btrfs")},
+	{"Filesystem", "format", enum(manifest.FormatIfBlank, manifest.FormatNever)},
+	{"Target", "path", stringPattern(absPattern)},
+	{"MountSpec", "path", stringPattern(absPattern)},
+}
+
+// constrain applies the rules. A rule whose definition or property is gone
+// is an error: a field renamed in agent/manifest must not silently lose
+// its rule.
+func constrain(defs jsonschema.Definitions, rules []rule) error {
+	for _, r := range rules {
+		d, ok := defs[r.def]
+		if !ok {
+			return fmt.Errorf("rule for %s: no such definition (renamed in agent/manifest?)", r.def)
+		}
+		target := d
+		if r.prop != "" {
+			p, ok := d.Properties.Get(r.prop)
+			if !ok {
+				return fmt.Errorf("rule for %s.%s: no such property (renamed in agent/manifest?)", r.def, r.prop)
+			}
+			target = p
+		}
+		r.apply(target)
+	}
+	return nil
+}
+
+func stringOnly(s *jsonschema.Schema) {
+	s.Extras = nil
+	s.Type = "string"
+}
+
+func enum(values ...string) func(*jsonschema.Schema) {
+	return func(s *jsonschema.Schema) {
+		stringOnly(s)
+		for _, v := range values {
+			s.Enum = append(s.Enum, v)
+		}
+	}
+}
+
+// stringPattern is for values no plain integer can be (paths, IQNs).
+func stringPattern(re string) func(*jsonschema.Schema) {
+	return func(s *jsonschema.Schema) {
+		stringOnly(s)
+		s.Pattern = re
+	}
+}
+
+// name keeps the integer alternative: `name: 123` is a valid name.
+func name(s *jsonschema.Schema) {
+	s.Pattern = namePattern
+	n := uint64(maxNameLength)
+	s.MaxLength = &n
+}
+
+func size(s *jsonschema.Schema) {
+	s.Pattern = sizePattern
+	s.Minimum = json.Number("1")
+}
+
+func mode(s *jsonschema.Schema) {
+	s.Pattern = modePattern
+	s.Minimum = json.Number("0")
+}
+
+func minimum(n int) func(*jsonschema.Schema) {
+	return func(s *jsonschema.Schema) { s.Minimum = json.Number(fmt.Sprint(n)) }
+}
+
+func portRange(s *jsonschema.Schema) {
+	s.Minimum = "1"
+	s.Maximum = json.Number(fmt.Sprint(maxPortNumber))
+}
+
+func optional(prop string) func(*jsonschema.Schema) {
+	return func(s *jsonschema.Schema) {
+		s.Required = slices.DeleteFunc(s.Required, func(r string) bool { return r == prop })
+	}
+}
+
+func oneRequired(props ...string) func(*jsonschema.Schema) {
+	return func(s *jsonschema.Schema) {
+		for _, p := range props {
+			s.OneOf = append(s.OneOf, &jsonschema.Schema{Required: []string{p}})
+		}
+	}
+}
+
+// exactlyOneProperty: every member of Source is a kind of source, so a new
+// one added to the type is covered without a new rule.
+func exactlyOneProperty(s *jsonschema.Schema) {
+	var props []string
+	for p := s.Properties.Oldest(); p != nil; p = p.Next() {
+		props = append(props, p.Key)
+	}
+	oneRequired(props...)(s)
+}
+
+// filesystemOnlyOnBlock: a directory or tmpfs source has no filesystem block.
+func filesystemOnlyOnBlock(s *jsonschema.Schema) {
+	src := jsonschema.NewProperties()
+	src.Set("source", &jsonschema.Schema{AnyOf: []*jsonschema.Schema{
+		{Required: []string{"directory"}},
+		{Required: []string{"tmpfs"}},
+	}})
+	s.AllOf = append(s.AllOf, &jsonschema.Schema{
+		If:   &jsonschema.Schema{Required: []string{"source"}, Properties: src},
+		Then: &jsonschema.Schema{Not: &jsonschema.Schema{Required: []string{"filesystem"}}},
+	})
+}
