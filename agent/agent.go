@@ -383,6 +383,24 @@ func (a *Agent) ShutdownNetwork(ctx context.Context) api.ShutdownReply {
 	}
 }
 
+// ResumeNetwork undoes ShutdownNetwork: network volumes are set up
+// again (the network unit started again after a manual stop).
+func (a *Agent) ResumeNetwork() {
+	a.mu.Lock()
+	was := a.holdNetwork
+	a.holdNetwork = false
+	a.mu.Unlock()
+	if was {
+		a.cfg.Log.Info("resume --network: network volumes are set up again")
+		for n, d := range a.desiredSnapshot() {
+			if slices.Contains(a.cfg.NetworkDrivers, d.Driver) {
+				a.exec.Reset(n)
+			}
+		}
+	}
+	a.Trigger()
+}
+
 // networkDown reports which network volumes are down and whether all are.
 func (a *Agent) networkDown() (api.ShutdownReply, bool) {
 	r := api.ShutdownReply{Down: []string{}, Remaining: []string{}, Pinned: []string{}}

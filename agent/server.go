@@ -41,6 +41,10 @@ func (a *Agent) ServeAPI(ctx context.Context, socket string) error {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(a.ShutdownNetwork(r.Context()))
 	})
+	mux.HandleFunc("POST /v1/resume-network", func(w http.ResponseWriter, r *http.Request) {
+		a.ResumeNetwork()
+		w.WriteHeader(http.StatusNoContent)
+	})
 	return serve(ctx, &rootOnly{Listener: ln, log: a}, mux)
 }
 

@@ -78,16 +78,18 @@ func TestBuiltBinary(t *testing.T) {
 	// The ExecStop of volumed-network.service, run by the binary with no
 	// agent up (an empty /run): the flags exist and it succeeds, so a
 	// poweroff with the agent already gone is not a failed unit.
-	t.Run("network unit ExecStop", func(t *testing.T) {
-		withRun(t, false)
-		argv := strings.Fields(loadUnit(t, networkUnit).value("Service", "ExecStop"))
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		out, err := exec.CommandContext(ctx, bin, argv[1:]...).CombinedOutput()
-		if err != nil {
-			t.Errorf("%s (ExecStop of %s) with no agent running: %v\n%s", strings.Join(argv, " "), networkUnit, err, out)
-		}
-	})
+	for _, key := range []string{"ExecStart", "ExecStop"} {
+		t.Run("network unit "+key, func(t *testing.T) {
+			withRun(t, false)
+			argv := strings.Fields(loadUnit(t, networkUnit).value("Service", key))
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			out, err := exec.CommandContext(ctx, bin, argv[1:]...).CombinedOutput()
+			if err != nil {
+				t.Errorf("%s (%s of %s) with no agent running: %v\n%s", strings.Join(argv, " "), key, networkUnit, err, out)
+			}
+		})
+	}
 
 	t.Run("packages", func(t *testing.T) { testPackages(t, bin) })
 }

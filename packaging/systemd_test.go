@@ -205,8 +205,10 @@ func TestUnitOrdering(t *testing.T) {
 			t.Errorf("%s: %s=volumed.service carries a restart of the agent over and takes network volumes down", networkUnit, key)
 		}
 	}
-	if n.value("Service", "Type") != "oneshot" || n.value("Service", "RemainAfterExit") != "yes" || len(n["Service"]["ExecStart"]) > 0 {
-		t.Errorf("%s: want Type=oneshot, RemainAfterExit=yes and no ExecStart", networkUnit)
+	// Its start only undoes a manual stop: it must never take anything down.
+	if n.value("Service", "Type") != "oneshot" || n.value("Service", "RemainAfterExit") != "yes" ||
+		n.value("Service", "ExecStart") != "/usr/bin/volumed shutdown --network --undo" {
+		t.Errorf("%s: want Type=oneshot, RemainAfterExit=yes and ExecStart=/usr/bin/volumed shutdown --network --undo", networkUnit)
 	}
 	stop := strings.Fields(n.value("Service", "ExecStop"))
 	i := slices.Index(stop, "--timeout")

@@ -76,3 +76,20 @@ func (c *Client) ShutdownNetwork(ctx context.Context) (*ShutdownReply, error) {
 	}
 	return &r, nil
 }
+
+// ResumeNetwork undoes ShutdownNetwork.
+func (c *Client) ResumeNetwork(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://volumed/v1/resume-network", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("talk to volumed at %s (is `volumed run` running?): %w", c.socket, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		return fmt.Errorf("volumed at %s answered %s", c.socket, resp.Status)
+	}
+	return nil
+}

@@ -24,9 +24,10 @@ Usage:
   volumed status   [NAME...] [-o table|json] [--socket PATH]
   volumed validate PATH...
   volumed wait     NAME... [--timeout DURATION] [--socket PATH]
-  volumed shutdown --network [--timeout DURATION] [--socket PATH]
+  volumed shutdown --network [--undo] [--timeout DURATION] [--socket PATH]
                    tear down iSCSI and NVMe-oF volumes before the network goes
-                   down (poweroff); they stay down until the agent exits
+                   down (poweroff); they stay down until the agent exits or
+                   --undo sets them up again
   volumed version
 `
 

@@ -290,6 +290,7 @@ func cmdShutdown(ctx context.Context, args []string, stdout io.Writer) error {
 	socket := fs.String("socket", defaultSocket, "unix socket of the running agent")
 	network := fs.Bool("network", false, "tear down the network volumes (iSCSI, NVMe-oF)")
 	timeout := fs.Duration("timeout", 90*time.Second, "give up after this long")
+	undo := fs.Bool("undo", false, "set the network volumes up again (after a shutdown --network that was not followed by a poweroff)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -298,9 +299,19 @@ func cmdShutdown(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
+	notRunning := func() bool {
+		_, serr := os.Stat(*socket)
+		return errors.Is(serr, os.ErrNotExist)
+	}
+	if *undo {
+		if err := api.NewClient(*socket).ResumeNetwork(ctx); err != nil && !notRunning() {
+			return err
+		}
+		return nil
+	}
 	r, err := api.NewClient(*socket).ShutdownNetwork(ctx)
 	if err != nil {
-		if _, serr := os.Stat(*socket); errors.Is(serr, os.ErrNotExist) {
+		if notRunning() {
 			fmt.Fprintln(stdout, "volumed is not running; nothing to take down")
 			return nil
 		}

@@ -171,7 +171,7 @@ func (c *Client) Connect(ctx context.Context, o Options) (Namespace, error) {
 // ensureController makes sure a usable controller to o.Target exists and
 // reports whether it made it.
 func (c *Client) ensureController(ctx context.Context, o Options, key secret.Value) (bool, error) {
-	// nolock
+	defer c.lock(o.Target)()
 	if ok, err := c.reusable(o); err != nil || ok {
 		return false, err
 	}

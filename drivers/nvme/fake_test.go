@@ -50,6 +50,7 @@ type fakeFabrics struct {
 	connectErr error
 	onConnect  func()
 
+	kernel  sync.Mutex // the kernel's nvmf_dev_mutex: one connect at a time
 	mu      sync.Mutex
 	calls   []string // option strings written to /dev/nvme-fabrics
 	deleted []string // "nvmeN=<what was written to delete_controller>"
@@ -84,6 +85,8 @@ func (f *fakeFabrics) client() *Client {
 }
 
 func (f *fakeFabrics) Connect(ctx context.Context, options string) (string, error) {
+	f.kernel.Lock()
+	defer f.kernel.Unlock()
 	f.mu.Lock()
 	f.calls = append(f.calls, options)
 	f.mu.Unlock()
@@ -98,6 +101,11 @@ func (f *fakeFabrics) Connect(ctx context.Context, options string) (string, erro
 		k, v, _ := strings.Cut(kv, "=")
 		opt[k] = v
 	}
+	// Without duplicate_connect, tcp and rdma refuse a second controller
+	// to the same subsystem and address.
+	if f.existing(opt["nqn"], "traddr="+opt["traddr"]+",trsvcid="+opt["trsvcid"]) {
+		return "", fmt.Errorf("write /dev/nvme-fabrics: %w", unix.EALREADY)
+	}
 	name := f.addController(ctrlSpec{
 		transport: opt["transport"], traddr: opt["traddr"], trsvcid: opt["trsvcid"],
 		nqn: opt["nqn"], hostnqn: opt["hostnqn"], state: "live", srcAddr: "192.0.2.200",
@@ -107,6 +115,24 @@ func (f *fakeFabrics) Connect(ctx context.Context, options string) (string, erro
 	}
 	inst, _ := instanceOf(name)
 	return fmt.Sprintf("instance=%d,cntlid=%d\n", inst, inst+1), nil
+}
+
+// existing reports whether a controller that is not being deleted
+// connects to nqn at addr ("traddr=..,trsvcid=..").
+func (f *fakeFabrics) existing(nqn, addr string) bool {
+	entries, _ := os.ReadDir(filepath.Join(f.sys, "class/nvme"))
+	for _, e := range entries {
+		read := func(attr string) string {
+			b, _ := os.ReadFile(filepath.Join(f.sys, "class/nvme", e.Name(), attr))
+			return strings.TrimSpace(string(b))
+		}
+		state := read("state")
+		if read("subsysnqn") == nqn && strings.HasPrefix(read("address")+",", addr+",") &&
+			!strings.HasPrefix(state, "deleting") && state != "dead" {
+			return true
+		}
+	}
+	return false
 }
 
 func (f *fakeFabrics) optionCalls() []string {

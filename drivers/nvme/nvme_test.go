@@ -720,18 +720,22 @@ func TestConcurrentConnectsShareController(t *testing.T) {
 	f := newFake(t, false)
 	f.namespaces[nqnData] = []fakeNS{{nsid: 1, sectors: 8}, {nsid: 2, sectors: 8}, {nsid: 3, sectors: 8}, {nsid: 4, sectors: 8}}
 	c := &Client{SysRoot: f.sys, DevRoot: f.dev, Fabrics: slowFabrics{f}}
-	results := make(chan Namespace, 4)
-	errs := make(chan error, 4)
+	type result struct {
+		ns  Namespace
+		err error
+	}
+	results := make(chan result, 4)
 	for nsid := 1; nsid <= 4; nsid++ {
 		go func() {
-			ns, err := c.Connect(context.Background(), Options{Target: tgtData, Namespace: nsid})
-			results <- ns
-			errs <- err
+			var r result
+			defer func() { results <- r }() // even if the fake gave up on the test
+			r.ns, r.err = c.Connect(context.Background(), Options{Target: tgtData, Namespace: nsid})
 		}()
 	}
 	created := 0
 	for range 4 {
-		ns, err := <-results, <-errs
+		r := <-results
+		ns, err := r.ns, r.err
 		if err != nil {
 			t.Fatal(err)
 		}
