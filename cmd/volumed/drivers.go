@@ -16,10 +16,10 @@ import (
 	"github.com/volumed/volumed/agent"
 	"github.com/volumed/volumed/drivers/blockfs"
 	"github.com/volumed/volumed/drivers/iscsi"
-	"github.com/volumed/volumed/drivers/nvme"
-	"github.com/volumed/volumed/firmware"
 	"github.com/volumed/volumed/drivers/loop"
 	"github.com/volumed/volumed/drivers/mount"
+	"github.com/volumed/volumed/drivers/nvme"
+	"github.com/volumed/volumed/firmware"
 	"github.com/volumed/volumed/store"
 )
 
