@@ -20,8 +20,9 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/volumed/volumed/internal/keyed"
 )
 
 const (
@@ -251,8 +252,7 @@ type Client struct {
 	// login_timeout Login sets) to give up on a dead portal.
 	Timeout time.Duration
 
-	mu    sync.Mutex
-	locks map[string]*sync.Mutex // per Target.Key; bounded by the targets used
+	locks keyed.Mutex // per Target.Key; a host has few targets
 }
 
 func (c *Client) sysRoot() string { return orDefault(c.SysRoot, "/sys") }
@@ -275,20 +275,7 @@ func (c *Client) runner() Runner {
 // lock serialises work on one target: two volumes on the same target must
 // not both decide that no session exists and log in twice, and a logout
 // must not run under a login that is reusing the session.
-func (c *Client) lock(t Target) (unlock func()) {
-	c.mu.Lock()
-	if c.locks == nil {
-		c.locks = make(map[string]*sync.Mutex)
-	}
-	m := c.locks[t.Key()]
-	if m == nil {
-		m = new(sync.Mutex)
-		c.locks[t.Key()] = m
-	}
-	c.mu.Unlock()
-	m.Lock()
-	return m.Unlock
-}
+func (c *Client) lock(t Target) (unlock func()) { return c.locks.Lock(t.Key()) }
 
 func orDefault(s, def string) string {
 	if s == "" {

@@ -29,6 +29,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/volumed/volumed/drivers/mount/safepath"
+	"github.com/volumed/volumed/internal/keyed"
 )
 
 var (
@@ -383,16 +384,7 @@ func readUint(path string) (uint64, error) {
 	return v, nil
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+func sleep(ctx context.Context, d time.Duration) error { return keyed.Sleep(ctx, d) }
 
 // deletedSuffix is what the kernel appends to the path of a backing file
 // that has been unlinked.

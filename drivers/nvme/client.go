@@ -10,11 +10,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/volumed/volumed/internal/keyed"
 	"github.com/volumed/volumed/internal/secret"
 )
 
@@ -40,25 +40,11 @@ type Client struct {
 	// context); 0 means DefaultTimeout.
 	Timeout time.Duration
 
-	mu    sync.Mutex
-	locks map[string]*sync.Mutex // by Target.Key; a host has few targets
+	locks keyed.Mutex // per Target.Key; a host has few targets
 }
 
 // lock takes the lock of target t and returns its release.
-func (c *Client) lock(t Target) func() {
-	c.mu.Lock()
-	if c.locks == nil {
-		c.locks = map[string]*sync.Mutex{}
-	}
-	m := c.locks[t.Key()]
-	if m == nil {
-		m = new(sync.Mutex)
-		c.locks[t.Key()] = m
-	}
-	c.mu.Unlock()
-	m.Lock()
-	return m.Unlock
-}
+func (c *Client) lock(t Target) (unlock func()) { return c.locks.Lock(t.Key()) }
 
 func (c *Client) fabrics() Fabrics {
 	if c.Fabrics != nil {
@@ -398,13 +384,4 @@ func (c *Client) Rescan(name string) error {
 	return nil
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+func sleep(ctx context.Context, d time.Duration) error { return keyed.Sleep(ctx, d) }
