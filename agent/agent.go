@@ -96,6 +96,7 @@ type Agent struct {
 	// events, manifest changes); passes in between skip the reads.
 	checkGrowth bool
 	growDevices map[string]bool
+	lastReport  time.Time
 	// holdNetwork: `volumed shutdown --network` was asked; network
 	// volumes are torn down and stay down until the agent exits.
 	holdNetwork bool
@@ -469,12 +470,24 @@ func (a *Agent) pass(ctx context.Context) {
 	}
 	first := settled && !a.settled
 	a.settled = settled
+	// The STATUS= line costs a status of every volume: while operations
+	// run, it is refreshed at most every statusEvery, and always once
+	// things settle.
+	now := a.cfg.Now()
+	report := settled || now.Sub(a.lastReport) >= statusEvery
+	if report {
+		a.lastReport = now
+	}
 	a.mu.Unlock()
 	if first {
 		a.refreshUsage()
 	}
-	a.reportStatus(first)
+	if report {
+		a.reportStatus(first)
+	}
 }
+
+const statusEvery = 250 * time.Millisecond
 
 func (a *Agent) askGrowthCheck() { a.askGrowthCheckOf("") }
 

@@ -137,7 +137,15 @@ func Open(path string, opts Options) (*Store, *Recovery, error) {
 	if err := ensureUnlocked(path); err != nil {
 		return nil, nil, err
 	}
-	db, reason, err := openChecked(path, opts.Check)
+	check := opts.Check
+	if closedCleanly(path) {
+		// The last agent closed this very file (same size and mtime):
+		// no crash can have torn a write since, so the child check is
+		// skipped. The in-process precheck and schema check still run.
+		check = nil
+	}
+	_ = os.Remove(cleanMarker(path))
+	db, reason, err := openChecked(path, check)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -348,6 +356,8 @@ func syncDir(dir string) error {
 }
 
 // Close stops the commit goroutine (writes still queued get ErrClosed) and closes the file.
+// A clean close leaves a marker naming the file's size and mtime, so the next Open can skip
+// the costly check of a file nothing has written to since.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.sendMu.Lock()
@@ -355,9 +365,36 @@ func (s *Store) Close() error {
 		s.sendMu.Unlock()
 		close(s.quit)
 		<-s.done
+		path := s.db.Path()
 		s.closeErr = s.db.Close()
+		if s.closeErr == nil {
+			writeCleanMarker(path)
+		}
 	})
 	return s.closeErr
+}
+
+func cleanMarker(path string) string { return path + ".clean" }
+
+func fileStamp(path string) (string, bool) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", false
+	}
+	return fmt.Sprintf("%d %d\n", fi.Size(), fi.ModTime().UnixNano()), true
+}
+
+// writeCleanMarker is best effort: without it the next start checks the file in full.
+func writeCleanMarker(path string) {
+	if stamp, ok := fileStamp(path); ok {
+		_ = os.WriteFile(cleanMarker(path), []byte(stamp), 0o600)
+	}
+}
+
+func closedCleanly(path string) bool {
+	b, err := os.ReadFile(cleanMarker(path))
+	stamp, ok := fileStamp(path)
+	return err == nil && ok && string(b) == stamp
 }
 
 // Load reads every volume record and every leftover intent (sorted by ID).

@@ -577,6 +577,7 @@ func TestChildCheckMapsChildFate(t *testing.T) {
 func TestUnavailableCheckerIsNotCorruption(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
 	orig := populated(t, path, 10)
+	os.Remove(path + ".clean") // as after a crash: the check must run
 	opts := testOpts()
 	opts.Check = ChildCheck(filepath.Join(t.TempDir(), "no-such-binary"))
 	s, rec, err := Open(path, opts)
@@ -862,5 +863,56 @@ func TestFinishLaterIsCommittedByCloseAndNextCommit(t *testing.T) {
 	}
 	if len(vols) != 50 || len(intents) != 0 {
 		t.Fatalf("after Close: %d records, %d intents; want 50, 0", len(vols), len(intents))
+	}
+}
+
+// A file closed cleanly is opened without the child check; one written
+// after the clean close (or after a crash, no marker) is checked.
+func TestCleanCloseSkipsCheck(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	populated(t, path, 3)
+	checked := 0
+	opts := testOpts()
+	opts.Check = func(string) error { checked++; return nil }
+	open := func() {
+		t.Helper()
+		s, _, err := Open(path, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Put(&Volume{Name: "x", Driver: "loop"}); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+	}
+	open()
+	if checked != 0 {
+		t.Fatalf("a cleanly closed file was checked %d times", checked)
+	}
+	// Changed behind the marker's back: checked again.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(make([]byte, 4096))
+	f.Close()
+	open()
+	if checked != 1 {
+		t.Fatalf("a file changed after its clean close was checked %d times, want 1", checked)
+	}
+	// A crash leaves no marker: checked.
+	s, _, err := Open(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path + ".clean"); !os.IsNotExist(err) {
+		t.Fatalf("the marker stays while the file is open: %v", err)
+	}
+	_ = s // not closed: as if killed
+	checked = 0
+	s.db.Close() // release the lock without the clean marker
+	open()
+	if checked != 1 {
+		t.Fatalf("a file whose writer died was checked %d times, want 1", checked)
 	}
 }
