@@ -3,7 +3,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 GO ?= go
 
-.PHONY: build test test-unit test-e2e bench lint demo clean fuzz
+.PHONY: build test test-unit test-e2e test-vm bench lint demo clean fuzz
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/volumed ./cmd/volumed
@@ -14,6 +14,12 @@ build:
 test: lint
 	$(GO) test -count=1 -timeout 30m ./...
 	$(MAKE) fuzz
+
+# Only the VM tests: NVMe/TCP, iSCSI and local disks against a Debian
+# kernel in qemu (TCG). The first run downloads that kernel and open-iscsi
+# into .cache/vm (VOLUMED_VM_CACHE); VOLUMED_VM_SCENARIOS=nvme,chap picks some.
+test-vm:
+	$(GO) test -count=1 -v -timeout 20m ./test/vm/
 
 # Each go test -fuzz target for FUZZTIME (the seed corpora always run in
 # `go test`); a crash fails and leaves its input in testdata/fuzz/.

@@ -90,8 +90,12 @@ type Agent struct {
 	problems           []string
 	events             map[string][]api.Event
 	interruptedFormats map[string]bool
-	settled            bool
-	statusLine         string
+	// madeSessions are the shared kernel objects (iSCSI sessions, NVMe
+	// controllers) volumed made, by sessionKey: the last volume on one
+	// releases it, whichever volume made it.
+	madeSessions map[string]bool
+	settled      bool
+	statusLine   string
 	// checkGrowth asks the next pass to compare sizes (resync, device
 	// events, manifest changes); passes in between skip the reads.
 	checkGrowth bool
@@ -130,6 +134,7 @@ func New(cfg Config) *Agent {
 		desired:            map[string]*Desired{},
 		events:             map[string][]api.Event{},
 		interruptedFormats: map[string]bool{},
+		madeSessions:       map[string]bool{},
 	}
 	if cfg.Metrics != nil {
 		cfg.Metrics.Registry.MustRegister(&volumeCollector{a: a})

@@ -85,11 +85,28 @@ func pick(found []Found) (Found, bool) {
 // when volumed made it, or when it rides a session another volume of
 // ours made: the last of them to go logs the session out.
 func (a *Agent) attachmentOf(d *Desired, f Found, made bool) *store.Attachment {
-	owned := made || a.sessionOwned(d.Name, d.Driver, f.Session)
+	key := sessionKey(d.Driver, f.Session)
+	a.mu.Lock()
+	if made && key != "" {
+		// Known at once, before the record is: a volume reusing the
+		// session a moment later must see that it is ours.
+		a.madeSessions[key] = true
+	}
+	ours := key != "" && a.madeSessions[key]
+	a.mu.Unlock()
+	owned := made || ours || a.sessionOwned(d.Name, d.Driver, f.Session)
 	return &store.Attachment{
 		Driver: d.Driver, Device: f.Device, Identity: f.Identity, Session: f.Session,
 		Owned: owned && !f.Pinned, Pinned: f.Pinned,
 	}
+}
+
+// sessionKey names a shared kernel object across drivers; "" for none.
+func sessionKey(driver, session string) string {
+	if session == "" {
+		return ""
+	}
+	return driver + "\x00" + session
 }
 
 func (a *Agent) sessionOwned(name, driver, session string) bool {
@@ -476,13 +493,27 @@ func (a *Agent) opDetach(ctx context.Context, name, driver string) error {
 		if rec.Attachment == nil {
 			return nil
 		}
-		if rec.Attachment.Owned && !rec.Attachment.Pinned {
-			att, err := a.attacher(rec.Attachment.Driver)
+		at := *rec.Attachment
+		key := sessionKey(at.Driver, at.Session)
+		// A session volumed made is released by whichever of its
+		// volumes goes last, even one that found it already there.
+		a.mu.Lock()
+		ours := key != "" && a.madeSessions[key]
+		a.mu.Unlock()
+		if (at.Owned || ours) && !at.Pinned {
+			att, err := a.attacher(at.Driver)
 			if err != nil {
 				return err
 			}
-			if err := att.Detach(ctx, *rec.Attachment, a.sharers(name, rec.Attachment.Driver)); err != nil {
+			sharers := a.sharers(name, at.Driver)
+			at.Owned = true
+			if err := att.Detach(ctx, at, sharers); err != nil {
 				return err
+			}
+			if key != "" && !slices.ContainsFunc(sharers, func(o store.Attachment) bool { return o.Session == at.Session }) {
+				a.mu.Lock()
+				delete(a.madeSessions, key)
+				a.mu.Unlock()
 			}
 		}
 		rec.Attachment = nil

@@ -73,6 +73,9 @@ func (a *Agent) reconstruct(ctx context.Context) error {
 		v := a.probeVolume(ctx, name, recs[name], d, mounts, pending[name])
 		if v.Attachment != nil {
 			claimed[v.Attachment.Identity] = true
+			if k := sessionKey(v.Attachment.Driver, v.Attachment.Session); k != "" && v.Attachment.Owned {
+				a.madeSessions[k] = true
+			}
 		}
 		if err := a.state.Adopt(v); err != nil {
 			return fmt.Errorf("record reconstructed state of %s: %w", name, err)

@@ -1,0 +1,297 @@
+package vm
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The guest speaks to the harness in console lines (see guest/init):
+//
+//	VMTEST-BOOTED <uptime>
+//	VMTEST-BEGIN <scenario>
+//	VMTEST-RESULT <scenario> PASS|FAIL <seconds> [detail]
+//	VMTEST-DONE
+//
+// Anything else between BEGIN and RESULT belongs to that scenario.
+const (
+	markBooted = "VMTEST-BOOTED"
+	markBegin  = "VMTEST-BEGIN "
+	markResult = "VMTEST-RESULT "
+	markDone   = "VMTEST-DONE"
+)
+
+// result is one scenario's outcome as the guest reported it.
+type result struct {
+	name    string
+	passed  bool
+	seconds float64
+	detail  string
+	lines   []string // console lines between BEGIN and RESULT
+	ended   bool     // a RESULT line was seen
+}
+
+// console follows a VM's console output line by line.
+type console struct {
+	booted  bool
+	done    bool
+	results map[string]*result
+	cur     *result
+	// onResult is called as each scenario ends (for live progress).
+	onResult func(*result)
+}
+
+func newConsole() *console { return &console{results: map[string]*result{}} }
+
+// feed takes one console line. Kernel output can share a line with the
+// guest's (the serial console interleaves), so markers are searched for
+// anywhere in it.
+func (c *console) feed(line string) {
+	line = strings.TrimRight(line, "\r")
+	i := strings.Index(line, "VMTEST-")
+	if i < 0 {
+		if c.cur != nil {
+			c.cur.lines = append(c.cur.lines, line)
+		}
+		return
+	}
+	msg := line[i:]
+	switch {
+	case strings.HasPrefix(msg, markBooted):
+		c.booted = true
+	case strings.HasPrefix(msg, markDone):
+		c.done = true
+	case strings.HasPrefix(msg, markBegin):
+		name := strings.TrimSpace(strings.TrimPrefix(msg, markBegin))
+		c.cur = &result{name: name}
+		c.results[name] = c.cur
+	case strings.HasPrefix(msg, markResult):
+		r, ok := parseResult(strings.TrimPrefix(msg, markResult))
+		if !ok {
+			if c.cur != nil {
+				c.cur.lines = append(c.cur.lines, line)
+			}
+			return
+		}
+		if prev := c.results[r.name]; prev != nil {
+			r.lines = prev.lines
+		}
+		c.results[r.name] = r
+		c.cur = nil
+		if c.onResult != nil {
+			c.onResult(r)
+		}
+	default:
+		if c.cur != nil {
+			c.cur.lines = append(c.cur.lines, line)
+		}
+	}
+}
+
+// parseResult reads "<scenario> PASS|FAIL <seconds> [detail]".
+func parseResult(s string) (*result, bool) {
+	f := strings.SplitN(strings.TrimSpace(s), " ", 4)
+	if len(f) < 3 || (f[1] != "PASS" && f[1] != "FAIL") {
+		return nil, false
+	}
+	secs, err := strconv.ParseFloat(f[2], 64)
+	if err != nil {
+		return nil, false
+	}
+	r := &result{name: f[0], passed: f[1] == "PASS", seconds: secs, ended: true}
+	if len(f) == 4 {
+		r.detail = f[3]
+	}
+	return r, true
+}
+
+// vmPlan is one VM boot: the scenarios it runs, in order.
+type vmPlan struct {
+	id        int
+	scenarios []scenario
+	disks     bool
+	log       string // console log file
+}
+
+// bootConfig is what every boot shares.
+type bootConfig struct {
+	kernel  string
+	initrd  string
+	accel   string
+	smp     int
+	memMB   int
+	diskDir string
+}
+
+// bootAllowance covers qemu start, kernel boot and module loading, with
+// room for a loaded CI machine; scenario time is on top of it.
+const bootAllowance = 2 * time.Minute
+
+// boot runs one VM to its end and returns what its console said. The
+// console is written to plan.log as it comes.
+func boot(ctx context.Context, cfg bootConfig, plan vmPlan, onResult func(*result)) (*console, error) {
+	limit := bootAllowance
+	var list []string
+	for _, s := range plan.scenarios {
+		limit += s.timeout + 15*time.Second // + the reset after it
+		list = append(list, fmt.Sprintf("%s:%d", s.name, int(s.timeout.Seconds())))
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+
+	args := []string{
+		"-accel", cfg.accel, "-cpu", cpuFor(cfg.accel), "-m", strconv.Itoa(cfg.memMB), "-smp", strconv.Itoa(cfg.smp),
+		"-nodefaults", "-nographic", "-no-reboot", "-serial", "stdio", "-monitor", "none",
+		"-uuid", fmt.Sprintf("6f0c2a3e-5b1d-4c8e-9a7f-%012x", plan.id),
+		"-kernel", cfg.kernel, "-initrd", cfg.initrd,
+		"-append", "console=ttyS0 panic=-1 loglevel=4 vmtest.vm=" + strconv.Itoa(plan.id) +
+			" vmtest.scenarios=" + strings.Join(list, ","),
+	}
+	if plan.disks {
+		d, err := diskArgs(cfg.diskDir, plan.id)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, d...)
+	}
+	logf, err := os.Create(plan.log)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	fmt.Fprintf(logf, "# qemu-system-x86_64 %s\n", strings.Join(args, " "))
+
+	cmd := exec.CommandContext(ctx, "qemu-system-x86_64", args...)
+	cmd.WaitDelay = 5 * time.Second
+	// A test binary that dies (a panic, a signal) takes its VMs along.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start qemu: %w", err)
+	}
+	con := newConsole()
+	con.onResult = onResult
+	sc := bufio.NewScanner(io.TeeReader(out, logf))
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		con.feed(sc.Text())
+	}
+	werr := cmd.Wait()
+	switch {
+	case ctx.Err() != nil:
+		return con, fmt.Errorf("VM %d killed after %s (the boot allowance plus its scenarios' timeouts)", plan.id, limit)
+	case !con.booted:
+		return con, fmt.Errorf("VM %d never reached its /init (qemu: %v)", plan.id, werr)
+	case !con.done:
+		return con, fmt.Errorf("VM %d ended before running all its scenarios (qemu: %v)", plan.id, werr)
+	}
+	return con, nil
+}
+
+func cpuFor(accel string) string {
+	if accel == "kvm" {
+		return "host"
+	}
+	return "max"
+}
+
+// diskArgs gives a VM two blank local disks: one found by its serial
+// (virtio-blk) and one by its WWN (a SCSI disk on virtio-scsi).
+func diskArgs(dir string, id int) ([]string, error) {
+	var files []string
+	for _, n := range []string{"serial", "wwn"} {
+		p := filepath.Join(dir, fmt.Sprintf("vm%d-%s.img", id, n))
+		f, err := os.Create(p)
+		if err != nil {
+			return nil, err
+		}
+		err = f.Truncate(64 << 20)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, p)
+	}
+	return []string{
+		"-drive", "file=" + files[0] + ",if=none,id=d1,format=raw",
+		"-device", "virtio-blk-pci,drive=d1,serial=VOLSERIAL1",
+		"-device", "virtio-scsi-pci,id=scsi0",
+		"-drive", "file=" + files[1] + ",if=none,id=d2,format=raw",
+		"-device", "scsi-hd,bus=scsi0.0,drive=d2,wwn=0x5000c500aaaabbbb,serial=VOLSERIAL2",
+	}, nil
+}
+
+// tail is the last n lines of a file, for a failure message.
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func TestConsoleParsing(t *testing.T) {
+	var ended []string
+	c := newConsole()
+	c.onResult = func(r *result) { ended = append(ended, r.name) }
+	for _, l := range []string{
+		"Booting from ROM..\x1b[2JVMTEST-BOOTED 3.10\r",
+		"VMTEST-BEGIN smoke",
+		"VMTEST-LOG [3.2] nvmet up",
+		"[    4.1] nvme nvme0: new ctrl",
+		"VMTEST-RESULT smoke PASS 1.75",
+		"stray kernel line between scenarios",
+		"VMTEST-BEGIN nvme",
+		"VMTEST-FAIL volumes not Ready",
+		"VMTEST-RESULT nvme FAIL 61.00 volumes not Ready: nv1: Attaching",
+		"VMTEST-BEGIN crash",
+		"the VM died here",
+	} {
+		c.feed(l)
+	}
+	if !c.booted || c.done {
+		t.Errorf("booted=%v done=%v, want true false", c.booted, c.done)
+	}
+	smoke := c.results["smoke"]
+	if smoke == nil || !smoke.passed || smoke.seconds != 1.75 || len(smoke.lines) != 2 {
+		t.Errorf("smoke = %+v, want a pass in 1.75 s with its 2 lines", smoke)
+	}
+	nv := c.results["nvme"]
+	if nv == nil || nv.passed || nv.detail != "volumes not Ready: nv1: Attaching" || len(nv.lines) != 1 {
+		t.Errorf("nvme = %+v, want a failure with its detail and 1 line", nv)
+	}
+	if cr := c.results["crash"]; cr == nil || cr.ended || len(cr.lines) != 1 {
+		t.Errorf("crash = %+v, want an unfinished scenario holding its line", cr)
+	}
+	if strings.Join(ended, ",") != "smoke,nvme" {
+		t.Errorf("results reported live: %v, want smoke,nvme", ended)
+	}
+	for _, bad := range []string{"x", "nvme MAYBE 1", "nvme PASS soon"} {
+		if _, ok := parseResult(bad); ok {
+			t.Errorf("parseResult(%q) accepted a malformed line", bad)
+		}
+	}
+	c.feed("VMTEST-DONE")
+	if !c.done {
+		t.Error("VMTEST-DONE not seen")
+	}
+}

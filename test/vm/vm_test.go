@@ -1,0 +1,382 @@
+// Package vm runs volumed in a qemu VM whose kernel has what the test
+// machine's lacks: the NVMe/TCP host and target, the iSCSI initiator and
+// the LIO target, SCSI and virtio disks. The VM is Debian's kernel with a
+// busybox initramfs; each scenario in scenarios/ is a busybox sh script
+// that sets up targets on the VM's own network, drives the real volumed
+// binary through manifests, and reports a result line on the console.
+//
+// Knobs (environment):
+//
+//	VOLUMED_VM_CACHE      downloads, extracted kernel, base image (default <repo>/.cache/vm)
+//	VOLUMED_VM_SCENARIOS  comma-separated subset to run (default: all)
+//	VOLUMED_VM_PARALLEL   VMs booted at once (default: 2 on 2+ CPUs)
+//	VOLUMED_VM_BINARY     a volumed to test instead of building one (crash points needed)
+//	VOLUMED_VM_ACCEL      tcg (default) or kvm
+package vm
+
+import (
+	"bytes"
+	"cmp"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// scenario is one script in scenarios/, with what its header asks for:
+//
+//	# vmtest: timeout=150 disks
+type scenario struct {
+	name    string
+	path    string
+	timeout time.Duration
+	disks   bool
+}
+
+const defaultScenarioTimeout = 120 * time.Second
+
+// missing fails under CI, where .ci/run installs everything, and skips
+// elsewhere.
+func missing(t *testing.T, what string, err error) {
+	t.Helper()
+	if os.Getenv("CI") != "" {
+		t.Fatalf("%s is missing, and CI (.ci/run) installs it: %v", what, err)
+	}
+	t.Skipf("%s is missing on this machine (.ci/run installs it): %v", what, err)
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for d := dir; d != "/"; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d
+		}
+	}
+	t.Fatalf("no go.mod above %s", dir)
+	return ""
+}
+
+func loadScenarios(dir string) ([]scenario, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.sh"))
+	if err != nil {
+		return nil, err
+	}
+	var out []scenario
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".sh")
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		s := scenario{name: name, path: f, timeout: defaultScenarioTimeout}
+		for _, line := range strings.Split(string(b), "\n") {
+			opts, ok := strings.CutPrefix(line, "# vmtest:")
+			if !ok {
+				continue
+			}
+			for _, o := range strings.Fields(opts) {
+				switch k, v, _ := strings.Cut(o, "="); k {
+				case "timeout":
+					n, err := strconv.Atoi(v)
+					if err != nil || n <= 0 {
+						return nil, fmt.Errorf("%s: # vmtest: timeout=%q is not a number of seconds", f, v)
+					}
+					s.timeout = time.Duration(n) * time.Second
+				case "disks":
+					s.disks = true
+				default:
+					return nil, fmt.Errorf("%s: # vmtest: unknown option %q", f, o)
+				}
+			}
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// selectScenarios applies VOLUMED_VM_SCENARIOS.
+func selectScenarios(all []scenario, only string) ([]scenario, error) {
+	if only == "" {
+		return all, nil
+	}
+	var out []scenario
+	for _, n := range strings.Split(only, ",") {
+		i := slices.IndexFunc(all, func(s scenario) bool { return s.name == n })
+		if i < 0 {
+			return nil, fmt.Errorf("VOLUMED_VM_SCENARIOS names %q, which is not in scenarios/", n)
+		}
+		if slices.ContainsFunc(out, func(s scenario) bool { return s.name == n }) {
+			return nil, fmt.Errorf("VOLUMED_VM_SCENARIOS names %q twice", n)
+		}
+		out = append(out, all[i])
+	}
+	return out, nil
+}
+
+// split spreads scenarios over n VMs, longest timeout first onto the
+// least loaded VM; each VM keeps the scenarios' original order.
+func split(ss []scenario, n int) [][]scenario {
+	n = max(1, min(n, len(ss)))
+	type load struct {
+		total time.Duration
+		idx   []int
+	}
+	loads := make([]load, n)
+	order := make([]int, len(ss))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(ss[b].timeout, ss[a].timeout) })
+	for _, i := range order {
+		j := 0
+		for k := range loads {
+			if loads[k].total < loads[j].total {
+				j = k
+			}
+		}
+		loads[j].total += ss[i].timeout
+		loads[j].idx = append(loads[j].idx, i)
+	}
+	var out [][]scenario
+	for _, l := range loads {
+		slices.Sort(l.idx)
+		var group []scenario
+		for _, i := range l.idx {
+			group = append(group, ss[i])
+		}
+		out = append(out, group)
+	}
+	return out
+}
+
+// buildVolumed builds the static binary with crash points compiled in.
+func buildVolumed(ctx context.Context, root, dir string) (string, error) {
+	if p := os.Getenv("VOLUMED_VM_BINARY"); p != "" {
+		return p, nil
+	}
+	out := filepath.Join(dir, "volumed")
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "crashpoints", "-trimpath", "-ldflags", "-s -w",
+		"-o", out, "./cmd/volumed")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build volumed: %w\n%s", err, b)
+	}
+	return out, nil
+}
+
+// overlay is the per-run archive appended to the base image: /init, the
+// scenario library and scripts, and volumed. The kernel unpacks both
+// archives into one root, this one last.
+func overlay(guestDir string, ss []scenario, volumed string) ([]byte, error) {
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+	c := newCPIO(zw)
+	c.copyFile("init", filepath.Join(guestDir, "init"), 0o755)
+	c.copyFile("vmtest/lib.sh", filepath.Join(guestDir, "lib.sh"), 0o644)
+	for _, s := range ss {
+		c.copyFile("vmtest/scenarios/"+s.name+".sh", s.path, 0o644)
+	}
+	c.copyFile("usr/local/bin/volumed", volumed, 0o755)
+	if err := c.close(); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func TestVM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots qemu VMs; not in -short")
+	}
+	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+		missing(t, "qemu-system-x86_64 (qemu-system-x86)", err)
+	}
+	for _, tool := range []string{"modprobe", "depmod", "dpkg", "apt-get", "ldd"} {
+		if _, err := hostTool(tool); err != nil {
+			missing(t, tool, err)
+		}
+	}
+	if _, err := staticBusybox(); err != nil {
+		missing(t, "a static busybox (busybox-static)", err)
+	}
+	for _, tool := range guestTools {
+		if _, err := hostTool(tool); err != nil {
+			missing(t, tool+" (copied into the VM)", err)
+		}
+	}
+
+	root := repoRoot(t)
+	here := filepath.Join(root, "test/vm")
+	all, err := loadScenarios(filepath.Join(here, "scenarios"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, err := selectScenarios(all, os.Getenv("VOLUMED_VM_SCENARIOS"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := cmp.Or(os.Getenv("VOLUMED_VM_CACHE"), filepath.Join(root, ".cache/vm"))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	start := time.Now()
+	k, base, err := prepare(ctx, cache)
+	if err != nil {
+		t.Fatalf("prepare the VM in %s: %v", cache, err)
+	}
+	tmp := t.TempDir()
+	bin, err := buildVolumed(ctx, root, tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ov, err := overlay(filepath.Join(here, "guest"), ss, bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	baseBytes, err := os.ReadFile(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	initrd := filepath.Join(tmp, "initramfs.cpio.gz")
+	if err := os.WriteFile(initrd, append(baseBytes, ov...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("kernel %s (%s), initramfs %.1f MiB, ready in %s", k.version, filepath.Base(k.boot),
+		float64(len(baseBytes)+len(ov))/(1<<20), time.Since(start).Round(100*time.Millisecond))
+
+	parallel := 1
+	if runtime.NumCPU() >= 2 {
+		parallel = 2
+	}
+	if v := os.Getenv("VOLUMED_VM_PARALLEL"); v != "" {
+		if parallel, err = strconv.Atoi(v); err != nil || parallel < 1 {
+			t.Fatalf("VOLUMED_VM_PARALLEL=%q: want a positive number", v)
+		}
+	}
+	groups := split(ss, parallel)
+	cfg := bootConfig{
+		kernel: k.boot, initrd: initrd, accel: cmp.Or(os.Getenv("VOLUMED_VM_ACCEL"), "tcg"),
+		smp: max(1, min(2, runtime.NumCPU()/len(groups))), memMB: 1024, diskDir: tmp,
+	}
+	// Console logs are kept when something failed, one dir per run: runs
+	// may share the cache.
+	if err := os.MkdirAll(filepath.Join(cache, "logs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	logDir, err := os.MkdirTemp(filepath.Join(cache, "logs"), time.Now().Format("20060102-150405-"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			os.RemoveAll(logDir)
+		}
+	})
+
+	type outcome struct {
+		plan vmPlan
+		con  *console
+		err  error
+		took time.Duration
+	}
+	outcomes := make([]outcome, len(groups))
+	var wg sync.WaitGroup
+	for i, g := range groups {
+		plan := vmPlan{id: i, scenarios: g, log: filepath.Join(logDir, fmt.Sprintf("console-%d.log", i))}
+		plan.disks = slices.ContainsFunc(g, func(s scenario) bool { return s.disks })
+		wg.Go(func() {
+			t0 := time.Now()
+			con, err := boot(ctx, cfg, plan, func(r *result) {
+				t.Logf("vm%d: %s %s in %.1fs %s", plan.id, r.name, passFail(r.passed), r.seconds, r.detail)
+			})
+			outcomes[i] = outcome{plan: plan, con: con, err: err, took: time.Since(t0)}
+		})
+	}
+	wg.Wait()
+
+	for _, o := range outcomes {
+		names := make([]string, len(o.plan.scenarios))
+		for i, s := range o.plan.scenarios {
+			names[i] = s.name
+		}
+		t.Logf("vm%d (%s): %s wall", o.plan.id, strings.Join(names, ","), o.took.Round(100*time.Millisecond))
+		if o.err != nil {
+			t.Errorf("%v; console tail:\n%s", o.err, tail(o.plan.log, 40))
+		}
+	}
+	for _, s := range ss {
+		o := outcomes[slices.IndexFunc(outcomes, func(o outcome) bool {
+			return slices.ContainsFunc(o.plan.scenarios, func(p scenario) bool { return p.name == s.name })
+		})]
+		t.Run(s.name, func(t *testing.T) {
+			var r *result
+			if o.con != nil {
+				r = o.con.results[s.name]
+			}
+			switch {
+			case r == nil:
+				t.Fatalf("vm%d never started this scenario (console log %s)", o.plan.id, o.plan.log)
+			case !r.ended:
+				t.Fatalf("vm%d ended during this scenario (console log %s); its output:\n%s",
+					o.plan.id, o.plan.log, lastLines(r.lines, 80))
+			case !r.passed:
+				t.Fatalf("FAIL after %.1fs in the VM: %s\nits output (console log %s):\n%s",
+					r.seconds, r.detail, o.plan.log, lastLines(r.lines, 120))
+			}
+			t.Logf("PASS in %.1fs in the VM", r.seconds)
+		})
+	}
+}
+
+func passFail(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "FAIL"
+}
+
+func lastLines(lines []string, n int) string {
+	if len(lines) > n {
+		lines = append([]string{fmt.Sprintf("... (%d lines before)", len(lines)-n)}, lines[len(lines)-n:]...)
+	}
+	return strings.Join(lines, "\n")
+}
+
+func TestSplit(t *testing.T) {
+	ss := []scenario{
+		{name: "a", timeout: 60 * time.Second}, {name: "b", timeout: 240 * time.Second},
+		{name: "c", timeout: 90 * time.Second}, {name: "d", timeout: 150 * time.Second},
+	}
+	got := split(ss, 2)
+	var desc []string
+	for _, g := range got {
+		var names []string
+		for _, s := range g {
+			names = append(names, s.name)
+		}
+		desc = append(desc, strings.Join(names, ""))
+	}
+	// b (240) on one VM, d+c (240) on the other, then a on the first.
+	if want := []string{"ab", "cd"}; !slices.Equal(desc, want) {
+		t.Errorf("split = %v, want %v (balanced by timeout, original order kept)", desc, want)
+	}
+	if got := split(ss[:1], 4); len(got) != 1 {
+		t.Errorf("one scenario over 4 VMs gives %d groups, want 1", len(got))
+	}
+}
