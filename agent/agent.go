@@ -411,10 +411,20 @@ func (a *Agent) ResumeNetwork() {
 func (a *Agent) networkDown() (api.ShutdownReply, bool) {
 	r := api.ShutdownReply{Down: []string{}, Remaining: []string{}, Pinned: []string{}}
 	actual := a.state.Snapshot()
+	// Every network volume wanted or still held: a pinned one whose
+	// manifest is gone is held still.
+	names := map[string]bool{}
 	for n, d := range a.desiredSnapshot() {
-		if !slices.Contains(a.cfg.NetworkDrivers, d.Driver) {
-			continue
+		if slices.Contains(a.cfg.NetworkDrivers, d.Driver) {
+			names[n] = true
 		}
+	}
+	for n, rec := range actual {
+		if slices.Contains(a.cfg.NetworkDrivers, rec.Driver) {
+			names[n] = true
+		}
+	}
+	for n := range names {
 		rec := actual[n]
 		switch {
 		case rec != nil && rec.Attachment != nil && rec.Attachment.Pinned:

@@ -445,3 +445,6 @@ vt_reset() {
 	x=$(nvme_ctrls)/$(iscsi_sessions)/$(losetup -a | wc -l)/$(mounts_under /w)
 	[ "$x" = 0/0/0/0 ] || log "reset left nvme controllers/iscsi sessions/loop devices/mounts: $x"
 }
+
+# check_pinned_note: the status of the volume "boot" says it is pinned.
+check_pinned_note() { vstatus boot 2>/dev/null | grep -q '"lastError": "pinned:'; }
