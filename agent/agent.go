@@ -168,10 +168,14 @@ func (a *Agent) Run(ctx context.Context) error {
 	if watcher != nil {
 		defer watcher.Close()
 	}
+	start := a.cfg.Now()
 	a.loadManifests()
+	loaded := a.cfg.Now()
 	if err := a.reconstruct(ctx); err != nil {
 		return fmt.Errorf("reconstruct actual state: %w", err)
 	}
+	a.cfg.Log.Info("actual state reconstructed", "volumes", len(a.state.Snapshot()),
+		"manifests", loaded.Sub(start), "reconstruct", a.cfg.Now().Sub(loaded))
 
 	// Operations get a context of their own so that SIGTERM lets them
 	// finish (within the grace period) instead of cutting a mkfs short.

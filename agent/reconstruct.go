@@ -64,27 +64,45 @@ func (a *Agent) reconstruct(ctx context.Context) error {
 	sort.Strings(names)
 
 	a.state = NewState(a.cfg.Store, a.cfg.Now, nil)
+	// What carries our marker, listed once: a volume with no record need
+	// not be looked for in the kernel (one scan per volume) when nothing
+	// of ours is unaccounted for by the records, the usual case.
+	ours := a.listOurs(ctx)
+	recorded := map[string]bool{}
+	for _, r := range recs {
+		if r.Attachment != nil {
+			recorded[r.Attachment.Identity] = true
+		}
+	}
+	strays := map[string]bool{} // drivers with marked attachments no record names
+	for driver, list := range ours {
+		for _, o := range list {
+			if !recorded[o.Identity] {
+				strays[driver] = true
+			}
+		}
+	}
 	claimed := map[string]bool{} // identities of attachments some volume owns
 	for _, name := range names {
 		d := desired[name]
 		if d == nil {
 			d = leftovers[name]
 		}
-		v := a.probeVolume(ctx, name, recs[name], d, mounts, pending[name])
+		v := a.probeVolume(ctx, name, recs[name], d, mounts, pending[name], ours, strays)
 		if v.Attachment != nil {
 			claimed[v.Attachment.Identity] = true
 			if k := sessionKey(v.Attachment.Driver, v.Attachment.Session); k != "" && v.Attachment.Owned {
 				a.madeSessions[k] = true
 			}
 		}
-		if err := a.state.Adopt(v); err != nil {
+		if err := a.state.AdoptKnown(v, recs[name]); err != nil {
 			return fmt.Errorf("record reconstructed state of %s: %w", name, err)
 		}
 		if slices.Contains(pending[name], OpFormat) {
 			a.interruptedFormats[name] = true
 		}
 	}
-	a.detachOrphans(ctx, claimed, mounts)
+	a.detachOrphans(ctx, ours, claimed, mounts)
 	for _, in := range intents {
 		if err := a.cfg.Store.DropIntent(in.ID); err != nil {
 			return fmt.Errorf("drop resolved intent %d: %w", in.ID, err)
@@ -94,7 +112,7 @@ func (a *Agent) reconstruct(ctx context.Context) error {
 }
 
 // probeVolume finds what of one volume is really in the kernel.
-func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume, d *Desired, mounts []*mountinfo.Info, pending []string) *store.Volume {
+func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume, d *Desired, mounts []*mountinfo.Info, pending []string, ours map[string][]store.Attachment, strays map[string]bool) *store.Volume {
 	v := &store.Volume{Name: name}
 	switch {
 	case d != nil:
@@ -123,7 +141,7 @@ func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume,
 			}
 		}
 	}
-	if v.Attachment == nil && d != nil {
+	if v.Attachment == nil && d != nil && a.mayHaveUnrecorded(d.Driver, ours, strays, pending) {
 		if att, err := a.attacher(d.Driver); err == nil {
 			found, err := att.Find(ctx, d)
 			if err != nil {
@@ -155,6 +173,9 @@ func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume,
 			st = top
 			fstype := top.FSType
 			v.Staging = &store.MountRecord{Path: p, Device: v.Attachment.Device, FSType: fstype, MountID: top.ID, Owned: true}
+			if rec != nil && rec.Staging != nil {
+				v.Staging.DeviceBytes = rec.Staging.DeviceBytes
+			}
 		} else {
 			log.Warn("staging path has a mount that is not this volume's device; left alone", "path", p, "source", top.Source)
 		}
@@ -218,21 +239,41 @@ func hasOption(opts, want string) bool {
 	return false
 }
 
-// detachOrphans tears down attachments carrying our marker that no
-// volume claims: left by a crash between attaching and recording, for a
-// volume that is no longer wanted.
-func (a *Agent) detachOrphans(ctx context.Context, claimed map[string]bool, mounts []*mountinfo.Info) {
+// mayHaveUnrecorded: a volume with no recorded attachment may still have
+// one in the kernel, unless its driver lists what is ours and all of that
+// is accounted for by records (and no crash left this volume uncertain).
+func (a *Agent) mayHaveUnrecorded(driver string, ours map[string][]store.Attachment, strays map[string]bool, pending []string) bool {
+	_, listed := ours[driver]
+	return !listed || strays[driver] || len(pending) > 0
+}
+
+// listOurs lists, per driver that can, the attachments carrying our
+// marker. A driver whose list failed is left out (and so looked for
+// volume by volume, and its orphans left for the next start).
+func (a *Agent) listOurs(ctx context.Context) map[string][]store.Attachment {
+	out := map[string][]store.Attachment{}
 	for driver, att := range a.cfg.Attachers {
 		lister, ok := att.(OrphanLister)
 		if !ok {
 			continue
 		}
-		ours, err := lister.ListOurs(ctx)
+		list, err := lister.ListOurs(ctx)
 		if err != nil {
 			a.cfg.Log.Warn("list own attachments", "driver", driver, "error", err)
 			continue
 		}
-		for _, o := range ours {
+		out[driver] = list
+	}
+	return out
+}
+
+// detachOrphans tears down attachments carrying our marker that no
+// volume claims: left by a crash between attaching and recording, for a
+// volume that is no longer wanted.
+func (a *Agent) detachOrphans(ctx context.Context, ours map[string][]store.Attachment, claimed map[string]bool, mounts []*mountinfo.Info) {
+	for driver, list := range ours {
+		att := a.cfg.Attachers[driver]
+		for _, o := range list {
 			if claimed[o.Identity] {
 				continue
 			}

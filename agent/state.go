@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -95,6 +97,29 @@ func (s *State) Adopt(v *store.Volume) error {
 	v.UpdatedAt = s.now()
 	s.set(v.Name, cloneVolume(v))
 	return s.store.Put(v)
+}
+
+// AdoptKnown is Adopt for start-up: a reconstructed record equal to the
+// one the store already holds is only taken into memory, so a restart
+// with everything in place writes (and fsyncs) nothing.
+func (s *State) AdoptKnown(v, stored *store.Volume) error {
+	if stored != nil && !isEmpty(v) && sameRecord(v, stored) {
+		s.set(v.Name, v)
+		return nil
+	}
+	if stored == nil && isEmpty(v) {
+		return nil
+	}
+	return s.Adopt(v)
+}
+
+// sameRecord compares two records but for when they were written.
+func sameRecord(a, b *store.Volume) bool {
+	x, y := *a, *b
+	x.UpdatedAt, y.UpdatedAt = time.Time{}, time.Time{}
+	jx, errx := json.Marshal(x)
+	jy, erry := json.Marshal(y)
+	return errx == nil && erry == nil && bytes.Equal(jx, jy)
 }
 
 // Forget drops a volume's record.

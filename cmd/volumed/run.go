@@ -39,6 +39,7 @@ func cmdCheckState(args []string, stderr io.Writer) int {
 }
 
 func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
+	began := time.Now()
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	var configDirs multiFlag
 	fs.Var(&configDirs, "config-dir", "manifest directory (repeatable; replaces the default drop-in directories)")
@@ -159,7 +160,8 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	if *metricsAddr != "" {
 		go func() { errc <- a.ServeMetrics(ctx, *metricsAddr) }()
 	}
-	log.Info("volumed starting", "version", version, "configDirs", dirs, "stateDir", *stateDir, "socket", *socket)
+	log.Info("volumed starting", "version", version, "configDirs", dirs, "stateDir", *stateDir, "socket", *socket,
+		"setup", time.Since(began).Round(time.Microsecond))
 	runErr := make(chan error, 1)
 	go func() { runErr <- a.Run(ctx) }()
 	select {
