@@ -49,7 +49,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	resync := fs.Duration("resync", time.Minute, "period of the drift check and manifest re-read")
 	logFormat := fs.String("log-format", "text", "text or json")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	parallel := fs.Int("parallel", 16, "operations running at once (across volumes)")
+	parallel := fs.Int("parallel", 32, "operations running at once (across volumes)")
 	firmwareRoot := fs.String("firmware-root", "/", "root of the tree holding /sys/firmware, /etc/iscsi and /etc/nvme (for tests and chroots)")
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
