@@ -138,6 +138,11 @@ func MountDeviceAt(device string, target *os.File, fstype string, opts []string)
 	return fmt.Errorf("mount %s on %s: set propagation: %w", device, target.Name(), err)
 }
 
+// BindOptions are the per-mount flags of a bind mount.
+type BindOptions struct {
+	ReadOnly, NoSuid, NoDev, NoExec bool
+}
+
 // BindAt bind-mounts the directory open as source at the directory open
 // as target (O_PATH descriptors will do). The bind is made detached
 // (open_tree), given its per-mount flags there (mount_setattr) and only

@@ -125,6 +125,18 @@ func TestSafeMountDevice(t *testing.T) {
 			t.Fatalf("%s: something is mounted at %s after an error", c.name, target)
 		}
 	}
+
+	// A target that is, or is below, a regular file is refused.
+	file := filepath.Join(root, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{file, filepath.Join(file, "data")} {
+		if err := SafeMountDevice(dev, bad, "ext4", nil); !errors.Is(err, unix.ENOTDIR) || !strings.Contains(err.Error(), file) {
+			t.Errorf("SafeMountDevice onto %s = %v, want ENOTDIR naming %s", bad, err, file)
+		}
+	}
+	noMountUnder(t, root)
 }
 
 func TestSafeMountDeviceRefusesSymlinkedTarget(t *testing.T) {
@@ -198,12 +210,21 @@ func TestSafeBindSubPath(t *testing.T) {
 		t.Fatalf("bind of subPath logs: %+v, %v; want the staging mount's /logs", m, err)
 	}
 
+	// A missing source is refused before the target is created.
+	other := filepath.Join(root, "other")
+	if err := SafeBind(filepath.Join(root, "missing"), "", other, BindOptions{}); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("SafeBind of a missing source = %v, want ErrNotExist", err)
+	}
+	if _, err := os.Lstat(other); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("target created for a missing source: %v", err)
+	}
+
 	// The source and the target's parents are refused when they are links.
 	stLink := filepath.Join(root, "staging-link")
 	if err := os.Symlink(staging, stLink); err != nil {
 		t.Fatal(err)
 	}
-	if err := SafeBind(stLink, "", filepath.Join(root, "other"), BindOptions{}); !errors.Is(err, safepath.ErrSymlink) {
+	if err := SafeBind(stLink, "", other, BindOptions{}); !errors.Is(err, safepath.ErrSymlink) {
 		t.Errorf("SafeBind from a symlinked source = %v, want ErrSymlink", err)
 	}
 	outLink := filepath.Join(root, "out-link")
@@ -244,6 +265,25 @@ func TestBindAtFlags(t *testing.T) {
 	}
 	wantStatfs(t, ro, unix.ST_RDONLY|unix.ST_NOSUID|unix.ST_NODEV|unix.ST_NOEXEC, 0)
 	wantStatfs(t, rw, 0, unix.ST_RDONLY|unix.ST_NOSUID|unix.ST_NODEV|unix.ST_NOEXEC)
+
+	// The mount table shows both binds as the staging mount's.
+	tbl, err := ReadTable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	roM, rwM, stM := tbl.Top(ro), tbl.Top(rw), tbl.Top(staging)
+	if roM == nil || rwM == nil || stM == nil {
+		t.Fatalf("Top: ro %+v, rw %+v, staging %+v; want all three mounted", roM, rwM, stM)
+	}
+	if !slices.Contains(optionSet(roM), "ro") || !slices.Contains(optionSet(rwM), "rw") {
+		t.Errorf("mount options: ro bind %q, rw bind %q", roM.Options, rwM.Options)
+	}
+	if !SameSource(roM, stM, "") || !SameSource(rwM, stM, "") {
+		t.Errorf("SameSource false for binds of the staging mount: %+v %+v %+v", roM, rwM, stM)
+	}
+	if tbl.ByID(roM.ID) != roM || !slices.Contains(tbl.All(), roM) {
+		t.Errorf("ByID/All do not index the ro bind")
+	}
 
 	// A nosuid,nodev source stays so in a bind that asked only for ro.
 	nosuid := filepath.Join(root, "nosuid-staging")

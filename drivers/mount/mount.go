@@ -3,10 +3,9 @@
 // believed done but is not (EBUSY, a stacked mount underneath) is how
 // data ends up written to the wrong place.
 //
-// Paths that come from manifests go through SafeMountDevice and SafeBind
-// (at.go): they mount onto directories opened without following symlinks,
-// with the new mount API. MountDevice and Bind take paths as mount(2)
-// does, following symlinks, and are for paths the caller controls.
+// Mounts are made only onto directories opened without following
+// symlinks, with the new mount API (at.go): a path swapped for a link
+// between a check and the mount cannot redirect it.
 package mount
 
 import (
@@ -23,89 +22,6 @@ import (
 
 // ErrBusy is wrapped by Unmount when the target stayed busy.
 var ErrBusy = errors.New("target is busy")
-
-// MountDevice mounts the block device at target (an existing directory)
-// as fstype with fstab-style options.
-func MountDevice(device, target, fstype string, opts []string) error {
-	o := ParseOptions(opts)
-	if err := unix.Mount(device, target, fstype, o.Flags, o.Data); err != nil {
-		return fmt.Errorf("mount %s on %s (%s, %q): %w", device, target, fstype, o.Data, err)
-	}
-	if o.Propagation != 0 {
-		if err := unix.Mount("", target, "", o.Propagation, ""); err != nil {
-			return fmt.Errorf("mount %s on %s: set propagation: %w", device, target, err)
-		}
-	}
-	return nil
-}
-
-// BindOptions are the per-mount flags of a bind mount.
-type BindOptions struct {
-	ReadOnly, NoSuid, NoDev, NoExec bool
-}
-
-// Bind bind-mounts source at target. The kernel ignores per-mount flags
-// on the MS_BIND call itself, so they are applied by a bind remount, which
-// also keeps the flags the new mount inherited from the source (a nosuid
-// staging mount stays nosuid in every bind of it). If the remount fails
-// the bind is taken away again: a writable bind where a read-only one was
-// asked for is worse than none.
-func Bind(source, target string, o BindOptions) error {
-	if err := unix.Mount(source, target, "", unix.MS_BIND, ""); err != nil {
-		return fmt.Errorf("bind %s on %s: %w", source, target, err)
-	}
-	var flags uintptr
-	if o.ReadOnly {
-		flags |= unix.MS_RDONLY
-	}
-	if o.NoSuid {
-		flags |= unix.MS_NOSUID
-	}
-	if o.NoDev {
-		flags |= unix.MS_NODEV
-	}
-	if o.NoExec {
-		flags |= unix.MS_NOEXEC
-	}
-	if flags == 0 {
-		return nil
-	}
-	err := remountBind(target, flags)
-	if err == nil {
-		return nil
-	}
-	if uerr := unix.Unmount(target, unix.UMOUNT_NOFOLLOW); uerr != nil {
-		return fmt.Errorf("bind %s on %s: %w (and undoing the bind: %v)", source, target, err, uerr)
-	}
-	return fmt.Errorf("bind %s on %s: %w", source, target, err)
-}
-
-func remountBind(target string, flags uintptr) error {
-	var st unix.Statfs_t
-	if err := unix.Statfs(target, &st); err != nil {
-		return fmt.Errorf("statfs: %w", err)
-	}
-	// Remounting sets the per-mount flags to exactly what is passed, so
-	// carry over what the bind inherited. (Atime flags are kept by the
-	// kernel when none is passed.)
-	for _, f := range []struct {
-		st uint64
-		ms uintptr
-	}{
-		{unix.ST_RDONLY, unix.MS_RDONLY},
-		{unix.ST_NOSUID, unix.MS_NOSUID},
-		{unix.ST_NODEV, unix.MS_NODEV},
-		{unix.ST_NOEXEC, unix.MS_NOEXEC},
-	} {
-		if uint64(st.Flags)&f.st != 0 {
-			flags |= f.ms
-		}
-	}
-	if err := unix.Mount("", target, "", unix.MS_BIND|unix.MS_REMOUNT|flags, ""); err != nil {
-		return fmt.Errorf("remount bind: %w", err)
-	}
-	return nil
-}
 
 // Unmount unmounts the topmost mount at target (a path as mountinfo
 // shows it: absolute, without symlinks) and confirms with the kernel that

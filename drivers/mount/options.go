@@ -11,8 +11,8 @@ type Options struct {
 	Flags uintptr // MS_* flags for mount(2)
 	Data  string  // filesystem-specific options, comma-separated
 	// Propagation holds MS_SHARED/MS_PRIVATE/MS_SLAVE/MS_UNBINDABLE (and
-	// MS_REC). The kernel takes these only in a mount(2) call of their own,
-	// so MountDevice applies them in a second call.
+	// MS_REC). The kernel does not take these with the other flags, so
+	// MountDeviceAt sets them with mount_setattr once the mount is made.
 	Propagation uintptr
 }
 
