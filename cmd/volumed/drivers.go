@@ -37,7 +37,7 @@ func loopTag(stateDir string) string {
 // pinned.
 func attachers(stateDir string, host firmware.HostIdentity, boot []firmware.BootVolume) map[string]agent.Attacher {
 	return map[string]agent.Attacher{
-		"loop":      loopAttacher{tag: loopTag(stateDir)},
+		"loop":      loopAttacher{tag: loopTag(stateDir), idx: new(loop.Index)},
 		"directory": dirAttacher{},
 		"tmpfs":     tmpfsAttacher{},
 		"nvme":      nvmeAttacher{c: &nvme.Client{}, host: host, boot: boot},
@@ -47,10 +47,15 @@ func attachers(stateDir string, host firmware.HostIdentity, boot []firmware.Boot
 }
 
 // loopAttacher adapts drivers/loop to the core's Attacher.
-type loopAttacher struct{ tag string }
+type loopAttacher struct {
+	tag string
+	// idx answers the Finds of many volumes from one sysfs pass; the
+	// attacher's own attaches are noted in it.
+	idx *loop.Index
+}
 
 func (l loopAttacher) Find(_ context.Context, d *agent.Desired) ([]agent.Found, error) {
-	devs, err := loop.Find(d.Spec.Source.Loop.File)
+	devs, err := l.idx.Find(d.Spec.Source.Loop.File)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -75,8 +80,10 @@ func (l loopAttacher) Attach(ctx context.Context, d *agent.Desired) (agent.Found
 	}
 	dev, err := loop.Attach(ctx, loop.Options{File: src.File, ReadOnly: src.ReadOnly, Tag: l.tag})
 	if err != nil {
+		l.idx.Invalidate() // it may have bound a device and then failed
 		return agent.Found{}, err
 	}
+	l.idx.Note(*dev)
 	return agent.Found{Device: dev.Path, Identity: dev.Identity(), Ours: true}, nil
 }
 

@@ -338,39 +338,7 @@ func List() ([]Device, error) {
 // (A device bound through another hard link of the same inode is
 // therefore not found.) An image renamed away and replaced by another
 // file of the same name is a different image: the identity check says so.
-func Find(file string) ([]Device, error) {
-	dev, ino, err := FileIdentity(file)
-	if err != nil {
-		return nil, fmt.Errorf("find loop devices of %s: %w", file, err)
-	}
-	real, err := filepath.EvalSymlinks(file)
-	if err != nil {
-		return nil, fmt.Errorf("find loop devices of %s: %w", file, err)
-	}
-	ents, err := os.ReadDir(sysBlock)
-	if err != nil {
-		return nil, fmt.Errorf("find loop devices of %s: %w", file, err)
-	}
-	out := []Device{}
-	for _, e := range ents {
-		n, err := strconv.Atoi(strings.TrimPrefix(e.Name(), "loop"))
-		if err != nil || !strings.HasPrefix(e.Name(), "loop") {
-			continue
-		}
-		b, err := os.ReadFile(sysPath(n, "loop", "backing_file"))
-		if err != nil || strings.TrimSuffix(strings.TrimSpace(string(b)), deletedSuffix) != real {
-			continue // unbound, or another file
-		}
-		d, err := Get(n)
-		if err != nil {
-			return nil, fmt.Errorf("find loop devices of %s: %w", file, err)
-		}
-		if d != nil && d.BackingDev == dev && d.BackingIno == ino {
-			out = append(out, *d)
-		}
-	}
-	return out, nil
-}
+func Find(file string) ([]Device, error) { return new(Index).Find(file) }
 
 func readUint(path string) (uint64, error) {
 	b, err := os.ReadFile(path)
