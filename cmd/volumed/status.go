@@ -128,6 +128,9 @@ func describe(w io.Writer, v api.Volume) {
 	if v.CapacityBytes > 0 {
 		fmt.Fprintf(w, "Usage:     %s used of %s\n", humanBytes(v.UsedBytes), humanBytes(v.CapacityBytes))
 	}
+	if v.Pinned {
+		fmt.Fprintln(w, "Pinned:    yes, the host booted from it: never torn down")
+	}
 	fmt.Fprintln(w, "Targets:")
 	for _, t := range v.Targets {
 		state := "not mounted"
