@@ -31,6 +31,7 @@ iscsi_manifest boot $IQN 0
 ready 60 boot
 check_rw $MNT/boot boot-data
 [ "$(vfield boot pinned)" = true ] || fail "boot is not shown pinned: $(vstatus boot)"
+$VOLUMED status --socket $SOCK boot | grep -q "^Pinned: *yes" || fail "status boot does not say pinned: $($VOLUMED status --socket $SOCK boot)"
 grep -q "from-ibft" /sys/class/iscsi_session/session*/initiatorname 2>/dev/null ||
 	log "note: the session's initiator name is $(cat /sys/class/iscsi_session/session*/initiatorname 2>/dev/null)"
 
