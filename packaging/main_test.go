@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/volumed/volumed/internal/testns"
+	"github.com/volumed/volumed/internal/testtool"
 )
 
 // TestMain runs the tests in a private mount namespace: the sandbox proof
@@ -33,14 +34,7 @@ func TestMain(m *testing.M) {
 // skips; under CI a missing tool fails instead (.ci/run installs them).
 func needTool(t *testing.T, name, debianPackage string) string {
 	t.Helper()
-	path, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s not found under CI; install Debian's %s (.ci/run)", name, debianPackage)
-		}
-		t.Skipf("%s not on PATH (Debian: apt-get install %s)", name, debianPackage)
-	}
-	return path
+	return testtool.Need(t, "Debian: "+debianPackage, name)[0]
 }
 
 // makeBuild runs the command `make build` runs, writing to out instead of

@@ -58,7 +58,7 @@ func TestCheckStaticRefusesDynamicBinaries(t *testing.T) {
 		}
 	}
 	if n == 0 {
-		t.Skip("no dynamically linked program found to check against")
+		t.Fatal("none of sh, ls, make found: the check has nothing to be tested against")
 	}
 }
 

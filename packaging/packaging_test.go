@@ -18,6 +18,8 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/volumed/volumed/internal/testtool"
 )
 
 const (
@@ -190,19 +192,11 @@ func TestAlertRulesStructure(t *testing.T) {
 	}
 }
 
-// promtool returns the path of promtool, or skips: nothing else can
-// evaluate PromQL here. CI sets VOLUMED_REQUIRE_PROMTOOL=1 so a missing
-// promtool fails there instead of passing quietly.
+// promtool returns the path of promtool: nothing else can evaluate
+// PromQL here (testtool: missing, it fails under CI and skips elsewhere).
 func promtool(t *testing.T) string {
 	t.Helper()
-	path, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("VOLUMED_REQUIRE_PROMTOOL") != "" {
-			t.Fatal("promtool not found and VOLUMED_REQUIRE_PROMTOOL is set; install the prometheus package")
-		}
-		t.Skip("promtool not on PATH (Debian: apt-get install prometheus)")
-	}
-	return path
+	return testtool.Need(t, "Debian: prometheus", "promtool")[0]
 }
 
 func runPromtool(t *testing.T, args ...string) {

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/volumed/volumed/internal/testns"
+	"github.com/volumed/volumed/internal/testtool"
 )
 
 var writeSeeds = flag.Bool("write-seeds", false, "regenerate testdata/fuzz/FuzzProbe from real images")
@@ -50,12 +51,7 @@ func image(t *testing.T, name string, size int64) string {
 func need(t *testing.T, tools ...string) {
 	t.Helper()
 	for _, tool := range tools {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("CI") != "" {
-				t.Fatalf("%s is not installed, and CI (.ci/run) installs it: %v", tool, err)
-			}
-			t.Skipf("%s is not installed on this machine (.ci/run installs it): %v", tool, err)
-		}
+		testtool.Need(t, "e2fsprogs, xfsprogs, btrfs-progs, dosfstools, fdisk, gdisk, util-linux", tool)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/volumed/volumed/internal/testns"
+	"github.com/volumed/volumed/internal/testtool"
 )
 
 func TestMain(m *testing.M) { testns.Main(m) }
@@ -78,14 +79,7 @@ func TestParseOptions(t *testing.T) {
 
 func loopImage(t *testing.T) string {
 	t.Helper()
-	for _, tool := range []string{"mkfs.ext4", "losetup"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("CI") != "" {
-				t.Fatalf("%s is not installed, and CI (.ci/run) installs it: %v", tool, err)
-			}
-			t.Skipf("%s not installed (.ci/run installs it): %v", tool, err)
-		}
-	}
+	testtool.Need(t, "e2fsprogs, util-linux", "mkfs.ext4", "losetup")
 	img := filepath.Join(t.TempDir(), "disk.img")
 	if err := os.WriteFile(img, nil, 0o600); err != nil {
 		t.Fatal(err)

@@ -30,6 +30,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/volumed/volumed/internal/testtool"
 )
 
 // scenario is one script in scenarios/, with what its header asks for:
@@ -48,10 +50,7 @@ const defaultScenarioTimeout = 120 * time.Second
 // elsewhere.
 func missing(t *testing.T, what string, err error) {
 	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatalf("%s is missing, and CI (.ci/run) installs it: %v", what, err)
-	}
-	t.Skipf("%s is missing on this machine (.ci/run installs it): %v", what, err)
+	testtool.Missing(t, what, "see .ci/run", err)
 }
 
 func repoRoot(t *testing.T) string {
@@ -202,7 +201,7 @@ func overlay(guestDir string, ss []scenario, volumed string) ([]byte, error) {
 
 func TestVM(t *testing.T) {
 	if testing.Short() {
-		t.Skip("boots qemu VMs; not in -short")
+		t.Skip("boots qemu VMs, which -short asks to leave out (make test and CI never pass -short)")
 	}
 	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
 		missing(t, "qemu-system-x86_64 (qemu-system-x86)", err)
