@@ -221,6 +221,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			case <-resync.C:
 				a.loadManifests()
 				a.verify(ctx)
+				a.refreshSizes(ctx)
 				a.askGrowthCheck()
 				a.addWatches(watcher)
 				a.refreshUsage()
@@ -458,7 +459,7 @@ func (a *Agent) pass(ctx context.Context) {
 	actual := a.state.Snapshot()
 	started := 0
 	ops := Plan(desired, actual)
-	ops = append(ops, a.growthOps(ctx, desired, actual, ops)...)
+	ops = append(ops, a.growthOps(desired, actual, ops)...)
 	for _, op := range ops {
 		fn := a.opFunc(op, desired[op.Volume], actual[op.Volume])
 		driver := driverOf(desired[op.Volume], actual[op.Volume])
@@ -528,7 +529,7 @@ func (a *Agent) askGrowthCheckOf(device string) {
 
 // growthOps adds a grow operation for each converged volume whose device
 // or image should grow, when a check was asked for.
-func (a *Agent) growthOps(ctx context.Context, desired map[string]*Desired, actual map[string]*store.Volume, planned []Op) []Op {
+func (a *Agent) growthOps(desired map[string]*Desired, actual map[string]*store.Volume, planned []Op) []Op {
 	a.mu.Lock()
 	all, devices := a.checkGrowth, a.growDevices
 	a.checkGrowth, a.growDevices = false, nil
@@ -554,7 +555,7 @@ func (a *Agent) growthOps(ctx context.Context, desired map[string]*Desired, actu
 		if !all && (rec == nil || rec.Attachment == nil || !devices[filepath.Base(rec.Attachment.Device)]) {
 			continue
 		}
-		if growNeeded(d, rec, a.observeSizes(ctx, d, rec)) {
+		if growNeeded(d, rec, a.observeSizes(d, rec)) {
 			ops = append(ops, Op{Volume: n, Kind: OpGrow})
 		}
 	}

@@ -36,18 +36,36 @@ func growNeeded(d *Desired, rec *store.Volume, now sizes) bool {
 	return fs != nil && fs.Grow && now.device > 0 && now.device > rec.Staging.DeviceBytes
 }
 
+// refreshSizes asks the kernel, once per shared session or controller, to
+// re-read sizes that a target may have changed. It costs a round trip to
+// the target (an iscsiadm rescan), so it runs only at the resync, not on
+// every size check.
+func (a *Agent) refreshSizes(ctx context.Context) {
+	done := map[string]bool{}
+	for name, rec := range a.state.Snapshot() {
+		at := rec.Attachment
+		if at == nil || rec.Staging == nil {
+			continue
+		}
+		r, ok := a.cfg.Attachers[at.Driver].(Refresher)
+		key := sessionKey(at.Driver, at.Session)
+		if !ok || (key != "" && done[key]) {
+			continue
+		}
+		done[key] = true
+		if err := r.Refresh(ctx, *at); err != nil {
+			a.cfg.Log.Debug("refresh device size", "volume", name, "error", err)
+		}
+	}
+}
+
 // observeSizes reads the sizes growNeeded compares; cheap (a stat and a
 // sysfs read), but only done at resync, on device events and on
 // manifest changes.
-func (a *Agent) observeSizes(ctx context.Context, d *Desired, rec *store.Volume) sizes {
+func (a *Agent) observeSizes(d *Desired, rec *store.Volume) sizes {
 	s := sizes{image: -1}
 	if rec == nil || rec.Attachment == nil || rec.Staging == nil {
 		return s
-	}
-	if r, ok := a.cfg.Attachers[rec.Attachment.Driver].(Refresher); ok {
-		if err := r.Refresh(ctx, *rec.Attachment); err != nil {
-			a.cfg.Log.Debug("refresh device size", "volume", d.Name, "error", err)
-		}
 	}
 	if l := d.Spec.Source.Loop; l != nil && l.Create != nil {
 		if n, err := fileSize(l.File); err == nil {
