@@ -51,8 +51,8 @@ type Found struct {
 // Resizer is implemented by attachers whose device can grow in place:
 // Grow makes the attachment at least as large as the manifest wants
 // (a loop image extended) and tells the kernel to look again; it never
-// shrinks anything. Rescan asks the kernel to re-read the size a target
-// may have changed (an iSCSI LUN).
+// shrinks anything. (Sizes changed on the target's side are re-read
+// through Refresher.)
 type Resizer interface {
 	Grow(ctx context.Context, d *Desired, a store.Attachment) error
 }

@@ -12,6 +12,10 @@ import (
 	"github.com/volumed/volumed/internal/uevent"
 )
 
+// networkDrivers need the network: a link coming up retries them, and
+// `volumed shutdown --network` takes them down.
+var networkDrivers = []string{"iscsi", "nvme"}
+
 // watchKernel turns kernel events into wakes for the agent: a block
 // device that appears may be a disk or LUN a volume waits for, one that
 // goes may be drift, one that changes may have grown; a link that comes
@@ -23,10 +27,12 @@ func watchKernel(ctx context.Context, log *slog.Logger) <-chan agent.Wake {
 	send := func(w agent.Wake) {
 		select {
 		case wakes <- w:
-		default: // a wake is pending already: the pass it causes sees everything
+		default:
+			// 16 wakes queued already: the passes they cause retry every
+			// waiting volume, and the resync checks sizes and drift.
 		}
 	}
-	all := []string{"device", "iscsi", "nvme"}
+	all := append([]string{"device"}, networkDrivers...)
 	l, err := uevent.Listen(ctx, func(e uevent.Event) bool { return e.Subsystem == "block" || e.Action == uevent.Overflow })
 	if err != nil {
 		log.Warn("no kernel uevents; device arrival is noticed at retries and resyncs", "error", err)
@@ -46,14 +52,13 @@ func watchKernel(ctx context.Context, log *slog.Logger) <-chan agent.Wake {
 			}
 		}()
 	}
-	network := []string{"iscsi", "nvme"}
 	err = linkwatch.Watch(ctx, func(c linkwatch.Change) {
 		switch {
 		case c.Rescan:
-			send(agent.Wake{Reason: "link messages lost: rescan", Drivers: network})
+			send(agent.Wake{Reason: "link messages lost: rescan", Drivers: networkDrivers})
 		case c.Up:
 			log.Info("link up", "link", c.Name)
-			send(agent.Wake{Reason: "link up: " + c.Name, Drivers: network})
+			send(agent.Wake{Reason: "link up: " + c.Name, Drivers: networkDrivers})
 		default:
 			log.Info("link down", "link", c.Name)
 		}

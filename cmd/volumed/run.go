@@ -128,7 +128,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 		Host:             apiHost(host),
 		BootVolumes:      apiBoot(boot),
 		Wake:             wakes,
-		NetworkDrivers:   []string{"iscsi", "nvme"},
+		NetworkDrivers:   networkDrivers,
 		FS:               filesystems{},
 		Mounter:          mounter{},
 		Log:              log,
