@@ -5,10 +5,12 @@
 package store
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -139,7 +141,7 @@ func Open(path string, opts Options) (*Store, *Recovery, error) {
 	}
 	check := opts.Check
 	if closedCleanly(path) {
-		// The last agent closed this very file (same size and mtime):
+		// The last agent closed this very file (same size and hash):
 		// no crash can have torn a write since, so the child check is
 		// skipped. The in-process precheck and schema check still run.
 		check = nil
@@ -356,8 +358,8 @@ func syncDir(dir string) error {
 }
 
 // Close stops the commit goroutine (writes still queued get ErrClosed) and closes the file.
-// A clean close leaves a marker naming the file's size and mtime, so the next Open can skip
-// the costly check of a file nothing has written to since.
+// A clean close leaves a marker naming the file's size and SHA-256, so the next Open can skip
+// the costly check of a file whose bytes are still the ones it closed.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.sendMu.Lock()
@@ -376,12 +378,21 @@ func (s *Store) Close() error {
 
 func cleanMarker(path string) string { return path + ".clean" }
 
+// fileStamp names the file's exact content: its size and a SHA-256 of
+// its bytes (an mtime alone can miss a write within one clock tick). A
+// state file is small; hashing it costs far less than the child check.
 func fileStamp(path string) (string, bool) {
-	fi, err := os.Stat(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return "", false
 	}
-	return fmt.Sprintf("%d %d\n", fi.Size(), fi.ModTime().UnixNano()), true
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return "", false
+	}
+	return fmt.Sprintf("%d %x\n", n, h.Sum(nil)), true
 }
 
 // writeCleanMarker is best effort: without it the next start checks the file in full.
