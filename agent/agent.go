@@ -81,6 +81,7 @@ type Agent struct {
 	state *State
 	exec  *Executor
 	usage *usageCache
+	conds *conditions
 
 	trigger chan struct{}
 	reload  chan struct{}
@@ -129,6 +130,7 @@ func New(cfg Config) *Agent {
 		cfg:                cfg,
 		exec:               NewExecutor(cfg.Parallel, cfg.Now),
 		usage:              newUsageCache(),
+		conds:              newConditions(cfg.Now),
 		trigger:            make(chan struct{}, 1),
 		reload:             make(chan struct{}, 1),
 		desired:            map[string]*Desired{},
@@ -485,6 +487,7 @@ func (a *Agent) pass(ctx context.Context) {
 		if desired[name] == nil && actual[name] == nil {
 			if _, busy := a.exec.Running(name); !busy {
 				delete(a.events, name)
+				a.conds.Forget(name)
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,7 +27,7 @@ type Metrics struct {
 var durationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
 
 var allPhases = []string{api.PhasePending, api.PhaseAttaching, api.PhaseAttached, api.PhaseFormatting, api.PhaseMounting,
-	api.PhaseReady, api.PhaseUnmounting, api.PhaseDetaching, api.PhaseError, api.PhaseUncertain, api.PhaseAbsent}
+	api.PhaseReady, api.PhaseDegraded, api.PhaseUnmounting, api.PhaseDetaching, api.PhaseError, api.PhaseUncertain, api.PhaseAbsent}
 
 // NewMetrics registers every metric but the per-volume ones, which New
 // adds once the agent exists.
@@ -96,6 +97,7 @@ var (
 	inodesDesc    = prometheus.NewDesc("volumed_volume_inodes", "Inodes in the filesystem.", []string{"volume"}, nil)
 	inodesFree    = prometheus.NewDesc("volumed_volume_inodes_free", "Free inodes.", []string{"volume"}, nil)
 	inodesUsedDsc = prometheus.NewDesc("volumed_volume_inodes_used", "Used inodes.", []string{"volume"}, nil)
+	conditionDesc = prometheus.NewDesc("volumed_volume_condition", "1 while the volume has a condition of this type (something wrong), else 0.", []string{"volume", "type"}, nil)
 )
 
 // volumeCollector reads the agent's cached view at scrape time: phases
@@ -103,8 +105,14 @@ var (
 // hung filesystem cannot block a scrape.
 type volumeCollector struct{ a *Agent }
 
+func deadFilesystem(conds []api.Condition) bool {
+	return slices.ContainsFunc(conds, func(c api.Condition) bool {
+		return c.Type == CondFilesystemError || c.Type == CondBackingChanged
+	})
+}
+
 func (c *volumeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{phaseDesc, capacityDesc, availDesc, usedDesc, inodesDesc, inodesFree, inodesUsedDsc} {
+	for _, d := range []*prometheus.Desc{phaseDesc, conditionDesc, capacityDesc, availDesc, usedDesc, inodesDesc, inodesFree, inodesUsedDsc} {
 		ch <- d
 	}
 }
@@ -118,8 +126,17 @@ func (c *volumeCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 			ch <- prometheus.MustNewConstMetric(phaseDesc, prometheus.GaugeValue, val, v.Name, p)
 		}
+		for _, typ := range AllConditionTypes {
+			val := 0.0
+			if slices.ContainsFunc(v.Conditions, func(c api.Condition) bool { return c.Type == typ }) {
+				val = 1
+			}
+			ch <- prometheus.MustNewConstMetric(conditionDesc, prometheus.GaugeValue, val, v.Name, typ)
+		}
 		u, ok := c.a.usage.get(v.Name)
-		if !ok {
+		if !ok || deadFilesystem(v.Conditions) {
+			// Free space on a filesystem that is shut down, read-only
+			// by error or whose image is gone is a claim nobody can use.
 			continue
 		}
 		for d, val := range map[*prometheus.Desc]int64{

@@ -111,6 +111,10 @@ func (a *Agent) volumeStatus(name string, d *Desired, rec *store.Volume, next ma
 	default:
 		v.Phase = opPhase[op.Kind]
 	}
+	v.Conditions = a.conds.Of(name)
+	if v.Phase == api.PhaseReady && len(v.Conditions) > 0 {
+		v.Phase = api.PhaseDegraded
+	}
 	a.mu.Lock()
 	v.Events = append([]api.Event(nil), a.events[name]...)
 	a.mu.Unlock()

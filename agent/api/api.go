@@ -19,7 +19,18 @@ const (
 	PhaseUncertain  = "Uncertain"
 	// PhaseAbsent: the manifest says `state: absent` and nothing is left.
 	PhaseAbsent = "Absent"
+	// PhaseDegraded: the volume is in place (mounted where the manifest
+	// says) but a condition says something is wrong with it.
+	PhaseDegraded = "Degraded"
 )
+
+// Condition is one thing wrong with a volume, and since when.
+type Condition struct {
+	Type    string    `json:"type"`
+	Reason  string    `json:"reason"`
+	Message string    `json:"message"`
+	Since   time.Time `json:"since"`
+}
 
 // Volume is one entry of `volumed status -o json`.
 type Volume struct {
@@ -41,8 +52,10 @@ type Volume struct {
 	Wanted bool `json:"wanted"`
 	// Pinned: the host booted from this volume's source (firmware
 	// tables); it is never torn down.
-	Pinned bool    `json:"pinned,omitempty"`
-	Events []Event `json:"events,omitempty"`
+	Pinned bool `json:"pinned,omitempty"`
+	// Conditions say what is wrong; a Ready volume has none.
+	Conditions []Condition `json:"conditions"`
+	Events     []Event     `json:"events,omitempty"`
 }
 
 // Target is one place a volume is published.

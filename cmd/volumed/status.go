@@ -105,7 +105,7 @@ func printHost(w io.Writer, st *api.Status) {
 // text is in `status NAME` and `-o json`.
 func printTable(w io.Writer, vols []api.Volume) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tPHASE\tDRIVER\tDEVICE\tTARGETS\tSIZE\tERROR")
+	fmt.Fprintln(tw, "NAME\tPHASE\tDRIVER\tDEVICE\tTARGETS\tSIZE\tREASON")
 	for _, v := range vols {
 		mounted := 0
 		for _, t := range v.Targets {
@@ -117,9 +117,22 @@ func printTable(w io.Writer, vols []api.Volume) {
 		if v.CapacityBytes > 0 {
 			size = humanBytes(v.CapacityBytes)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", v.Name, v.Phase, v.Driver, dash(v.Device), mounted, len(v.Targets), size, cut(v.LastError, 24))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", v.Name, v.Phase, v.Driver, dash(v.Device), mounted, len(v.Targets), size, cut(reason(v), 24))
 	}
 	tw.Flush()
+}
+
+// reason is the table's one word on what is wrong: the first condition
+// (the oldest), else the last error.
+func reason(v api.Volume) string {
+	if len(v.Conditions) > 0 {
+		r := v.Conditions[0].Reason
+		if n := len(v.Conditions); n > 1 {
+			r += fmt.Sprintf(" (+%d)", n-1)
+		}
+		return r
+	}
+	return v.LastError
 }
 
 func describe(w io.Writer, v api.Volume) {
@@ -146,6 +159,12 @@ func describe(w io.Writer, v api.Volume) {
 			sub = " subPath=" + t.SubPath
 		}
 		fmt.Fprintf(w, "  %s (%s, %s%s)\n", t.Path, mode, state, sub)
+	}
+	if len(v.Conditions) > 0 {
+		fmt.Fprintln(w, "Conditions:")
+		for _, c := range v.Conditions {
+			fmt.Fprintf(w, "  %s  %s (since %s)\n    %s\n", c.Type, c.Reason, c.Since.Format(time.RFC3339), c.Message)
+		}
 	}
 	if v.LastError != "" {
 		fmt.Fprintf(w, "Error:     %s\nRetries:   %d", v.LastError, v.Retries)
@@ -242,7 +261,9 @@ func notReady(st *api.Status, names []string) []string {
 			continue
 		}
 		v := st.Volumes[i]
-		if v.Phase == api.PhaseReady {
+		if v.Phase == api.PhaseReady || v.Phase == api.PhaseDegraded {
+			// Degraded is in place and usable; what is wrong is in
+			// `volumed status NAME` and the metrics.
 			continue
 		}
 		msg := fmt.Sprintf("%s: %s", n, v.Phase)
