@@ -86,11 +86,13 @@ type Agent struct {
 	trigger chan struct{}
 	reload  chan struct{}
 
-	mu                 sync.Mutex
-	desired            map[string]*Desired
-	problems           []string
-	events             map[string][]api.Event
-	interruptedFormats map[string]bool
+	mu       sync.Mutex
+	desired  map[string]*Desired
+	problems []string
+	events   map[string][]api.Event
+	// interruptedFormats: volumes whose format a crash left uncertain,
+	// with the filesystem UUID that format was making.
+	interruptedFormats map[string]string
 	// madeSessions are the shared kernel objects (iSCSI sessions, NVMe
 	// controllers) volumed made, by sessionKey: the last volume on one
 	// releases it, whichever volume made it.
@@ -135,7 +137,7 @@ func New(cfg Config) *Agent {
 		reload:             make(chan struct{}, 1),
 		desired:            map[string]*Desired{},
 		events:             map[string][]api.Event{},
-		interruptedFormats: map[string]bool{},
+		interruptedFormats: map[string]string{},
 		madeSessions:       map[string]bool{},
 	}
 	if cfg.Metrics != nil {
@@ -178,6 +180,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.cfg.Log.Info("actual state reconstructed", "volumes", len(a.state.Snapshot()),
 		"manifests", loaded.Sub(start), "reconstruct", a.cfg.Now().Sub(loaded))
+
+	go a.settleLoop(ctx)
 
 	// Operations get a context of their own so that SIGTERM lets them
 	// finish (within the grace period) instead of cutting a mkfs short.
@@ -250,6 +254,57 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 }
 
+// abandonWait bounds the wait for cancelled operations at shutdown.
+const abandonWait = 3 * time.Second
+
+// stuckOn names the volumes whose operations wait on the state file.
+func (a *Agent) stuckOn() []string {
+	var out []string
+	for n := range a.state.Waiting() {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// settleLoop retries, until they are durable, the outcomes whose commit
+// failed (a full or failing state filesystem). It ends with ctx.
+func (a *Agent) settleLoop(ctx context.Context) {
+	t := time.NewTicker(settleEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if len(a.state.Unrecorded()) == 0 {
+			continue
+		}
+		if err := a.state.SettleAll(); err != nil {
+			a.cfg.Log.Debug("state file still not writable", "error", err)
+		}
+	}
+}
+
+const settleEvery = time.Second
+
+// noteRecorded is the state's hook: a volume whose outcome is only in
+// memory says so until it is on disk.
+func (a *Agent) noteRecorded(name string, err error) {
+	if err == nil {
+		if a.conds.Clear(name, CondStateNotRecorded) {
+			a.cfg.Log.Info("state recorded again", "volume", name)
+			a.Trigger()
+		}
+		return
+	}
+	a.cfg.Log.Error("state file write failed; the outcome is kept in memory and retried", "volume", name, "error", err)
+	a.conds.Set(name, CondStateNotRecorded, "StateFileWriteFailed", fmt.Sprintf(
+		"%v: the state file does not know this volume's latest state yet; volumed keeps it in memory, retries every %s, and starts no new operation on the volume until it is recorded. Free space on (or repair) the state filesystem",
+		err, settleEvery))
+}
+
 func (a *Agent) shutdown(cancelOps context.CancelFunc) error {
 	a.notify("STOPPING=1")
 	done := make(chan struct{})
@@ -261,7 +316,14 @@ func (a *Agent) shutdown(cancelOps context.CancelFunc) error {
 		// intent that the next start resolves by probing the kernel.
 		a.cfg.Log.Warn("operations still running at shutdown; abandoning them", "grace", a.cfg.ShutdownGrace)
 		cancelOps()
-		<-done
+		select {
+		case <-done:
+		case <-time.After(abandonWait):
+			// Stuck where a context does not reach: a write to a frozen
+			// or hung state filesystem. Its intent is durable or it never
+			// started, so the next start resolves it.
+			a.cfg.Log.Warn("operations stuck in the kernel; not waiting for them", "waiting", a.stuckOn())
+		}
 	}
 	a.cfg.Log.Info("stopped; every mount stays in place")
 	return nil

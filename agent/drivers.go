@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 
 	"github.com/moby/sys/mountinfo"
 
@@ -72,12 +73,40 @@ type Filesystems interface {
 	// Probe lists every signature on the device (filesystems, partition
 	// tables, LUKS, LVM, RAID, swap). An error means "unknown", never "blank".
 	Probe(ctx context.Context, device string) ([]Signature, error)
-	Mkfs(ctx context.Context, device, fstype string, extra []string) error
+	// Mkfs makes the filesystem with the given UUID ("" lets mkfs choose).
+	Mkfs(ctx context.Context, device, fstype, uuid string, extra []string) error
+	// Inspect reads the filesystem's UUID, and whether it records having
+	// been mounted, without mounting it.
+	Inspect(ctx context.Context, device string) (FSInfo, error)
+	// CheckReadOnly runs the filesystem's checker in its no-write mode.
+	CheckReadOnly(ctx context.Context, fstype, device string) (FSCheck, error)
 	Grow(ctx context.Context, fstype, device, mountpoint string) error
 	// DeviceSize is the size of a block device in bytes, as the kernel
 	// sees it now.
 	DeviceSize(device string) (int64, error)
 }
+
+// FSInfo is what a filesystem says of itself without being mounted.
+type FSInfo struct {
+	UUID string
+	// EverMounted: the filesystem records a mount (false also when its
+	// type keeps no such record).
+	EverMounted bool
+}
+
+// FSCheck is a read-only checker's verdict.
+type FSCheck int
+
+// FSCheck values.
+const (
+	FSCheckUnknown FSCheck = iota // it could not tell
+	FSCheckClean
+	FSCheckDamaged
+)
+
+// ErrMountConfig marks a mount refused because of how it was asked for
+// (an option, a permission, a path), never because of the filesystem.
+var ErrMountConfig = errors.New("mount refused by its configuration")
 
 // Signature is one thing found on a device.
 type Signature struct {
@@ -123,7 +152,11 @@ type Store interface {
 	Begin(in store.Intent) (uint64, error)
 	// FinishLater records an outcome without waiting for its fsync:
 	// losing it in a crash leaves the intent, which start-up resolves.
-	FinishLater(intentID uint64, name string, v *store.Volume) error
+	// failed is told when the commit fails: the caller keeps the outcome.
+	FinishLater(intentID uint64, name string, v *store.Volume, failed func(error)) error
+	// Settle durably drops intents whose outcome a failed commit lost,
+	// writing the volume's record as it is now.
+	Settle(intentIDs []uint64, name string, v *store.Volume) error
 	Put(v *store.Volume) error
 	Delete(name string) error
 	DropIntent(id uint64) error

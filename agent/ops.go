@@ -133,7 +133,9 @@ func (a *Agent) sharers(name, driver string) []store.Attachment {
 }
 
 // opMountDevice probes the device, formats it only when it is blank and
-// the manifest allows, and mounts it at the staging path.
+// the manifest allows, and mounts it at the staging path. A filesystem
+// is never made again over one that exists, except the half-made one of
+// an interrupted format, proven by its UUID and its own checker.
 func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
 	rec := a.state.Get(d.Name)
 	if rec == nil || rec.Attachment == nil {
@@ -147,38 +149,98 @@ func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
 	if fs == nil {
 		return fmt.Errorf("no filesystem block: raw block volumes are not supported yet")
 	}
+	if pt, err := a.cfg.Mounter.At(a.stagingPath(d.Name)); err == nil && pt.Root {
+		// Mounted already: whatever format there was had finished.
+		a.clearFormatInterrupted(d.Name)
+		return a.mountStaging(d, dev)
+	}
 	sigs, err := a.cfg.FS.Probe(ctx, dev)
 	if err != nil {
 		return fmt.Errorf("probe %s: %w", dev, err)
 	}
-	needFormat, err := decideFormat(sigs, fs, readOnlySource(d))
-	if err != nil {
-		return fmt.Errorf("%s: %w", dev, err)
-	}
 	format := func(force bool) error {
 		return a.run(ctx, d.Name, d.Driver, OpFormat, func(ctx context.Context) error {
-			return a.state.Do(d.Name, d.Driver, OpFormat, map[string]string{"device": dev, "fsType": fs.Type}, func(*store.Volume) error {
-				return a.cfg.FS.Mkfs(ctx, dev, fs.Type, mkfsArgs(fs, force))
+			uuid := newUUID()
+			inputs := map[string]string{"device": dev, "fsType": fs.Type, "uuid": uuid}
+			return a.state.Do(d.Name, d.Driver, OpFormat, inputs, func(*store.Volume) error {
+				return a.cfg.FS.Mkfs(ctx, dev, fs.Type, uuid, mkfsArgs(fs, force))
 			})
 		})
 	}
-	if needFormat {
-		if err := format(false); err != nil {
+	redo, err := a.resumeFormat(ctx, d, dev, sigs)
+	if err != nil {
+		return err
+	}
+	if redo {
+		if err := format(true); err != nil {
 			return err
 		}
-	}
-	err = a.mountStaging(d, dev)
-	if err != nil && a.formatInterrupted(d.Name, sigs, fs.Type) {
-		a.cfg.Log.Warn("the filesystem of an interrupted format does not mount; formatting again", "volume", d.Name, "device", dev, "error", err)
-		if ferr := format(true); ferr != nil {
-			return ferr
+	} else {
+		needFormat, err := decideFormat(sigs, fs, readOnlySource(d))
+		if err != nil {
+			return fmt.Errorf("%s: %w", dev, err)
 		}
-		err = a.mountStaging(d, dev)
+		if needFormat {
+			if err := format(false); err != nil {
+				return err
+			}
+		}
 	}
-	if err == nil {
-		a.clearFormatInterrupted(d.Name)
-	}
+	a.clearFormatInterrupted(d.Name)
+	err = a.mountStaging(d, dev)
+	a.noteMountResult(d, err)
 	return err
+}
+
+// resumeFormat settles a format that a crash left uncertain: it reports
+// whether that format must be done again, which only a half-made
+// filesystem of its own, found damaged by its read-only checker, earns.
+// A mount failure is never a reason: options, permissions or a path make
+// mounts fail on perfect filesystems.
+func (a *Agent) resumeFormat(ctx context.Context, d *Desired, dev string, sigs []Signature) (bool, error) {
+	uuid, pending := a.formatInterrupted(d.Name)
+	if !pending {
+		return false, nil
+	}
+	fstype := d.Spec.Filesystem.Type
+	var info FSInfo
+	if onlyFilesystem(sigs, fstype) {
+		var err error
+		if info, err = a.cfg.FS.Inspect(ctx, dev); err != nil {
+			return false, fmt.Errorf("inspect %s after an interrupted format: %w", dev, err)
+		}
+	}
+	verdict, why := decideResume(uuid, sigs, info, fstype)
+	log := a.cfg.Log.With("volume", d.Name, "device", dev)
+	switch verdict {
+	case resumeKeep:
+		log.Info("the interrupted format had finished; the filesystem is kept", "why", why)
+		return false, nil
+	case resumeOrdinary:
+		return false, nil
+	}
+	res, err := a.cfg.FS.CheckReadOnly(ctx, fstype, dev)
+	switch res {
+	case FSCheckDamaged:
+		log.Warn("the filesystem the interrupted format was making is incomplete; formatting again", "uuid", uuid, "check", err)
+		return true, nil
+	case FSCheckClean:
+		log.Info("the interrupted format had finished (its filesystem checks clean); kept", "uuid", uuid)
+	default:
+		log.Warn("cannot tell whether the interrupted format finished; the filesystem is kept", "uuid", uuid, "check", err)
+	}
+	return false, nil
+}
+
+// noteMountResult keeps the condition that says a mount is refused by
+// the manifest rather than by the filesystem.
+func (a *Agent) noteMountResult(d *Desired, err error) {
+	if !errors.Is(err, ErrMountConfig) {
+		a.conds.Clear(d.Name, CondMountConfig)
+		return
+	}
+	a.conds.Set(d.Name, CondMountConfig, "MountOptionRefused",
+		fmt.Sprintf("%v. The filesystem is untouched; fix filesystem.mountOptions in %s", err, d.File))
 }
 
 func (a *Agent) mountStaging(d *Desired, dev string) error {
@@ -266,23 +328,13 @@ func (a *Agent) mountInfoAt(p string) (*mountinfo.Info, error) {
 	return topAt(mounts, p), nil
 }
 
-// formatInterrupted: a format intent was left uncertain by a crash (or a
-// power cut) and the device shows only the filesystem being made. It was
-// probed blank before the format began, so when that filesystem does not
-// mount, making it again loses nothing and finishes what was half done.
-func (a *Agent) formatInterrupted(name string, sigs []Signature, fstype string) bool {
+// formatInterrupted returns the UUID of the format a crash left
+// uncertain for the volume, if one did.
+func (a *Agent) formatInterrupted(name string) (string, bool) {
 	a.mu.Lock()
-	pending := a.interruptedFormats[name]
-	a.mu.Unlock()
-	if !pending {
-		return false
-	}
-	for _, s := range sigs {
-		if s.Type != fstype {
-			return false
-		}
-	}
-	return len(sigs) > 0 // blank is handled by the ordinary path
+	defer a.mu.Unlock()
+	uuid, ok := a.interruptedFormats[name]
+	return uuid, ok
 }
 
 func (a *Agent) clearFormatInterrupted(name string) {

@@ -64,6 +64,7 @@ func (a *Agent) reconstruct(ctx context.Context) error {
 	sort.Strings(names)
 
 	a.state = NewState(a.cfg.Store, a.cfg.Now, nil)
+	a.state.OnRecorded(a.noteRecorded)
 	// What carries our marker, listed once: a volume with no record need
 	// not be looked for in the kernel (one scan per volume) when nothing
 	// of ours is unaccounted for by the records, the usual case.
@@ -96,19 +97,36 @@ func (a *Agent) reconstruct(ctx context.Context) error {
 			}
 		}
 		if err := a.state.AdoptKnown(v, recs[name]); err != nil {
-			return fmt.Errorf("record reconstructed state of %s: %w", name, err)
+			// Kept in memory and retried: a full state filesystem must
+			// not keep the agent from starting.
+			a.cfg.Log.Warn("cannot record reconstructed state yet; retrying", "volume", name, "error", err)
 		}
-		if slices.Contains(pending[name], OpFormat) {
-			a.interruptedFormats[name] = true
+		if uuid, ok := formatInterruptedIntent(intents, name); ok && v.Staging == nil {
+			// A volume found mounted has a finished format.
+			a.interruptedFormats[name] = uuid
 		}
 	}
 	a.detachOrphans(ctx, ours, claimed, mounts)
 	for _, in := range intents {
 		if err := a.cfg.Store.DropIntent(in.ID); err != nil {
-			return fmt.Errorf("drop resolved intent %d: %w", in.ID, err)
+			a.cfg.Log.Warn("cannot drop resolved intent yet; retrying", "volume", in.Volume, "intent", in.ID, "error", err)
+			a.state.KeepIntent(in.Volume, in.ID, fmt.Errorf("drop resolved intent %d: %w", in.ID, err))
 		}
 	}
 	return nil
+}
+
+// formatInterruptedIntent returns the filesystem UUID of the volume's
+// last format intent left uncertain, if any ("" for an intent of a
+// version that chose none).
+func formatInterruptedIntent(intents []store.Intent, name string) (string, bool) {
+	uuid, found := "", false
+	for _, in := range intents {
+		if in.Volume == name && in.Op == OpFormat {
+			uuid, found = in.Inputs["uuid"], true
+		}
+	}
+	return uuid, found
 }
 
 // probeVolume finds what of one volume is really in the kernel.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -18,9 +19,32 @@ import (
 type State struct {
 	store Store
 	now   func() time.Time
+	// recorded, when set, is told when a volume's state stops being
+	// durable (err != nil: an outcome could not be committed) and when it
+	// is durable again (err == nil). It must not block.
+	recorded func(name string, err error)
 
 	mu   sync.Mutex
 	vols map[string]*store.Volume
+	// unrecorded are the volumes whose record in memory is newer than the
+	// one on disk: a commit failed. Their intents stay on disk until
+	// Settle records the outcome; the outcome is never dropped.
+	unrecorded map[string]*unrecorded
+	// waiting: volumes whose operation waits on a state-file commit
+	// before it may touch the kernel, since when.
+	waiting map[string]time.Time
+	// locks serialise the writes of one volume: its operation (Do) and the
+	// retry of its unrecorded outcome (Settle) must not interleave, or an
+	// older record could be committed after a newer one.
+	locks map[string]*sync.Mutex
+}
+
+type unrecorded struct {
+	intents []uint64
+	err     error
+	// failures counts the failed commits, so that Settle can tell one
+	// that came while it was writing.
+	failures int
 }
 
 // NewState wraps a store; vols is the reconstructed starting point.
@@ -28,7 +52,125 @@ func NewState(st Store, now func() time.Time, vols map[string]*store.Volume) *St
 	if vols == nil {
 		vols = map[string]*store.Volume{}
 	}
-	return &State{store: st, now: now, vols: vols}
+	return &State{store: st, now: now, vols: vols, unrecorded: map[string]*unrecorded{},
+		waiting: map[string]time.Time{}, locks: map[string]*sync.Mutex{}}
+}
+
+// OnRecorded sets the hook told when a volume's state stops or starts
+// being durable. Set it before the first operation.
+func (s *State) OnRecorded(fn func(name string, err error)) { s.recorded = fn }
+
+func (s *State) lockOf(name string) *sync.Mutex {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.locks[name]
+	if l == nil {
+		l = &sync.Mutex{}
+		s.locks[name] = l
+	}
+	return l
+}
+
+// noteUnrecorded keeps a failed commit's intent for Settle. It runs on
+// the store's commit goroutine.
+func (s *State) noteUnrecorded(name string, intent uint64, err error) {
+	s.mu.Lock()
+	u := s.unrecorded[name]
+	if u == nil {
+		u = &unrecorded{}
+		s.unrecorded[name] = u
+	}
+	if intent != 0 {
+		u.intents = append(u.intents, intent)
+	}
+	u.err = err
+	u.failures++
+	s.mu.Unlock()
+	if s.recorded != nil {
+		s.recorded(name, err)
+	}
+}
+
+// KeepIntent hands an intent start-up resolved, but could not drop, to
+// the retry: it is dropped when the volume's record is next settled.
+func (s *State) KeepIntent(name string, intent uint64, err error) {
+	s.noteUnrecorded(name, intent, err)
+}
+
+// Unrecorded lists the volumes whose state is not durable yet.
+func (s *State) Unrecorded() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.unrecorded))
+	for n := range s.unrecorded {
+		out = append(out, n)
+	}
+	return out
+}
+
+// Waiting returns since when the operation of each volume that waits on
+// a state-file commit has waited.
+func (s *State) Waiting() map[string]time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]time.Time, len(s.waiting))
+	for n, t := range s.waiting {
+		out[n] = t
+	}
+	return out
+}
+
+// SettleAll retries every unrecorded outcome whose volume has no
+// operation running (a running one settles first itself). It returns the
+// first error.
+func (s *State) SettleAll() error {
+	var first error
+	for _, name := range s.Unrecorded() {
+		l := s.lockOf(name)
+		if !l.TryLock() {
+			continue
+		}
+		err := s.settle(name)
+		l.Unlock()
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// settle durably records the volume's current record and drops the
+// intents whose outcome it carries. The caller holds the volume's lock.
+func (s *State) settle(name string) error {
+	s.mu.Lock()
+	u := s.unrecorded[name]
+	if u == nil {
+		s.mu.Unlock()
+		return nil
+	}
+	ids := append([]uint64(nil), u.intents...)
+	failures := u.failures
+	var rec *store.Volume
+	if v := s.vols[name]; v != nil {
+		rec = cloneVolume(v)
+	}
+	s.mu.Unlock()
+	if err := s.store.Settle(ids, name, rec); err != nil {
+		return fmt.Errorf("record the state of %s: %w", name, err)
+	}
+	s.mu.Lock()
+	// A commit that failed meanwhile (a record that was not settled here)
+	// stays for the next try.
+	u.intents = slices.DeleteFunc(u.intents, func(id uint64) bool { return slices.Contains(ids, id) })
+	if len(u.intents) == 0 && u.failures == failures {
+		delete(s.unrecorded, name)
+	}
+	_, still := s.unrecorded[name]
+	s.mu.Unlock()
+	if !still && s.recorded != nil {
+		s.recorded(name, nil)
+	}
+	return nil
 }
 
 // Snapshot returns a deep copy of every record.
@@ -58,11 +200,25 @@ func (s *State) Get(name string) *store.Volume {
 // now, whether it succeeded or not. The caller (the executor) guarantees
 // that one volume has at most one Do at a time.
 func (s *State) Do(name, driver, op string, inputs map[string]string, act func(rec *store.Volume) error) error {
+	l := s.lockOf(name)
+	l.Lock()
+	defer l.Unlock()
+	// An earlier outcome that is not durable goes first: the kernel is
+	// not touched again while the state file does not know where it is.
+	if err := s.settle(name); err != nil {
+		return fmt.Errorf("%s %s not started: %w", op, name, err)
+	}
 	rec := s.Get(name)
 	if rec == nil {
 		rec = &store.Volume{Name: name, Driver: driver}
 	}
+	s.mu.Lock()
+	s.waiting[name] = s.now()
+	s.mu.Unlock()
 	id, err := s.store.Begin(store.Intent{Volume: name, Op: op, Inputs: inputs, StartedAt: s.now()})
+	s.mu.Lock()
+	delete(s.waiting, name)
+	s.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("record intent %s %s: %w", op, name, err)
 	}
@@ -79,11 +235,11 @@ func (s *State) Do(name, driver, op string, inputs map[string]string, act func(r
 	// fsync carries it, and if a crash comes first the intent is still on
 	// disk and start-up probes the kernel. Only the intent must be durable
 	// before the kernel is touched.
-	if err := s.store.FinishLater(id, name, out); err != nil {
-		// The intent stays on disk: a restart resolves it by probing.
-		if actErr == nil {
-			actErr = fmt.Errorf("record outcome of %s %s: %w", op, name, err)
-		}
+	failed := func(err error) { s.noteUnrecorded(name, id, fmt.Errorf("record outcome of %s: %w", op, err)) }
+	if err := s.store.FinishLater(id, name, out, failed); err != nil {
+		// Kept, not dropped: the intent stays on disk, and the outcome in
+		// memory until Settle records it.
+		failed(err)
 	}
 	return actErr
 }
@@ -96,7 +252,11 @@ func (s *State) Adopt(v *store.Volume) error {
 	}
 	v.UpdatedAt = s.now()
 	s.set(v.Name, cloneVolume(v))
-	return s.store.Put(v)
+	if err := s.store.Put(v); err != nil {
+		s.noteUnrecorded(v.Name, 0, err)
+		return err
+	}
+	return nil
 }
 
 // AdoptKnown is Adopt for start-up: a reconstructed record equal to the
@@ -125,7 +285,11 @@ func sameRecord(a, b *store.Volume) bool {
 // Forget drops a volume's record.
 func (s *State) Forget(name string) error {
 	s.set(name, nil)
-	return s.store.Delete(name)
+	if err := s.store.Delete(name); err != nil {
+		s.noteUnrecorded(name, 0, err)
+		return err
+	}
+	return nil
 }
 
 func (s *State) set(name string, v *store.Volume) {

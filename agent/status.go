@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"fmt"
 	"sort"
+	"time"
 
 	"github.com/volumed/volumed/agent/api"
 	"github.com/volumed/volumed/store"
@@ -42,8 +44,13 @@ func (a *Agent) Status() []api.Volume {
 	sort.Strings(names)
 
 	out := make([]api.Volume, 0, len(names))
+	waiting := a.state.Waiting()
 	for _, n := range names {
-		out = append(out, a.volumeStatus(n, desired[n], actual[n], next))
+		v := a.volumeStatus(n, desired[n], actual[n], next)
+		if since, ok := waiting[n]; ok {
+			v.Conditions = append(v.Conditions, waitingCondition(since, a.cfg.Now()))
+		}
+		out = append(out, v)
 	}
 	return out
 }
@@ -119,6 +126,17 @@ func (a *Agent) volumeStatus(name string, d *Desired, rec *store.Volume, next ma
 	v.Events = append([]api.Event(nil), a.events[name]...)
 	a.mu.Unlock()
 	return v
+}
+
+// waitingCondition says that an operation waits on the state file, and
+// for how long: a full or frozen state filesystem shows here first.
+func waitingCondition(since, now time.Time) api.Condition {
+	secs := int(now.Sub(since).Seconds())
+	return api.Condition{
+		Type: CondWaitingForState, Reason: "StateFileNotAnswering", Since: since,
+		Message: fmt.Sprintf("waiting for the state file (%ds): the next operation may not touch the kernel before its intent is on disk; "+
+			"check the state filesystem (full, read-only or frozen?)", secs),
+	}
 }
 
 // StatusReply is the full answer of the local API.

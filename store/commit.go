@@ -14,12 +14,18 @@ const maxBatch = 256
 type request struct {
 	fn   func(*bbolt.Tx) error
 	done chan error
+	// failed is told when a queued-only request could not be committed.
+	failed func(error)
 }
 
-// answer tells a waiting caller the outcome; queued-only requests have none.
+// answer tells a waiting caller the outcome, and a queued-only one its
+// failure.
 func (r *request) answer(err error) {
 	if r.done != nil {
 		r.done <- err
+	}
+	if err != nil && r.failed != nil {
+		r.failed(err)
 	}
 }
 
@@ -48,12 +54,6 @@ func (s *Store) send(r *request) error {
 	}
 	s.reqs <- r
 	return nil
-}
-
-// enqueue queues fn without waiting for it: it commits with the current
-// or next batch. For writes whose loss in a crash is harmless.
-func (s *Store) enqueue(fn func(*bbolt.Tx) error) error {
-	return s.send(&request{fn: fn})
 }
 
 // loop is the commit goroutine, owned by the Store: started by Open, stopped by Close.

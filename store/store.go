@@ -112,11 +112,14 @@ type Store struct {
 	onCommit func(time.Duration, int)
 	commits  atomic.Uint64
 
-	reqs      chan *request
-	sendMu    sync.RWMutex // held to send on reqs; Close takes it to set closing
-	closing   bool
-	quit      chan struct{}
-	done      chan struct{}
+	reqs    chan *request
+	sendMu  sync.RWMutex // held to send on reqs; Close takes it to set closing
+	closing bool
+	quit    chan struct{}
+	done    chan struct{}
+	// faults injects write failures in builds with crash points (the
+	// fault tests); nil otherwise.
+	faults    *faults
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -173,6 +176,7 @@ func Open(path string, opts Options) (*Store, *Recovery, error) {
 		reqs:     make(chan *request, 1024),
 		quit:     make(chan struct{}),
 		done:     make(chan struct{}),
+		faults:   newFaults(),
 	}
 	go s.loop()
 	return s, rec, nil
@@ -204,7 +208,10 @@ func openChecked(path string, check func(string) error) (db *bbolt.DB, reason st
 		}
 	}
 
-	db, reason = boltOpen(path)
+	db, reason, err = boltOpen(path)
+	if err != nil {
+		return nil, "", err
+	}
 	if db == nil {
 		if reason == "" {
 			return nil, "", fmt.Errorf("open state %s: %w (another volumed running?)", path, ErrLocked)
@@ -219,8 +226,9 @@ func openChecked(path string, check func(string) error) (db *bbolt.DB, reason st
 }
 
 // boltOpen opens the file with bbolt, turning a panic into a reason. A nil db with an empty
-// reason means the lock is held.
-func boltOpen(path string) (db *bbolt.DB, reason string) {
+// reason means the lock is held. A file that cannot be opened for writing (a read-only state
+// filesystem, no permission) is an error, not damage: moving a healthy file aside would lose it.
+func boltOpen(path string) (db *bbolt.DB, reason string, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			db, reason = nil, fmt.Sprintf("bbolt open panicked: %v", r)
@@ -230,14 +238,18 @@ func boltOpen(path string) (db *bbolt.DB, reason string) {
 	// panic that the recover above turns into a reason.
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	// Timeout: a second agent on the same file fails on the flock instead of waiting forever.
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: time.Second})
-	if errors.Is(err, berrors.ErrTimeout) {
-		return nil, ""
+	db, err = bbolt.Open(path, 0o600, &bbolt.Options{Timeout: time.Second})
+	switch {
+	case errors.Is(err, berrors.ErrTimeout):
+		return nil, "", nil
+	case errors.Is(err, unix.EROFS):
+		return nil, "", fmt.Errorf("open state %s: the state dir %s is read-only (remount it read-write, or give --state-dir a writable place): %w", path, filepath.Dir(path), err)
+	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
+		return nil, "", fmt.Errorf("open state %s: not writable by volumed (run as root; check the file's attributes with lsattr): %w", path, err)
+	case err != nil:
+		return nil, fmt.Sprintf("bbolt open: %v", err), nil
 	}
-	if err != nil {
-		return nil, fmt.Sprintf("bbolt open: %v", err)
-	}
-	return db, ""
+	return db, "", nil
 }
 
 // initSchema creates the buckets of a fresh file, and for an existing file verifies the schema
@@ -376,6 +388,21 @@ func (s *Store) Close() error {
 	return s.closeErr
 }
 
+// CloseWithin is Close bounded in time: a commit stuck in the kernel (a
+// frozen state filesystem) cannot be cancelled, and must not keep the
+// agent from exiting. It then returns an error and leaves the file as it
+// is; whatever was not committed is resolved at the next start.
+func (s *Store) CloseWithin(d time.Duration) error {
+	done := make(chan error, 1)
+	go func() { done <- s.Close() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(d):
+		return fmt.Errorf("close state %s: a commit has not returned for %s (frozen or hung state filesystem?); leaving it", s.db.Path(), d)
+	}
+}
+
 func cleanMarker(path string) string { return path + ".clean" }
 
 // fileStamp names the file's exact content: its size and a SHA-256 of
@@ -474,6 +501,9 @@ func (s *Store) Begin(in Intent) (uint64, error) {
 	if in.StartedAt.IsZero() {
 		in.StartedAt = s.now()
 	}
+	if err := s.fault(in.Op, "begin"); err != nil {
+		return 0, fmt.Errorf("begin %s %s: %w", in.Op, in.Volume, err)
+	}
 	var id uint64
 	err := s.do(func(tx *bbolt.Tx) error {
 		b := tx.Bucket(bucketIntents)
@@ -496,50 +526,97 @@ func (s *Store) Begin(in Intent) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("begin %s %s: %w", in.Op, in.Volume, err)
 	}
+	s.noteOp(id, in.Op)
 	return id, nil
 }
 
 // Finish atomically, in one durable transaction, deletes the intent and writes the outcome:
 // v != nil puts the record v (keyed by v.Name); v == nil deletes the record of volume name.
 func (s *Store) Finish(intentID uint64, name string, v *Volume) error {
-	return s.finish(intentID, name, v, true)
+	return s.finish(intentID, name, v, nil)
 }
 
 // FinishLater is Finish without waiting for the fsync: the outcome is
 // committed with the current or next batch (and at Close). Losing it in a
 // crash is harmless by design — the intent stays, and start-up resolves
 // it by probing the kernel — so an operation need not wait for it, and
-// the next intent's fsync carries it to disk.
-func (s *Store) FinishLater(intentID uint64, name string, v *Volume) error {
-	return s.finish(intentID, name, v, false)
+// the next intent's fsync carries it to disk. A commit that fails (a full
+// or failing state filesystem) is not: failed, when set, is told, on the
+// commit goroutine, so that the caller keeps the outcome and retries it
+// (Settle); it must not block.
+func (s *Store) FinishLater(intentID uint64, name string, v *Volume, failed func(error)) error {
+	return s.finish(intentID, name, v, failed)
 }
 
-func (s *Store) finish(intentID uint64, name string, v *Volume, wait bool) error {
-	var data []byte
+// Settle durably resolves intents whose outcome could not be recorded:
+// in one transaction it deletes them and writes v, the volume's record as
+// it is now (nil deletes it).
+func (s *Store) Settle(intentIDs []uint64, name string, v *Volume) error {
+	data, err := s.recordData(name, v)
+	if err != nil {
+		return fmt.Errorf("settle %s: %w", name, err)
+	}
+	if err := s.fault("", "settle"); err != nil {
+		return fmt.Errorf("settle %s: %w", name, err)
+	}
+	err = s.do(func(tx *bbolt.Tx) error {
+		for _, id := range intentIDs {
+			if err := tx.Bucket(bucketIntents).Delete(intentKey(id)); err != nil {
+				return err
+			}
+		}
+		return putRecord(tx, name, data)
+	})
+	if err != nil {
+		return fmt.Errorf("settle %s: %w", name, err)
+	}
+	return nil
+}
+
+func (s *Store) recordData(name string, v *Volume) ([]byte, error) {
+	if v == nil {
+		if name == "" {
+			return nil, errors.New("no volume name")
+		}
+		return nil, nil
+	}
+	if name != "" && name != v.Name {
+		return nil, fmt.Errorf("volume %q given a record named %q", name, v.Name)
+	}
+	_, data, err := s.encode(v)
+	return data, err
+}
+
+// putRecord writes a record, or deletes it when data is nil.
+func putRecord(tx *bbolt.Tx, name string, data []byte) error {
+	if data == nil {
+		return tx.Bucket(bucketVolumes).Delete([]byte(name))
+	}
+	return tx.Bucket(bucketVolumes).Put([]byte(name), data)
+}
+
+func (s *Store) finish(intentID uint64, name string, v *Volume, later func(error)) error {
+	data, err := s.recordData(name, v)
+	if err != nil {
+		return fmt.Errorf("finish intent %d: %w", intentID, err)
+	}
 	if v != nil {
-		if name != "" && name != v.Name {
-			return fmt.Errorf("finish intent %d: volume %q given a record named %q", intentID, name, v.Name)
-		}
-		var err error
-		if name, data, err = s.encode(v); err != nil {
-			return fmt.Errorf("finish intent %d: %w", intentID, err)
-		}
-	} else if name == "" {
-		return fmt.Errorf("finish intent %d: no volume name", intentID)
+		name = v.Name
 	}
-	write := s.do
-	if !wait {
-		write = s.enqueue
-	}
-	err := write(func(tx *bbolt.Tx) error {
+	fn := func(tx *bbolt.Tx) error {
 		if err := tx.Bucket(bucketIntents).Delete(intentKey(intentID)); err != nil {
 			return err
 		}
-		if data == nil {
-			return tx.Bucket(bucketVolumes).Delete([]byte(name))
-		}
-		return tx.Bucket(bucketVolumes).Put([]byte(name), data)
-	})
+		return putRecord(tx, name, data)
+	}
+	if ferr := s.fault(s.opOf(intentID), "finish"); ferr != nil {
+		fn = func(*bbolt.Tx) error { return ferr }
+	}
+	if later != nil {
+		err = s.send(&request{fn: fn, failed: later})
+	} else {
+		err = s.do(fn)
+	}
 	if err != nil {
 		return fmt.Errorf("finish intent %d of %s: %w", intentID, name, err)
 	}
@@ -555,6 +632,9 @@ func (s *Store) Put(v *Volume) error {
 	if err != nil {
 		return fmt.Errorf("put volume: %w", err)
 	}
+	if err := s.fault("", "put"); err != nil {
+		return fmt.Errorf("put volume %s: %w", name, err)
+	}
 	if err := s.do(func(tx *bbolt.Tx) error { return tx.Bucket(bucketVolumes).Put([]byte(name), data) }); err != nil {
 		return fmt.Errorf("put volume %s: %w", name, err)
 	}
@@ -565,6 +645,9 @@ func (s *Store) Put(v *Volume) error {
 func (s *Store) Delete(name string) error {
 	if name == "" {
 		return errors.New("delete volume: no name")
+	}
+	if err := s.fault("", "delete"); err != nil {
+		return fmt.Errorf("delete volume %s: %w", name, err)
 	}
 	if err := s.do(func(tx *bbolt.Tx) error { return tx.Bucket(bucketVolumes).Delete([]byte(name)) }); err != nil {
 		return fmt.Errorf("delete volume %s: %w", name, err)

@@ -845,14 +845,14 @@ func TestFinishLaterIsCommittedByCloseAndNextCommit(t *testing.T) {
 		ids = append(ids, id)
 	}
 	for i, id := range ids {
-		if err := s.FinishLater(id, fmt.Sprintf("v%d", i), &Volume{Name: fmt.Sprintf("v%d", i), Driver: "loop"}); err != nil {
+		if err := s.FinishLater(id, fmt.Sprintf("v%d", i), &Volume{Name: fmt.Sprintf("v%d", i), Driver: "loop"}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.FinishLater(1, "x", nil); !errors.Is(err, ErrClosed) {
+	if err := s.FinishLater(1, "x", nil, nil); !errors.Is(err, ErrClosed) {
 		t.Fatalf("FinishLater after Close: %v, want ErrClosed", err)
 	}
 	s = mustOpen(t, path, testOpts())

@@ -179,8 +179,24 @@ func (filesystems) Probe(ctx context.Context, device string) ([]agent.Signature,
 	return out, nil
 }
 
-func (filesystems) Mkfs(ctx context.Context, device, fstype string, extra []string) error {
-	return blockfs.Mkfs(ctx, device, fstype, extra)
+func (filesystems) Mkfs(ctx context.Context, device, fstype, uuid string, extra []string) error {
+	return blockfs.Mkfs(ctx, device, fstype, uuid, extra)
+}
+
+func (filesystems) Inspect(ctx context.Context, device string) (agent.FSInfo, error) {
+	i, err := blockfs.Inspect(ctx, device)
+	return agent.FSInfo{UUID: i.UUID, EverMounted: i.EverMounted}, err
+}
+
+func (filesystems) CheckReadOnly(ctx context.Context, fstype, device string) (agent.FSCheck, error) {
+	r, err := blockfs.CheckReadOnly(ctx, fstype, device)
+	switch r {
+	case blockfs.CheckClean:
+		return agent.FSCheckClean, err
+	case blockfs.CheckDamaged:
+		return agent.FSCheckDamaged, err
+	}
+	return agent.FSCheckUnknown, err
 }
 
 func (filesystems) Grow(ctx context.Context, fstype, device, mountpoint string) error {
@@ -196,7 +212,11 @@ type mounter struct{}
 // path swapped for a link between the check and the mount cannot
 // redirect them.
 func (mounter) MountDevice(device, target, fstype string, opts []string) error {
-	return mount.SafeMountDevice(device, target, fstype, opts)
+	err := mount.SafeMountDevice(device, target, fstype, opts)
+	if errors.Is(err, mount.ErrConfig) {
+		return fmt.Errorf("%w: %w", agent.ErrMountConfig, err)
+	}
+	return err
 }
 
 func (mounter) Bind(staging, subPath, target string, o agent.BindOptions) error {

@@ -88,7 +88,11 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("open state: %w", err)
 	}
-	defer st.Close()
+	defer func() {
+		if err := st.CloseWithin(5 * time.Second); err != nil {
+			log.Error("state file", "error", err)
+		}
+	}()
 	recovery := ""
 	if rec != nil {
 		recovery = fmt.Sprintf("state file was damaged (%s); moved aside to %s and rebuilt from the kernel", rec.Reason, rec.MovedTo)

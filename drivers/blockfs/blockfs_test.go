@@ -411,7 +411,7 @@ func TestMkfs(t *testing.T) {
 		t.Run(c.fstype, func(t *testing.T) {
 			need(t, c.tool)
 			img := image(t, "fs.img", c.size)
-			if err := Mkfs(ctx, img, c.fstype, nil); err != nil {
+			if err := Mkfs(ctx, img, c.fstype, "", nil); err != nil {
 				t.Fatal(err)
 			}
 			if got := types(probeFile(t, img), SourceVolumed); !slices.Equal(got, []string{c.fstype}) {
@@ -422,7 +422,7 @@ func TestMkfs(t *testing.T) {
 	t.Run("extra-args", func(t *testing.T) {
 		need(t, "mkfs.ext4")
 		img := image(t, "fs.img", 64*mib)
-		if err := Mkfs(ctx, img, "ext4", []string{"-L", "vlabel"}); err != nil {
+		if err := Mkfs(ctx, img, "ext4", "", []string{"-L", "vlabel"}); err != nil {
 			t.Fatal(err)
 		}
 		f, err := os.Open(img)
@@ -440,7 +440,7 @@ func TestMkfs(t *testing.T) {
 	})
 	t.Run("unsupported", func(t *testing.T) {
 		img := image(t, "fs.img", 64*mib)
-		if err := Mkfs(ctx, img, "vfat", nil); err == nil {
+		if err := Mkfs(ctx, img, "vfat", "", nil); err == nil {
 			t.Fatal("Mkfs vfat succeeded")
 		}
 		if sigs := probeFile(t, img); len(sigs) != 0 {
@@ -453,7 +453,7 @@ func TestMkfs(t *testing.T) {
 			need(t, c.tool, "mkfs.ext4")
 			img := image(t, "fs.img", 320*mib)
 			runCmd(t, "", "mkfs.ext4", "-q", "-F", img)
-			err := Mkfs(ctx, img, c.fstype, nil)
+			err := Mkfs(ctx, img, c.fstype, "", nil)
 			if err == nil {
 				t.Fatalf("Mkfs %s over an ext4 image succeeded", c.fstype)
 			}
@@ -517,7 +517,7 @@ func TestGrow(t *testing.T) {
 		t.Run(c.fstype, func(t *testing.T) {
 			need(t, c.tools...)
 			img := image(t, "grow.img", c.size)
-			if err := Mkfs(ctx, img, c.fstype, nil); err != nil {
+			if err := Mkfs(ctx, img, c.fstype, "", nil); err != nil {
 				t.Fatal(err)
 			}
 			dev := losetup(t, img)
@@ -757,6 +757,64 @@ func TestFuzzSeeds(t *testing.T) {
 			}
 			if got := types(sigs, SourceVolumed); !slices.Equal(got, []string{seed.want}) {
 				t.Fatalf("seed %s probes as %v, want [%s]", name, got, seed.want)
+			}
+		})
+	}
+}
+
+// A filesystem made with a UUID carries it, says it was never mounted
+// until it is, and checks clean; damage makes its checker say so.
+func TestInspectAndCheckReadOnly(t *testing.T) {
+	testtool.Need(t, "e2fsprogs, xfsprogs, btrfs-progs", "mkfs.ext4", "mkfs.xfs", "mkfs.btrfs", "e2fsck", "xfs_repair", "btrfs")
+	ctx := context.Background()
+	const uuid = "5e0c1f7a-9b2d-4c3e-8f40-1a2b3c4d5e6f"
+	for _, fstype := range []string{"ext4", "xfs", "btrfs"} {
+		t.Run(fstype, func(t *testing.T) {
+			img := filepath.Join(t.TempDir(), "img")
+			if err := os.WriteFile(img, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(img, 320<<20); err != nil {
+				t.Fatal(err)
+			}
+			if err := Mkfs(ctx, img, fstype, uuid, nil); err != nil {
+				t.Fatal(err)
+			}
+			info, err := Inspect(ctx, img)
+			if err != nil || info.UUID != uuid || info.EverMounted {
+				t.Fatalf("Inspect = %+v, %v; want UUID %s, never mounted", info, err, uuid)
+			}
+			if res, err := CheckReadOnly(ctx, fstype, img); res != CheckClean {
+				t.Fatalf("fresh %s: check = %d, %v", fstype, res, err)
+			}
+			if fstype == "ext4" {
+				mnt := t.TempDir()
+				if out, err := exec.Command("mount", "-o", "loop", img, mnt).CombinedOutput(); err != nil {
+					t.Fatalf("mount: %v: %s", err, out)
+				}
+				if out, err := exec.Command("umount", "-d", mnt).CombinedOutput(); err != nil {
+					t.Fatalf("umount: %v: %s", err, out)
+				}
+				if info, err := Inspect(ctx, img); err != nil || !info.EverMounted {
+					t.Fatalf("after a mount: Inspect = %+v, %v; want EverMounted", info, err)
+				}
+			}
+			// Damage: zero the metadata after the primary superblock.
+			f, err := os.OpenFile(img, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			zero, off := make([]byte, 4<<20), int64(68<<10)
+			if fstype == "btrfs" {
+				// Its trees live in chunks past the first MiB.
+				zero, off = make([]byte, 200<<20), 1<<20
+			}
+			if _, err := f.WriteAt(zero, off); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			if res, err := CheckReadOnly(ctx, fstype, img); res == CheckClean {
+				t.Errorf("damaged %s checks clean (%v)", fstype, err)
 			}
 		})
 	}

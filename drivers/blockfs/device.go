@@ -104,7 +104,10 @@ func deviceSize(f *os.File) (int64, error) {
 	}
 }
 
-func runBlkid(ctx context.Context, blkid, path string) ([]Signature, error) {
+// blkidExport runs `blkid -p -o export` (the superblocks themselves,
+// never the udev cache) and returns its output and exit status; err is
+// set only when blkid did not answer.
+func blkidExport(ctx context.Context, blkid, path string) ([]byte, int, error) {
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, blkid, "-p", "-o", "export", path)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -112,19 +115,28 @@ func runBlkid(ctx context.Context, blkid, path string) ([]Signature, error) {
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
-	case errors.As(err, &ee) && ee.ExitCode() == blkidNothingFound && ctx.Err() == nil:
+		return stdout.Bytes(), 0, nil
+	case errors.As(err, &ee) && ctx.Err() == nil && (ee.ExitCode() == blkidNothingFound || ee.ExitCode() == blkidAmbivalent):
+		return stdout.Bytes(), ee.ExitCode(), nil
+	case ctx.Err() != nil:
+		return nil, -1, fmt.Errorf("blkid: %w", ctx.Err())
+	}
+	return nil, -1, fmt.Errorf("blkid: %w: %s", err, strings.TrimSpace(stderr.String()))
+}
+
+func runBlkid(ctx context.Context, blkid, path string) ([]Signature, error) {
+	out, code, err := blkidExport(ctx, blkid, path)
+	switch {
+	case err != nil:
+		return nil, err
+	case code == blkidNothingFound:
 		return nil, nil
-	case errors.As(err, &ee) && ee.ExitCode() == blkidAmbivalent && ctx.Err() == nil:
+	case code == blkidAmbivalent:
 		// Several filesystems claim the device (leftovers of an old one):
 		// blkid refuses to name one, which is itself proof of content.
 		return []Signature{{Type: "ambivalent", Usage: UsageOther, Offset: -1, Source: SourceBlkid}}, nil
-	default:
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return nil, fmt.Errorf("blkid: %w", ctxErr)
-		}
-		return nil, fmt.Errorf("blkid: %w: %s", err, strings.TrimSpace(stderr.String()))
 	}
-	return parseBlkidExport(stdout.Bytes()), nil
+	return parseBlkidExport(out), nil
 }
 
 // parseBlkidExport turns `blkid -p -o export` output into signatures.

@@ -8,12 +8,14 @@ import (
 	"strings"
 )
 
-// Mkfs creates a filesystem of type fstype (ext4, xfs or btrfs) on device.
-// Callers must have checked that the device is blank. -F is given to
+// Mkfs creates a filesystem of type fstype (ext4, xfs or btrfs) on device,
+// with the given UUID when uuid is not "" (so that the filesystem a format
+// was making can be recognised after a crash). Callers must have checked
+// that the device is blank. -F is given to
 // mkfs.ext4 only because it otherwise asks on a terminal when it sees a
 // whole disk; xfs and btrfs keep their own "existing filesystem" checks as
 // a last line of defence.
-func Mkfs(ctx context.Context, device, fstype string, extra []string) error {
+func Mkfs(ctx context.Context, device, fstype, uuid string, extra []string) error {
 	var prog string
 	var args []string
 	switch fstype {
@@ -26,6 +28,7 @@ func Mkfs(ctx context.Context, device, fstype string, extra []string) error {
 	default:
 		return fmt.Errorf("mkfs %s: unsupported filesystem type %q", device, fstype)
 	}
+	args = append(args, uuidArgs(fstype, uuid)...)
 	args = append(args, extra...)
 	args = append(args, device)
 	if err := run(ctx, prog, args...); err != nil {

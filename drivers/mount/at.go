@@ -16,6 +16,11 @@ import (
 // Linux 5.2; mount_setattr: Linux 5.12).
 var ErrNoMountAPI = errors.New("the kernel lacks the new mount API (Linux 5.12 or later is needed)")
 
+// ErrConfig marks a mount refused for how it was asked (an option the
+// filesystem does not know or accept), before any of the filesystem on
+// the device was read: it is never evidence of damage.
+var ErrConfig = errors.New("mount option refused")
+
 // SafeMountDevice mounts the block device at the directory target,
 // creating missing directories, with no symlink followed anywhere in
 // target: see safepath.OpenDir and MountDeviceAt.
@@ -66,7 +71,7 @@ func MountDeviceAt(device string, target *os.File, fstype string, opts []string)
 	o := ParseOptions(opts)
 	attrs, sbFlags, err := splitFlags(o.Flags)
 	if err != nil {
-		return fmt.Errorf("mount %s on %s: %w", device, target.Name(), err)
+		return fmt.Errorf("mount %s on %s: %w: %w", device, target.Name(), ErrConfig, err)
 	}
 	fsfd, err := unix.Fsopen(fstype, unix.FSOPEN_CLOEXEC)
 	switch {
@@ -84,13 +89,18 @@ func MountDeviceAt(device string, target *os.File, fstype string, opts []string)
 		}
 		return fmt.Errorf("mount %s on %s (%s): %s: %w", device, target.Name(), fstype, what, err)
 	}
+	// An option the filesystem refuses is refused before the superblock is
+	// read: it says nothing about the filesystem on the device.
+	failOption := func(opt string, err error) error {
+		return fail(fmt.Sprintf("option %q", opt), fmt.Errorf("%w: %w", ErrConfig, err))
+	}
 
 	if err := unix.FsconfigSetString(fsfd, "source", device); err != nil {
 		return fail("source", err)
 	}
 	for _, f := range sbFlags {
 		if err := unix.FsconfigSetFlag(fsfd, f); err != nil {
-			return fail(fmt.Sprintf("option %q", f), err)
+			return failOption(f, err)
 		}
 	}
 	if o.Data != "" {
@@ -102,7 +112,7 @@ func MountDeviceAt(device string, target *os.File, fstype string, opts []string)
 				err = unix.FsconfigSetFlag(fsfd, key)
 			}
 			if err != nil {
-				return fail(fmt.Sprintf("option %q", opt), err)
+				return failOption(opt, err)
 			}
 		}
 	}

@@ -1,0 +1,215 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/volumed/volumed/agent/api"
+	"github.com/volumed/volumed/drivers/loop"
+)
+
+// reboot simulates a power cut: SIGKILL, then the kernel state is gone —
+// every mount under the env unmounted (but the state filesystem, which a
+// reboot keeps) and every loop device of its images detached — while the
+// state file stays as it was.
+func (e *env) reboot() {
+	e.t.Helper()
+	e.kill()
+	unix.Sync()
+	mounts := e.mounts()
+	var points []string
+	for p := range mounts {
+		if p != e.state {
+			points = append(points, p)
+		}
+	}
+	// Deepest first: a target inside another goes before it.
+	slices.SortFunc(points, func(a, b string) int { return len(b) - len(a) })
+	for _, p := range points {
+		for range mounts[p] {
+			if err := unix.Unmount(p, 0); err != nil {
+				e.t.Fatalf("reboot: unmount %s: %v", p, err)
+			}
+		}
+	}
+	devs, err := loop.List()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, d := range devs {
+		if strings.HasPrefix(d.BackingFile, e.images) {
+			if err := loop.Detach(e.t.Context(), d); err != nil {
+				e.t.Fatalf("reboot: detach %s: %v", d.Path, err)
+			}
+		}
+	}
+}
+
+// loopManifest writes a loop volume with one target and the given mount
+// options.
+func (e *env) loopManifest(name, fstype string, mountOptions ...string) {
+	opts := ""
+	if len(mountOptions) > 0 {
+		opts = fmt.Sprintf("    mountOptions: [%s]\n", strings.Join(mountOptions, ", "))
+	}
+	e.write(name+".yaml", fmt.Sprintf(`apiVersion: volumed/v1
+kind: Volume
+metadata:
+  name: %s
+spec:
+  source:
+    loop:
+      file: %s
+      create: { size: 64Mi }
+  filesystem:
+    type: %s
+%s  mounts:
+    - path: %s
+`, name, filepath.Join(e.images, name+".img"), fstype, opts, e.target(name)))
+}
+
+// fsUUID is the filesystem UUID on an image, "" when it has none.
+func fsUUID(t *testing.T, img string) string {
+	t.Helper()
+	out, _ := exec.Command("blkid", "-p", "-o", "value", "-s", "UUID", img).Output()
+	return strings.TrimSpace(string(out))
+}
+
+func condition(v *api.Volume, typ string) *api.Condition {
+	if v == nil {
+		return nil
+	}
+	for i := range v.Conditions {
+		if v.Conditions[i].Type == typ {
+			return &v.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// waitMountRefused waits until the volume's mount is refused by its
+// options, shown as a configuration error.
+func (e *env) waitMountRefused(name string) *api.Volume {
+	e.t.Helper()
+	st := e.waitFor(name+" mount refused by its options", func(st *api.Status) bool {
+		return condition(find(st, name), "MountConfig") != nil
+	})
+	v := find(st, name)
+	if v.Phase == api.PhaseReady || v.Phase == api.PhaseDegraded {
+		e.t.Errorf("%s: phase %s with a refused mount", name, v.Phase)
+	}
+	return v
+}
+
+// The data-loss bug: a state-file write fails at a commit of an
+// operation, a power cut follows before anything else is recorded, and
+// the next start has a typo in mountOptions. The filesystem must come
+// through: same UUID, the data written in between intact, nothing
+// mounted twice; the typo is shown as a configuration error.
+func TestStateWriteFaultThenRebootAndBadOptions(t *testing.T) {
+	errnos := []string{"ENOSPC", "EIO", "EROFS"}
+	i := 0
+	for _, op := range []string{"attach", "format", "mount_device", "publish"} {
+		for _, stage := range []string{"begin", "finish"} {
+			errno := errnos[i%len(errnos)]
+			i++
+			t.Run(op+":"+stage+"="+errno, func(t *testing.T) {
+				e := newEnv(t)
+				full := filepath.Join(e.dir, "state-full")
+				img := filepath.Join(e.images, "vol.img")
+				e.loopManifest("vol", "ext4")
+				e.start("VOLUMED_STATE_FAULT="+op+":"+stage+"="+errno, "VOLUMED_STATE_FAULT_FILE="+full)
+				// The fault shows: as an unrecorded outcome, or as an
+				// operation that cannot start.
+				st := e.waitFor("the state-file fault to show", func(st *api.Status) bool {
+					v := find(st, "vol")
+					return condition(v, "StateNotRecorded") != nil || (v != nil && strings.Contains(v.LastError, "record intent"))
+				})
+				if v := find(st, "vol"); v.Phase == api.PhaseReady {
+					t.Errorf("Ready while the state file cannot be written: %+v", v)
+				}
+				uuid := fsUUID(t, img)
+				e.reboot()
+				if err := os.Remove(full); err != nil {
+					t.Fatalf("the fault never filled the state filesystem: %v", err)
+				}
+
+				// Restart with a typo: the pending intent (if any) is
+				// resolved, the mount refused, nothing formatted again.
+				e.loopManifest("vol", "ext4", "bogus")
+				e.start()
+				e.waitMountRefused("vol")
+				if uuid != "" && fsUUID(t, img) != uuid {
+					t.Fatalf("filesystem made again: UUID %s -> %s", uuid, fsUUID(t, img))
+				}
+
+				// Fixed: Ready; data written; another power cut and typo.
+				e.loopManifest("vol", "ext4")
+				e.waitReady("vol")
+				data := filepath.Join(e.target("vol"), "data")
+				if err := os.WriteFile(data, []byte("precious "+t.Name()), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				sum, uuid := sha(t, data), fsUUID(t, img)
+				e.reboot()
+				e.loopManifest("vol", "ext4", "bogus")
+				e.start()
+				e.waitMountRefused("vol")
+				e.loopManifest("vol", "ext4")
+				e.waitReady("vol")
+				if got := fsUUID(t, img); got != uuid {
+					t.Fatalf("filesystem made again: UUID %s -> %s", uuid, got)
+				}
+				if sha(t, data) != sum {
+					t.Fatal("data changed")
+				}
+				e.assertConverged(map[string][]string{"vol": {"vol"}})
+				if strings.Contains(e.logText(), "formatting again") {
+					t.Error("the log says a format was redone")
+				}
+			})
+		}
+	}
+}
+
+// The outcome of a format whose commit failed is kept and recorded when
+// space returns; until then the volume says its state is not recorded and
+// starts nothing new.
+func TestUnrecordedOutcomeIsRetriedUntilDurable(t *testing.T) {
+	e := newEnv(t)
+	full := filepath.Join(e.dir, "state-full")
+	e.loopManifest("vol", "ext4")
+	e.start("VOLUMED_STATE_FAULT=format:finish=ENOSPC", "VOLUMED_STATE_FAULT_FILE="+full)
+	st := e.waitFor("StateNotRecorded", func(st *api.Status) bool { return condition(find(st, "vol"), "StateNotRecorded") != nil })
+	c := condition(find(st, "vol"), "StateNotRecorded")
+	if !strings.Contains(c.Message, "no space left on device") {
+		t.Errorf("condition does not say why: %+v", c)
+	}
+	// Nothing new is started while the state file does not know.
+	time.Sleep(1500 * time.Millisecond)
+	if n := len(e.mounts()[e.staging("vol")]); n != 0 {
+		t.Errorf("mounted while the format's outcome is unrecorded")
+	}
+	if err := os.Remove(full); err != nil {
+		t.Fatal(err)
+	}
+	e.waitReady("vol")
+	if v := find(e.waitReady("vol"), "vol"); len(v.Conditions) != 0 {
+		t.Errorf("conditions left on a Ready volume: %+v", v.Conditions)
+	}
+	// Durable: a power cut now leaves no intent to resolve.
+	e.reboot()
+	e.start()
+	e.waitReady("vol")
+	if strings.Count(e.logText(), "resolving uncertain operation") != 0 {
+		t.Errorf("an intent was left on disk after the outcome was recorded:\n%s", e.logText())
+	}
+}
