@@ -17,15 +17,22 @@ import (
 
 // For every operation kind, SIGKILL right after its intent is durable and
 // right after the kernel acted but before the outcome is recorded; the
-// restarted agent converges with nothing leaked or doubled.
+// restarted agent converges with nothing leaked or doubled. The reboot
+// variant loses every mount and loop device too, as a power cut does,
+// while the state file stays: a filesystem made before it is kept.
 func TestCrashPoints(t *testing.T) {
 	setup := []string{"attach", "format", "mount_device", "publish"}
 	teardown := []string{"unpublish", "unmount_device", "detach"}
 	for _, op := range append(setup, teardown...) {
-		for _, when := range []string{"after-intent", "after-kernel"} {
+		for _, when := range []string{"after-intent", "after-kernel", "after-intent+reboot", "after-kernel+reboot"} {
+			when, reboot := strings.CutSuffix(when, "+reboot")
 			point := op + ":" + when
 			isSetup := !slices.Contains(teardown, op)
-			t.Run(point, func(t *testing.T) {
+			name := point
+			if reboot {
+				name += "+reboot"
+			}
+			t.Run(name, func(t *testing.T) {
 				e := newEnv(t)
 				// One operation at a time: the killed one is the last started.
 				e.extraArgs = []string{"--parallel", "1"}
@@ -44,6 +51,11 @@ func TestCrashPoints(t *testing.T) {
 					t.Fatalf("agent did not die of SIGKILL at %s", point)
 				}
 				before := e.mountIDs()
+				uuid := fsUUID(t, filepath.Join(e.images, "vol.img"))
+				if reboot {
+					e.reboot()
+					before = nil
+				}
 				e.start()
 				if isSetup {
 					e.waitReady("vol", "other")
@@ -58,9 +70,14 @@ func TestCrashPoints(t *testing.T) {
 						}
 					}
 				}
+				if isSetup && uuid != "" {
+					if got := fsUUID(t, filepath.Join(e.images, "vol.img")); got != uuid {
+						t.Errorf("filesystem made again: UUID %s -> %s", uuid, got)
+					}
+				}
 				// The operation that completed in the kernel before the kill
 				// is not done again by the restarted agent.
-				if when == "after-kernel" && op != "publish" && op != "unpublish" {
+				if !reboot && when == "after-kernel" && op != "publish" && op != "unpublish" {
 					victim := crashedVolume(t, e.logText(), op)
 					st, err := e.status()
 					if err != nil {

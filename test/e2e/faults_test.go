@@ -213,3 +213,208 @@ func TestUnrecordedOutcomeIsRetriedUntilDurable(t *testing.T) {
 		t.Errorf("an intent was left on disk after the outcome was recorded:\n%s", e.logText())
 	}
 }
+
+// mountStateFS puts the env's state dir on a filesystem of its own: a
+// size-limited tmpfs, which a reboot simulation keeps.
+func (e *env) mountStateFS(size string) {
+	e.t.Helper()
+	if err := os.MkdirAll(e.state, 0o700); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", e.state, "tmpfs", 0, "size="+size+",mode=0700"); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// fill takes every free byte of the filesystem holding dir.
+func fill(t *testing.T, dir string) string {
+	t.Helper()
+	p := filepath.Join(dir, "filler")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			break
+		}
+	}
+	for n := len(buf) / 2; n > 0; n /= 2 { // the last partial blocks
+		if _, err := f.Write(buf[:n]); err != nil {
+			continue
+		}
+	}
+	return p
+}
+
+// A full state filesystem (a real one: a tmpfs with no byte left) while
+// 30 volumes are added: what cannot be recorded waits and says so; when
+// space returns, all 30 converge, and a power cut after that loses no
+// byte of what they hold.
+func TestFullStateFilesystemWhileAddingVolumes(t *testing.T) {
+	e := newEnv(t)
+	e.mountStateFS("2m")
+	e.start()
+	e.waitFor("agent up", func(*api.Status) bool { return true })
+	filler := fill(t, e.state)
+	var names []string
+	for i := range 30 {
+		name := fmt.Sprintf("v%02d", i)
+		names = append(names, name)
+		e.loopManifest(name, "ext4")
+	}
+	e.waitFor("volumes held up by the full state filesystem", func(st *api.Status) bool {
+		held := 0
+		for _, v := range st.Volumes {
+			if strings.Contains(v.LastError, "no space left") || condition(&v, "StateNotRecorded") != nil {
+				held++
+			}
+		}
+		return held > 0
+	})
+	st, err := e.status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range st.Volumes {
+		if v.Phase == api.PhaseReady && condition(&v, "StateNotRecorded") != nil {
+			t.Errorf("%s Ready while its state is not recorded", v.Name)
+		}
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	e.waitReady(names...)
+	want := map[string][]string{}
+	sums := map[string][32]byte{}
+	for _, n := range names {
+		want[n] = []string{n}
+		p := filepath.Join(e.target(n), "data")
+		if err := os.WriteFile(p, []byte("bytes of "+n), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		sums[n] = sha(t, p)
+	}
+	e.assertConverged(want)
+	e.reboot()
+	e.start()
+	e.waitReady(names...)
+	e.assertConverged(want)
+	for _, n := range names {
+		if sha(t, filepath.Join(e.target(n), "data")) != sums[n] {
+			t.Errorf("%s: data changed", n)
+		}
+	}
+	if strings.Contains(e.logText(), "formatting again") {
+		t.Error("a format was redone")
+	}
+}
+
+// A state filesystem that is read-only at start is an error that says
+// so; the healthy file on it is never moved aside as damaged.
+func TestReadOnlyStateDirAtStart(t *testing.T) {
+	e := newEnv(t)
+	e.mountStateFS("4m")
+	e.loopManifest("vol", "ext4")
+	e.start()
+	e.waitReady("vol")
+	e.stop()
+	if err := unix.Mount("", e.state, "", unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	if e.waitExit(30 * time.Second) {
+		t.Fatal("agent was killed instead of exiting with an error")
+	}
+	log := e.logText()
+	if !strings.Contains(log, "is read-only") || strings.Contains(log, "damaged") {
+		t.Errorf("want a read-only error, not damage:\n%s", log)
+	}
+	entries, _ := os.ReadDir(e.state)
+	for _, en := range entries {
+		if strings.Contains(en.Name(), "corrupt") {
+			t.Errorf("healthy state file moved aside: %s", en.Name())
+		}
+	}
+	if _, err := os.Stat(filepath.Join(e.state, "state.db")); err != nil {
+		t.Errorf("state file gone: %v", err)
+	}
+	if err := unix.Mount("", e.state, "", unix.MS_REMOUNT, ""); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	e.waitReady("vol")
+}
+
+// A frozen state filesystem: an operation waits for its intent, and the
+// status says so and for how long; SIGTERM still stops the agent's work
+// (the process itself ends when the kernel lets go of the write it is
+// blocked in, at the thaw).
+func TestFrozenStateFilesystem(t *testing.T) {
+	e := newEnv(t)
+	img := filepath.Join(e.dir, "state.img")
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, 32<<20); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mkfs.ext4", "-q", img).CombinedOutput(); err != nil {
+		t.Fatalf("mkfs: %v: %s", err, out)
+	}
+	if err := os.MkdirAll(e.state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-o", "loop", img, e.state).CombinedOutput(); err != nil {
+		t.Fatalf("mount: %v: %s", err, out)
+	}
+	thawed := false
+	thaw := func() {
+		if !thawed {
+			thawed = true
+			_ = exec.Command("fsfreeze", "-u", e.state).Run()
+		}
+	}
+	t.Cleanup(func() {
+		thaw()
+		_ = exec.Command("umount", "-d", e.state).Run()
+	})
+	e.loopManifest("a", "ext4")
+	e.start()
+	e.waitReady("a")
+	if out, err := exec.Command("fsfreeze", "-f", e.state).CombinedOutput(); err != nil {
+		t.Fatalf("fsfreeze: %v: %s", err, out)
+	}
+	e.loopManifest("b", "ext4")
+	st := e.waitFor("b waiting for the state file", func(st *api.Status) bool {
+		c := condition(find(st, "b"), "WaitingForState")
+		return c != nil && strings.Contains(c.Message, "waiting for the state file (")
+	})
+	if v := find(st, "a"); v.Phase != api.PhaseReady {
+		t.Errorf("a bystander volume is %s", v.Phase)
+	}
+	e.mu.Lock()
+	cmd, done := e.cmd, e.done
+	e.mu.Unlock()
+	_ = cmd.Process.Signal(unix.SIGTERM)
+	deadline := time.Now().Add(30 * time.Second) // the unit's TimeoutStopSec
+	for !strings.Contains(e.logText(), "stopped; every mount stays in place") {
+		if time.Now().After(deadline) {
+			t.Fatalf("SIGTERM: the agent did not stop its work within the unit's stop timeout")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	thaw()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("agent did not exit after the thaw")
+	}
+	e.mu.Lock()
+	e.cmd = nil
+	e.mu.Unlock()
+	e.start()
+	e.waitReady("a", "b")
+}
