@@ -32,6 +32,7 @@ const (
 // a histogram, whose series carry the _bucket, _count and _sum suffixes.
 var metrics = map[string]bool{
 	"volumed_volume_phase":                  false,
+	"volumed_volume_condition":              false,
 	"volumed_operation_duration_seconds":    true,
 	"volumed_operation_errors_total":        false,
 	"volumed_reconcile_duration_seconds":    true,
@@ -183,7 +184,7 @@ func TestAlertRulesStructure(t *testing.T) {
 		}
 	}
 	for _, want := range []string{
-		"VolumedVolumeNotReady", "VolumedOperationFailing", "VolumedFilesystemAlmostFull",
+		"VolumedVolumeNotReady", "VolumedVolumeCondition", "VolumedOperationFailing", "VolumedFilesystemAlmostFull",
 		"VolumedFilesystemInodesAlmostFull", "VolumedManifestRefused", "VolumedStateFileRecovered", "VolumedDown",
 	} {
 		if !seen[want] {
