@@ -91,6 +91,7 @@ type Agent struct {
 	problems           []string
 	events             map[string][]api.Event
 	interruptedFormats map[string]bool
+	refusedFormats     map[string]refusedFormat
 	// madeSessions are the shared kernel objects (iSCSI sessions, NVMe
 	// controllers) volumed made, by sessionKey: the last volume on one
 	// releases it, whichever volume made it.
@@ -136,6 +137,7 @@ func New(cfg Config) *Agent {
 		desired:            map[string]*Desired{},
 		events:             map[string][]api.Event{},
 		interruptedFormats: map[string]bool{},
+		refusedFormats:     map[string]refusedFormat{},
 		madeSessions:       map[string]bool{},
 	}
 	if cfg.Metrics != nil {
@@ -462,6 +464,7 @@ func (a *Agent) pass(ctx context.Context) {
 	started := 0
 	ops := Plan(desired, actual)
 	ops = append(ops, a.growthOps(desired, actual, ops)...)
+	a.updatePending(desired, actual)
 	for _, op := range ops {
 		fn := a.opFunc(op, desired[op.Volume], actual[op.Volume])
 		driver := driverOf(desired[op.Volume], actual[op.Volume])
@@ -592,6 +595,8 @@ func (a *Agent) opFunc(op Op, d *Desired, rec *store.Volume) func(context.Contex
 		return func(ctx context.Context) error { return a.opDetach(ctx, op.Volume, driver) }
 	case OpGrow:
 		return func(ctx context.Context) error { return a.opGrow(ctx, d) }
+	case OpRemount:
+		return func(ctx context.Context) error { return a.opRemount(ctx, d, op.Target) }
 	}
 	return func(context.Context) error { return fmt.Errorf("unknown operation %q", op.Kind) }
 }
