@@ -490,6 +490,7 @@ func (a *Agent) pass(ctx context.Context) {
 		if desired[name] == nil && actual[name] == nil {
 			if _, busy := a.exec.Running(name); !busy {
 				delete(a.events, name)
+				delete(a.refusedFormats, name)
 				a.conds.Forget(name)
 			}
 		}

@@ -1,9 +1,15 @@
 package agent
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/store"
@@ -116,6 +122,56 @@ func TestPendingChanges(t *testing.T) {
 				if !strings.Contains(text, w) {
 					t.Errorf("%q does not say %q", text, w)
 				}
+			}
+		})
+	}
+}
+
+// remounter answers every remount with err.
+type remounter struct {
+	Mounter
+	err   error
+	calls int
+}
+
+func (r *remounter) Remount(string, int, []string) error { r.calls++; return r.err }
+
+// A remount the filesystem refuses is recorded, so that the next pass
+// does not try it again and the volume shows what is pending; one that
+// was only busy is retried.
+func TestRefusedRemountIsRecorded(t *testing.T) {
+	ctx := context.Background()
+	base := loopWant("a", tgt("/t", false))
+	journal := loopWant("a", tgt("/t", false))
+	journal.Spec.Filesystem = &manifest.Filesystem{Type: "ext4", MountOptions: []string{"data=journal"}}
+	for _, c := range []struct {
+		name        string
+		err         error
+		wantPlanned bool
+	}{
+		{"refused", fmt.Errorf("remount /s/a: %w", unix.EINVAL), false},
+		{"busy", fmt.Errorf("remount /s/a: %w", unix.EBUSY), true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a := sessionAgent(t, &fakeTarget{})
+			m := &remounter{err: c.err}
+			a.cfg.Mounter = m
+			if err := a.state.Adopt(madeWith(base)); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.opRemount(ctx, journal, DesiredTarget{}); !errors.Is(err, c.err) {
+				t.Fatalf("opRemount = %v, want %v", err, c.err)
+			}
+			rec := a.state.Get("a")
+			planned := len(Plan(map[string]*Desired{"a": journal}, map[string]*store.Volume{"a": rec})) > 0
+			if planned != c.wantPlanned {
+				t.Errorf("remount planned again: %v, want %v", planned, c.wantPlanned)
+			}
+			if p := pendingChanges(journal, rec); (len(p) == 1) == c.wantPlanned {
+				t.Errorf("pending %+v", p)
+			}
+			if !slices.Equal(rec.Staging.Options, stagingOptions(base)) {
+				t.Errorf("recorded options %v after a failed remount, want the old ones", rec.Staging.Options)
 			}
 		})
 	}

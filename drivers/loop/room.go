@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -23,7 +24,7 @@ func CheckRoom(file string, size int64) error {
 	st, err := os.Lstat(file)
 	switch {
 	case err == nil:
-		if sys, ok := st.Sys().(*unix.Stat_t); ok {
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
 			held = sys.Blocks * 512
 		}
 	case !errors.Is(err, os.ErrNotExist):
