@@ -263,3 +263,32 @@ spec:
 		t.Errorf("conditions after the grow: %+v", v.Conditions)
 	}
 }
+
+// SIGKILL while a live edit is applied: the restarted agent finishes it
+// without unmounting anything.
+func TestCrashDuringRemount(t *testing.T) {
+	for _, when := range []string{"after-intent", "after-kernel"} {
+		t.Run(when, func(t *testing.T) {
+			e := newEnv(t)
+			e.volume("r", "ext4", "32Mi", "r")
+			e.start()
+			e.waitReady("r")
+			e.stop()
+			ids := e.mountIDs()
+			m := e.volume("r", "ext4", "32Mi", "r:ro")
+			e.write("r.yaml", strings.Replace(m, "    type: ext4\n", "    type: ext4\n    mountOptions: [noexec]\n", 1))
+			e.start("VOLUMED_CRASH_AT=remount:" + when)
+			if !e.waitExit(90 * time.Second) {
+				t.Fatal("agent did not die of SIGKILL in the remount")
+			}
+			e.start()
+			e.waitFor("the edit applied after the restart", func(st *api.Status) bool {
+				v := find(st, "r")
+				return v != nil && v.Phase == api.PhaseReady && e.hasOptions(e.staging("r"), "noexec") && e.hasOptions(e.target("r"), "ro", "noexec")
+			})
+			if got := e.mountIDs(); fmt.Sprint(got) != fmt.Sprint(ids) {
+				t.Errorf("mounts redone: %v -> %v", ids, got)
+			}
+		})
+	}
+}
