@@ -93,6 +93,7 @@ type Agent struct {
 	// interruptedFormats: volumes whose format a crash left uncertain,
 	// with the filesystem UUID that format was making.
 	interruptedFormats map[string]string
+	refusedFormats     map[string]refusedFormat
 	// madeSessions are the shared kernel objects (iSCSI sessions, NVMe
 	// controllers) volumed made, by sessionKey: the last volume on one
 	// releases it, whichever volume made it.
@@ -138,6 +139,7 @@ func New(cfg Config) *Agent {
 		desired:            map[string]*Desired{},
 		events:             map[string][]api.Event{},
 		interruptedFormats: map[string]string{},
+		refusedFormats:     map[string]refusedFormat{},
 		madeSessions:       map[string]bool{},
 	}
 	if cfg.Metrics != nil {
@@ -524,6 +526,7 @@ func (a *Agent) pass(ctx context.Context) {
 	started := 0
 	ops := Plan(desired, actual)
 	ops = append(ops, a.growthOps(desired, actual, ops)...)
+	a.updatePending(desired, actual)
 	for _, op := range ops {
 		fn := a.opFunc(op, desired[op.Volume], actual[op.Volume])
 		driver := driverOf(desired[op.Volume], actual[op.Volume])
@@ -549,6 +552,7 @@ func (a *Agent) pass(ctx context.Context) {
 		if desired[name] == nil && actual[name] == nil {
 			if _, busy := a.exec.Running(name); !busy {
 				delete(a.events, name)
+				delete(a.refusedFormats, name)
 				a.conds.Forget(name)
 			}
 		}
@@ -654,6 +658,8 @@ func (a *Agent) opFunc(op Op, d *Desired, rec *store.Volume) func(context.Contex
 		return func(ctx context.Context) error { return a.opDetach(ctx, op.Volume, driver) }
 	case OpGrow:
 		return func(ctx context.Context) error { return a.opGrow(ctx, d) }
+	case OpRemount:
+		return func(ctx context.Context) error { return a.opRemount(ctx, d, op.Target) }
 	}
 	return func(context.Context) error { return fmt.Errorf("unknown operation %q", op.Kind) }
 }

@@ -32,7 +32,9 @@ type DesiredTarget struct {
 	SubPath  string
 	// NestedIn names the volume whose target this one lies inside.
 	NestedIn string
-	From     string // "Volume/name" or "Mount/name", for messages
+	// AllowNonEmpty: the target may hide what its directory holds.
+	AllowNonEmpty bool
+	From          string // "Volume/name" or "Mount/name", for messages
 }
 
 // Wanted reports whether the volume should be set up (not torn down).
@@ -64,7 +66,7 @@ func buildDesired(res *manifest.Result) map[string]*Desired {
 			Absent: spec.State == "absent",
 		}
 		for _, m := range spec.Mounts {
-			d.Targets = append(d.Targets, DesiredTarget{Path: path.Clean(m.Path), ReadOnly: m.ReadOnly, NestedIn: m.NestedIn, From: "Volume/" + d.Name})
+			d.Targets = append(d.Targets, DesiredTarget{Path: path.Clean(m.Path), ReadOnly: m.ReadOnly, NestedIn: m.NestedIn, AllowNonEmpty: m.AllowNonEmpty, From: "Volume/" + d.Name})
 		}
 		out[d.Name] = d
 	}
@@ -74,7 +76,7 @@ func buildDesired(res *manifest.Result) map[string]*Desired {
 		if d == nil {
 			continue // waits for its volume; the loader reported it
 		}
-		d.Targets = append(d.Targets, DesiredTarget{Path: path.Clean(m.Path), ReadOnly: m.ReadOnly, SubPath: m.SubPath, NestedIn: m.NestedIn, From: "Mount/" + o.Metadata.Name})
+		d.Targets = append(d.Targets, DesiredTarget{Path: path.Clean(m.Path), ReadOnly: m.ReadOnly, SubPath: m.SubPath, NestedIn: m.NestedIn, AllowNonEmpty: m.AllowNonEmpty, From: "Mount/" + o.Metadata.Name})
 	}
 	for _, d := range out {
 		sort.Slice(d.Targets, func(i, j int) bool { return d.Targets[i].Path < d.Targets[j].Path })

@@ -126,6 +126,14 @@ type Mounter interface {
 	// mountinfo; it fails (never pretends) when the target stays busy.
 	Unmount(ctx context.Context, target string) error
 	EnsureDir(path string) error
+	// Remount changes the options of the filesystem mounted at target
+	// (the mount mountID) in place; the filesystem may refuse.
+	Remount(target string, mountID int, opts []string) error
+	// SetBindOptions gives the mount mountID at target exactly the
+	// per-mount flags of o.
+	SetBindOptions(target string, mountID int, o BindOptions) error
+	// Entries counts what the directory at path holds (0 if missing).
+	Entries(path string) (int, error)
 	// Mounts reads the whole mount table (start-up, drift checks).
 	Mounts() ([]*mountinfo.Info, error)
 	// At says, in one syscall, which mount a path lands on and whether

@@ -29,7 +29,7 @@ type opKey struct{ volume, op string }
 
 type failure struct {
 	count int
-	until time.Time
+	until time.Time // zero for a permanent failure: not retried before Reset
 	err   error
 }
 
@@ -57,7 +57,7 @@ func (e *Executor) Start(ctx context.Context, volume, op string, fn func(context
 		e.mu.Unlock()
 		return false, time.Time{}
 	}
-	if f := e.failed[opKey{volume, op}]; f != nil && e.now().Before(f.until) {
+	if f := e.failed[opKey{volume, op}]; f != nil && (f.until.IsZero() || e.now().Before(f.until)) {
 		e.mu.Unlock()
 		return false, f.until
 	}
@@ -100,6 +100,9 @@ func (e *Executor) finish(volume, op string, err error) {
 	f.count++
 	f.err = err
 	f.until = e.now().Add(backoffFor(f.count))
+	if isPermanent(err) {
+		f.until = time.Time{}
+	}
 }
 
 func backoffFor(failures int) time.Duration {

@@ -87,7 +87,7 @@ func (a *Agent) opGrow(ctx context.Context, d *Desired) error {
 	}
 	dev := rec.Attachment.Device
 	inputs := map[string]string{"device": dev}
-	return a.state.Do(d.Name, d.Driver, OpGrow, inputs, func(rec *store.Volume) error {
+	err := a.state.Do(d.Name, d.Driver, OpGrow, inputs, func(rec *store.Volume) error {
 		if r, ok := a.cfg.Attachers[d.Driver].(Resizer); ok {
 			if err := r.Grow(ctx, d, *rec.Attachment); err != nil {
 				return err
@@ -111,4 +111,12 @@ func (a *Agent) opGrow(ctx context.Context, d *Desired) error {
 		}
 		return nil
 	})
+	// A volume that did not grow is still mounted as the manifest says,
+	// so without the condition it would look Ready.
+	if err != nil {
+		a.conds.Set(d.Name, CondGrowFailed, "GrowFailed", err.Error())
+	} else {
+		a.conds.Clear(d.Name, CondGrowFailed)
+	}
+	return err
 }

@@ -97,7 +97,7 @@ func (a *Agent) attachmentOf(d *Desired, f Found, made bool) *store.Attachment {
 	owned := made || ours || a.sessionOwned(d.Name, d.Driver, f.Session)
 	return &store.Attachment{
 		Driver: d.Driver, Device: f.Device, Identity: f.Identity, Session: f.Session,
-		Owned: owned && !f.Pinned, Pinned: f.Pinned,
+		Owned: owned && !f.Pinned, Pinned: f.Pinned, Source: sourceKey(d.Spec.Source),
 	}
 }
 
@@ -144,6 +144,9 @@ func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
 	if stager, ok := a.cfg.Attachers[d.Driver].(Stager); ok {
 		return a.stageSource(ctx, d, stager)
 	}
+	if err := a.formatRefusedFor(d); err != nil {
+		return err
+	}
 	dev := rec.Attachment.Device
 	fs := d.Spec.Filesystem
 	if fs == nil {
@@ -173,7 +176,7 @@ func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
 	}
 	if redo {
 		if err := format(true); err != nil {
-			return err
+			return a.formatFailed(ctx, d, dev, err)
 		}
 	} else {
 		needFormat, err := decideFormat(sigs, fs, readOnlySource(d))
@@ -182,7 +185,7 @@ func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
 		}
 		if needFormat {
 			if err := format(false); err != nil {
-				return err
+				return a.formatFailed(ctx, d, dev, err)
 			}
 		}
 	}
@@ -256,14 +259,15 @@ func (a *Agent) mountStaging(d *Desired, dev string) error {
 			if top == nil || !sameDevice(top, dev) {
 				return fmt.Errorf("staging path %s has a mount that volumed did not make; left alone", p)
 			}
-			rec.Staging = stagingRecord(p, top.ID, dev, fs.Type)
+			rec.Staging = stagingRecord(p, top.ID, dev, fs.Type, nil)
 			rec.Staging.DeviceBytes = a.deviceSize(dev)
 			return nil
 		}
 		if err := a.cfg.Mounter.EnsureDir(p); err != nil {
 			return err
 		}
-		if err := a.cfg.Mounter.MountDevice(dev, p, fs.Type, stagingOptions(d)); err != nil {
+		opts := stagingOptions(d)
+		if err := a.cfg.Mounter.MountDevice(dev, p, fs.Type, opts); err != nil {
 			return err
 		}
 		pt, err := a.cfg.Mounter.At(p)
@@ -273,7 +277,7 @@ func (a *Agent) mountStaging(d *Desired, dev string) error {
 		if !pt.Root {
 			return fmt.Errorf("mount of %s at %s succeeded but the kernel does not show it", dev, p)
 		}
-		rec.Staging = stagingRecord(p, pt.MountID, dev, fs.Type)
+		rec.Staging = stagingRecord(p, pt.MountID, dev, fs.Type, opts)
 		rec.Staging.DeviceBytes = a.deviceSize(dev)
 		return nil
 	})
@@ -313,7 +317,7 @@ func (a *Agent) stageSource(ctx context.Context, d *Desired, stager Stager) erro
 		if !pt.Root {
 			return fmt.Errorf("staging %s at %s succeeded but the kernel does not show it", d.Driver, p)
 		}
-		rec.Staging = stagingRecord(p, pt.MountID, rec.Attachment.Device, d.Driver)
+		rec.Staging = stagingRecord(p, pt.MountID, rec.Attachment.Device, d.Driver, nil)
 		return nil
 	})
 }
@@ -393,23 +397,28 @@ func readOnlySource(d *Desired) bool {
 	return d.Spec.Source.Loop != nil && d.Spec.Source.Loop.ReadOnly
 }
 
+// stagingOptions are the options of the staging mount. suid and dev are
+// spelled out when allowed: the list is then never empty, so a record
+// of it can be told from one that predates recording (nil).
 func stagingOptions(d *Desired) []string {
 	fs := d.Spec.Filesystem
 	opts := slices.Clone(fs.MountOptions)
-	if !fs.AllowSuid {
-		opts = append(opts, "nosuid")
-	}
-	if !fs.AllowDev {
-		opts = append(opts, "nodev")
-	}
+	opts = append(opts, flagWord(!fs.AllowSuid, "nosuid", "suid"), flagWord(!fs.AllowDev, "nodev", "dev"))
 	if readOnlySource(d) {
 		opts = append(opts, "ro")
 	}
 	return opts
 }
 
-func stagingRecord(p string, id int, dev, fstype string) *store.MountRecord {
-	return &store.MountRecord{Path: p, Device: dev, FSType: fstype, MountID: id, Owned: true}
+func flagWord(on bool, yes, no string) string {
+	if on {
+		return yes
+	}
+	return no
+}
+
+func stagingRecord(p string, id int, dev, fstype string, opts []string) *store.MountRecord {
+	return &store.MountRecord{Path: p, Device: dev, FSType: fstype, MountID: id, Owned: true, Options: opts}
 }
 
 func (a *Agent) opPublish(ctx context.Context, d *Desired, t DesiredTarget) error {
@@ -424,15 +433,19 @@ func (a *Agent) opPublish(ctx context.Context, d *Desired, t DesiredTarget) erro
 		}
 		if tp, err := a.cfg.Mounter.At(t.Path); err == nil && tp.Root {
 			if tp.SameFile(src) {
-				rec.Targets = append(rec.Targets, targetRecord(tp.MountID, t))
+				rec.Targets = append(rec.Targets, targetRecord(tp.MountID, t, nil))
 				return nil
 			}
 			return fmt.Errorf("target %s already has a mount%s that volumed did not make; left alone", t.Path, a.describeMount(t.Path))
 		}
+		if err := a.refuseNonEmpty(t); err != nil {
+			return err
+		}
 		if err := a.cfg.Mounter.EnsureDir(t.Path); err != nil {
 			return err
 		}
-		if err := a.cfg.Mounter.Bind(rec.Staging.Path, t.SubPath, t.Path, bindOptions(d, t)); err != nil {
+		o := bindOptions(d, t)
+		if err := a.cfg.Mounter.Bind(rec.Staging.Path, t.SubPath, t.Path, o); err != nil {
 			return err
 		}
 		tp, err := a.cfg.Mounter.At(t.Path)
@@ -442,9 +455,30 @@ func (a *Agent) opPublish(ctx context.Context, d *Desired, t DesiredTarget) erro
 		if !tp.Root || !tp.SameFile(src) {
 			return fmt.Errorf("bind mount at %s succeeded but the kernel does not show it", t.Path)
 		}
-		rec.Targets = append(rec.Targets, targetRecord(tp.MountID, t))
+		rec.Targets = append(rec.Targets, targetRecord(tp.MountID, t, bindWords(o)))
 		return nil
 	})
+}
+
+// refuseNonEmpty: a mount hides what its directory holds, which is
+// seldom meant (a path typed wrong, data written before the volume came
+// up), so the manifest must ask for it.
+func (a *Agent) refuseNonEmpty(t DesiredTarget) error {
+	if t.AllowNonEmpty {
+		return nil
+	}
+	n, err := a.cfg.Mounter.Entries(t.Path)
+	if err != nil {
+		return fmt.Errorf("target %s: %w", t.Path, err)
+	}
+	if n == 0 {
+		return nil
+	}
+	entries := "entries"
+	if n == 1 {
+		entries = "entry"
+	}
+	return fmt.Errorf("target %s is not empty: mounting would hide %d %s; set allowNonEmpty: true on the mount to allow it", t.Path, n, entries)
 }
 
 // bindOptions: nosuid and nodev unless the manifest allows them; a
@@ -488,8 +522,8 @@ func (a *Agent) describeMount(p string) string {
 	return ""
 }
 
-func targetRecord(id int, t DesiredTarget) store.MountRecord {
-	return store.MountRecord{Path: t.Path, SubPath: t.SubPath, ReadOnly: t.ReadOnly, MountID: id, Owned: true}
+func targetRecord(id int, t DesiredTarget, opts []string) store.MountRecord {
+	return store.MountRecord{Path: t.Path, SubPath: t.SubPath, ReadOnly: t.ReadOnly, MountID: id, Owned: true, Options: opts}
 }
 
 func (a *Agent) opUnpublish(ctx context.Context, name, driver, path string) error {

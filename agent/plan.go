@@ -17,7 +17,10 @@ const (
 	OpUnmountDevice = "unmount_device"
 	OpDetach        = "detach"
 	OpGrow          = "grow"
-	OpVerify        = "verify"
+	// OpRemount applies changed mount options in place: to the staging
+	// mount (Op.Target.Path empty) or to one target.
+	OpRemount = "remount"
+	OpVerify  = "verify"
 )
 
 // Op is the next step for one volume.
@@ -85,10 +88,11 @@ func nextOp(name string, d *Desired, a *store.Volume, held map[string]string) (O
 		}
 		return teardownOp(name, a, held)
 	}
-	// Targets published but no longer wanted as they are.
+	// Targets published but no longer wanted as they are; a change of
+	// flags alone is remounted in place (remountOp), not republished.
 	for _, t := range a.Targets {
 		want, ok := d.Target(t.Path)
-		if (!ok || want.ReadOnly != t.ReadOnly || want.SubPath != t.SubPath) && !coversHeld(t.Path, held) {
+		if (!ok || want.SubPath != t.SubPath) && !coversHeld(t.Path, held) {
 			return Op{Volume: name, Kind: OpUnpublish, Target: DesiredTarget{Path: t.Path}}, true
 		}
 	}
@@ -110,7 +114,7 @@ func nextOp(name string, d *Desired, a *store.Volume, held map[string]string) (O
 		}
 		return Op{Volume: name, Kind: OpPublish, Target: t}, true
 	}
-	return Op{}, false
+	return remountOp(name, d, a)
 }
 
 func teardownOp(name string, a *store.Volume, held map[string]string) (Op, bool) {

@@ -172,7 +172,7 @@ func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume,
 				made := f.Ours || (f.Reusable && slices.Contains(pending, OpAttach))
 				v.Attachment = &store.Attachment{
 					Driver: d.Driver, Device: f.Device, Identity: f.Identity, Session: f.Session,
-					Owned: made && !f.Pinned, Pinned: f.Pinned,
+					Owned: made && !f.Pinned, Pinned: f.Pinned, Source: sourceKey(d.Spec.Source),
 				}
 				log.Info("adopting attachment found in the kernel", "device", f.Device, "identity", f.Identity, "owned", v.Attachment.Owned)
 			}
@@ -193,6 +193,7 @@ func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume,
 			v.Staging = &store.MountRecord{Path: p, Device: v.Attachment.Device, FSType: fstype, MountID: top.ID, Owned: true}
 			if rec != nil && rec.Staging != nil {
 				v.Staging.DeviceBytes = rec.Staging.DeviceBytes
+				keepOptions(v.Staging, *rec.Staging)
 			}
 		} else {
 			log.Warn("staging path has a mount that is not this volume's device; left alone", "path", p, "source", top.Source)
@@ -203,8 +204,10 @@ func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume,
 	// staging filesystem is adopted; anything else there is not ours.
 	var paths []string
 	subPaths := map[string]string{}
+	recorded := map[string]store.MountRecord{}
 	if rec != nil {
 		for _, t := range rec.Targets {
+			recorded[t.Path] = t
 			paths = append(paths, t.Path)
 			subPaths[t.Path] = t.SubPath
 		}
@@ -222,9 +225,11 @@ func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume,
 		if top == nil || !sameSource(top, st, subPaths[tp]) {
 			continue
 		}
-		v.Targets = append(v.Targets, store.MountRecord{
-			Path: tp, SubPath: subPaths[tp], ReadOnly: mountReadOnly(top), MountID: top.ID, Owned: true,
-		})
+		m := store.MountRecord{Path: tp, SubPath: subPaths[tp], ReadOnly: mountReadOnly(top), MountID: top.ID, Owned: true}
+		if r, ok := recorded[tp]; ok {
+			keepOptions(&m, r)
+		}
+		v.Targets = append(v.Targets, m)
 	}
 	if len(pending) > 0 {
 		log.Info("reconstructed", "attached", v.Attachment != nil, "staged", v.Staging != nil, "targets", len(v.Targets))
@@ -240,6 +245,16 @@ func desiredFromIntent(in store.Intent) *Desired {
 		return nil
 	}
 	return &Desired{Name: in.Volume, Driver: src.Driver(), Spec: &manifest.VolumeSpec{Source: src}, Absent: true}
+}
+
+// keepOptions carries over what a record says a mount was made with
+// when the kernel shows that very mount: mountinfo cannot tell it (it
+// shows the filesystem's options, not the manifest's words). A remount
+// left uncertain by a crash is simply done again: it is idempotent.
+func keepOptions(m *store.MountRecord, rec store.MountRecord) {
+	if rec.MountID == m.MountID {
+		m.Options, m.Refused = rec.Options, rec.Refused
+	}
 }
 
 func mountReadOnly(m *mountinfo.Info) bool { return hasOption(m.Options, "ro") }

@@ -18,6 +18,7 @@ var opPhase = map[string]string{
 	OpUnmountDevice: api.PhaseUnmounting,
 	OpDetach:        api.PhaseDetaching,
 	OpGrow:          api.PhaseMounting,
+	OpRemount:       api.PhaseMounting,
 }
 
 // Status is the agent's view of every volume it wants or still holds.
@@ -86,8 +87,9 @@ func (a *Agent) volumeStatus(name string, d *Desired, rec *store.Volume, next ma
 	if failed {
 		v.LastError = fail.Op + ": " + fail.Err.Error()
 		v.Retries = fail.Retries
-		t := fail.Until
-		v.NextRetryAt = &t
+		if t := fail.Until; !t.IsZero() {
+			v.NextRetryAt = &t // zero: not retried until the manifest changes
+		}
 	}
 	op, pending := next[name]
 	running, busy := a.exec.Running(name)

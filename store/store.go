@@ -53,6 +53,11 @@ type Attachment struct {
 	Session string `json:"session,omitempty"`
 	// Pinned: the host booted from it; never torn down.
 	Pinned bool `json:"pinned,omitempty"`
+	// Source is what the manifest's source named when it was attached
+	// (e.g. a loop image's path): an edit to it cannot reach a live
+	// attachment, and this lets the agent say so. "" in records written
+	// before it was kept.
+	Source string `json:"source,omitempty"`
 }
 
 // MountRecord is one mount the agent made or adopted.
@@ -68,6 +73,20 @@ type MountRecord struct {
 	// filesystem was last mounted or grown: a larger device now means
 	// the filesystem can grow.
 	DeviceBytes int64 `json:"deviceBytes,omitempty"`
+	// Options are the mount options the mount was made (or last
+	// remounted) with, so that a manifest edit to them is seen; nil in
+	// records written before they were kept, which are then taken as
+	// matching the manifest.
+	Options []string `json:"options,omitempty"`
+	// Refused: a live remount to these options failed; it is not tried
+	// again until the manifest asks for something else.
+	Refused *Refusal `json:"refused,omitempty"`
+}
+
+// Refusal is a live change the kernel refused.
+type Refusal struct {
+	Options []string `json:"options"`
+	Error   string   `json:"error"`
 }
 
 // Volume is the recorded actual state of one volume.
@@ -84,7 +103,7 @@ type Volume struct {
 type Intent struct {
 	ID        uint64            `json:"id"`
 	Volume    string            `json:"volume"`
-	Op        string            `json:"op"`               // attach, format, mount_device, publish, unpublish, unmount_device, detach, grow
+	Op        string            `json:"op"`               // attach, format, mount_device, publish, unpublish, unmount_device, detach, grow, remount
 	Inputs    map[string]string `json:"inputs,omitempty"` // never secrets
 	StartedAt time.Time         `json:"startedAt"`
 }

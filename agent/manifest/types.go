@@ -63,6 +63,11 @@ type LoopCreate struct {
 	// Size as written ("10Gi", "64Mi", "1G", "1048576"); SizeBytes is the parsed value.
 	Size      string `yaml:"size" json:"size"`
 	SizeBytes int64  `yaml:"-" json:"-"`
+	// Overcommit allows a size larger than the free space of the
+	// filesystem holding the image. Off, such a size is refused: a
+	// sparse image that runs out of room there corrupts the filesystem
+	// inside it.
+	Overcommit bool `yaml:"overcommit,omitempty" json:"overcommit,omitempty"`
 }
 
 type ISCSISource struct {
@@ -152,6 +157,9 @@ type Target struct {
 	// target under another target is refused unless declared so, because
 	// it is published only after, and removed before, the one it is in.
 	NestedIn string `yaml:"nestedIn,omitempty" json:"nestedIn,omitempty"`
+	// AllowNonEmpty allows publishing onto a directory that holds
+	// something, which the mount then hides; refused otherwise.
+	AllowNonEmpty bool `yaml:"allowNonEmpty,omitempty" json:"allowNonEmpty,omitempty"`
 }
 
 // MountSpec is a `kind: Mount` consumer declared in its own file.
@@ -163,6 +171,8 @@ type MountSpec struct {
 	SubPath  string `yaml:"subPath,omitempty" json:"subPath,omitempty"`
 	ReadOnly bool   `yaml:"readOnly,omitempty" json:"readOnly,omitempty"`
 	NestedIn string `yaml:"nestedIn,omitempty" json:"nestedIn,omitempty"`
+	// AllowNonEmpty: as in a Volume's mounts.
+	AllowNonEmpty bool `yaml:"allowNonEmpty,omitempty" json:"allowNonEmpty,omitempty"`
 }
 
 // Driver names the attacher a source needs ("loop", "iscsi", ...).

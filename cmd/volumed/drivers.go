@@ -14,6 +14,7 @@ import (
 	"github.com/moby/sys/mountinfo"
 
 	"github.com/volumed/volumed/agent"
+	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/drivers/blockfs"
 	"github.com/volumed/volumed/drivers/iscsi"
 	"github.com/volumed/volumed/drivers/loop"
@@ -72,6 +73,9 @@ func (l loopAttacher) Find(_ context.Context, d *agent.Desired) ([]agent.Found, 
 func (l loopAttacher) Attach(ctx context.Context, d *agent.Desired) (agent.Found, error) {
 	src := d.Spec.Source.Loop
 	if src.Create != nil {
+		if err := checkRoom(src, false); err != nil {
+			return agent.Found{}, err
+		}
 		if _, err := loop.EnsureImage(src.File, src.Create.SizeBytes); err != nil {
 			return agent.Found{}, err
 		}
@@ -138,7 +142,28 @@ func (loopAttacher) Grow(ctx context.Context, d *agent.Desired, a store.Attachme
 	if dev == nil {
 		return fmt.Errorf("loop device of %s is gone", src.File)
 	}
+	if err := checkRoom(src, true); err != nil {
+		return err
+	}
 	_, err = loop.Grow(ctx, *dev, src.Create.SizeBytes)
+	return err
+}
+
+// checkRoom refuses an image size the filesystem holding the image
+// cannot take, unless the manifest opts in to overcommitting it. An
+// existing image is checked only when it is to grow: it is never
+// resized at attach.
+func checkRoom(src *manifest.LoopSource, growing bool) error {
+	if src.Create.Overcommit {
+		return nil
+	}
+	if st, err := os.Lstat(src.File); err == nil && (!growing || st.Size() >= src.Create.SizeBytes) {
+		return nil
+	}
+	err := loop.CheckRoom(src.File, src.Create.SizeBytes)
+	if errors.Is(err, loop.ErrNoRoom) {
+		return fmt.Errorf("source.loop.create.size %s refused: %w; a sparse image that runs out of room corrupts the filesystem inside it: free space, lower the size, or set create.overcommit: true", src.Create.Size, err)
+	}
 	return err
 }
 
@@ -220,9 +245,18 @@ func (mounter) MountDevice(device, target, fstype string, opts []string) error {
 }
 
 func (mounter) Bind(staging, subPath, target string, o agent.BindOptions) error {
-	return mount.SafeBind(staging, subPath, target, mount.BindOptions{ReadOnly: o.ReadOnly, NoSuid: o.NoSuid, NoDev: o.NoDev, NoExec: o.NoExec})
+	return mount.SafeBind(staging, subPath, target, mount.BindOptions(o))
 }
 
+func (mounter) Remount(target string, mountID int, opts []string) error {
+	return mount.Remount(target, mountID, opts)
+}
+
+func (mounter) SetBindOptions(target string, mountID int, o agent.BindOptions) error {
+	return mount.SetBindOptions(target, mountID, mount.BindOptions(o))
+}
+
+func (mounter) Entries(path string) (int, error)                 { return mount.Entries(path) }
 func (mounter) Unmount(ctx context.Context, target string) error { return mount.Unmount(ctx, target) }
 func (mounter) EnsureDir(path string) error                      { return mount.EnsureDir(path) }
 func (mounter) Mounts() ([]*mountinfo.Info, error)               { return mountinfo.GetMounts(nil) }

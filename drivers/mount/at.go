@@ -168,21 +168,7 @@ func BindAt(source, target *os.File, o BindOptions) error {
 		return fmt.Errorf("bind %s on %s: open_tree: %w", source.Name(), target.Name(), err)
 	}
 	defer unix.Close(mfd)
-	var set uint64
-	for _, f := range []struct {
-		on   bool
-		attr uint64
-	}{
-		{o.ReadOnly, unix.MOUNT_ATTR_RDONLY},
-		{o.NoSuid, unix.MOUNT_ATTR_NOSUID},
-		{o.NoDev, unix.MOUNT_ATTR_NODEV},
-		{o.NoExec, unix.MOUNT_ATTR_NOEXEC},
-	} {
-		if f.on {
-			set |= f.attr
-		}
-	}
-	if set != 0 {
+	if set, _ := o.attrs(); set != 0 {
 		err := unix.MountSetattr(mfd, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: set})
 		if errors.Is(err, unix.ENOSYS) {
 			err = ErrNoMountAPI
@@ -195,6 +181,26 @@ func BindAt(source, target *os.File, o BindOptions) error {
 		return fmt.Errorf("bind %s on %s: %w", source.Name(), target.Name(), err)
 	}
 	return nil
+}
+
+// attrs are the mount_setattr bits o sets and the ones it clears.
+func (o BindOptions) attrs() (set, clr uint64) {
+	for _, f := range []struct {
+		on   bool
+		attr uint64
+	}{
+		{o.ReadOnly, unix.MOUNT_ATTR_RDONLY},
+		{o.NoSuid, unix.MOUNT_ATTR_NOSUID},
+		{o.NoDev, unix.MOUNT_ATTR_NODEV},
+		{o.NoExec, unix.MOUNT_ATTR_NOEXEC},
+	} {
+		if f.on {
+			set |= f.attr
+		} else {
+			clr |= f.attr
+		}
+	}
+	return set, clr
 }
 
 // moveTo attaches the detached mount mfd on top of whatever is mounted

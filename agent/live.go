@@ -1,0 +1,208 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/volumed/volumed/agent/manifest"
+	"github.com/volumed/volumed/store"
+)
+
+// bindWords spells a target's flags out, each either way, so that the
+// record is never empty and reads like mountinfo.
+func bindWords(o BindOptions) []string {
+	return []string{
+		flagWord(o.ReadOnly, "ro", "rw"),
+		flagWord(o.NoSuid, "nosuid", "suid"),
+		flagWord(o.NoDev, "nodev", "dev"),
+		flagWord(o.NoExec, "noexec", "exec"),
+	}
+}
+
+// sourceKey names what a source attaches: the fields that cannot change
+// under a live attachment (tunables such as timeouts, and a loop image's
+// size, which grows, are left out).
+func sourceKey(s manifest.Source) string {
+	switch {
+	case s.Loop != nil:
+		return "loop file " + s.Loop.File + flagWord(s.Loop.ReadOnly, " (read-only)", "")
+	case s.ISCSI != nil:
+		return fmt.Sprintf("iscsi %s %s lun %d", s.ISCSI.Portal, s.ISCSI.IQN, s.ISCSI.LUN)
+	case s.NVMe != nil:
+		return fmt.Sprintf("nvme %s %s:%d %s namespace %d", s.NVMe.Transport, s.NVMe.Address, s.NVMe.Port, s.NVMe.NQN, s.NVMe.Namespace)
+	case s.Device != nil:
+		return "device " + s.Device.Path + s.Device.Serial + s.Device.WWN
+	case s.Directory != nil:
+		return "directory " + s.Directory.Path
+	}
+	return ""
+}
+
+// remountOp finds a mount of a converged volume whose options the
+// manifest changed. A record without options (written before they were
+// kept) is taken as matching; options a remount was refused are not
+// tried again until the manifest asks for others.
+func remountOp(name string, d *Desired, a *store.Volume) (Op, bool) {
+	if a.Staging != nil && d.Spec.Filesystem != nil && wantsRemount(*a.Staging, stagingOptions(d)) {
+		return Op{Volume: name, Kind: OpRemount}, true
+	}
+	for _, t := range a.Targets {
+		want, ok := d.Target(t.Path)
+		if !ok || want.SubPath != t.SubPath {
+			continue
+		}
+		if want.ReadOnly != t.ReadOnly || wantsRemount(t, bindWords(bindOptions(d, want))) {
+			return Op{Volume: name, Kind: OpRemount, Target: want}, true
+		}
+	}
+	return Op{}, false
+}
+
+func wantsRemount(m store.MountRecord, want []string) bool {
+	if m.Options == nil || slices.Equal(m.Options, want) {
+		return false
+	}
+	return m.Refused == nil || !slices.Equal(m.Refused.Options, want)
+}
+
+// opRemount applies what remountOp found, under an intent like every
+// change to the kernel.
+func (a *Agent) opRemount(ctx context.Context, d *Desired, t DesiredTarget) error {
+	what := t.Path
+	if what == "" {
+		what = "staging"
+	}
+	return a.state.Do(d.Name, d.Driver, OpRemount, map[string]string{"target": what}, func(rec *store.Volume) error {
+		if t.Path == "" {
+			return a.remountStaging(d, rec)
+		}
+		return a.remountTarget(d, t, rec)
+	})
+}
+
+func (a *Agent) remountStaging(d *Desired, rec *store.Volume) error {
+	if rec.Staging == nil {
+		return errRetryNow
+	}
+	st := *rec.Staging
+	want := stagingOptions(d)
+	err := a.cfg.Mounter.Remount(st.Path, st.MountID, want)
+	switch {
+	case err == nil:
+		st.Options, st.Refused = want, nil
+	case refusedLive(err):
+		// Recorded, so that the same options are not tried on every pass
+		// (nor after a restart); the PendingChange condition says so.
+		st.Refused = &store.Refusal{Options: want, Error: err.Error()}
+		a.cfg.Log.Warn("the filesystem refused a live remount; the change waits for the next mount", "volume", d.Name, "options", want, "error", err)
+	}
+	rec.Staging = &st
+	return err
+}
+
+// refusedLive: the filesystem will not make this change while mounted;
+// EBUSY (files open for writing when going read-only) may pass, so it is
+// retried like any failure.
+func refusedLive(err error) bool {
+	return !errors.Is(err, unix.EBUSY) && (errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EPERM) ||
+		errors.Is(err, unix.EROFS) || errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EACCES))
+}
+
+func (a *Agent) remountTarget(d *Desired, t DesiredTarget, rec *store.Volume) error {
+	i := slices.IndexFunc(rec.Targets, func(m store.MountRecord) bool { return m.Path == t.Path })
+	if i < 0 {
+		return errRetryNow
+	}
+	o := bindOptions(d, t)
+	if err := a.cfg.Mounter.SetBindOptions(t.Path, rec.Targets[i].MountID, o); err != nil {
+		return err
+	}
+	m := rec.Targets[i]
+	m.ReadOnly, m.Options, m.Refused = t.ReadOnly, bindWords(o), nil
+	rec.Targets[i] = m
+	return nil
+}
+
+// pending is a manifest change that is not in effect, and how to get it.
+type pending struct{ reason, message string }
+
+// pendingChanges compares what the manifest wants with what was recorded
+// of the mounted volume and lists what cannot be applied live. It is
+// pure, like Plan, so the condition follows the manifest and the record
+// and clears itself when either changes.
+func pendingChanges(d *Desired, rec *store.Volume) []pending {
+	if !d.Wanted() || rec == nil {
+		return nil
+	}
+	var out []pending
+	if at := rec.Attachment; at != nil && at.Source != "" {
+		if now := sourceKey(d.Spec.Source); now != at.Source {
+			out = append(out, pending{"SourceChanged", fmt.Sprintf(
+				"source (now %s) not applied: %s is still attached as %s; to switch, set state: absent, then present again (or reboot)",
+				now, at.Source, at.Device)})
+		}
+	}
+	st, fs := rec.Staging, d.Spec.Filesystem
+	if st == nil || fs == nil {
+		return out
+	}
+	if st.FSType != "" && !compatibleFS(st.FSType, fs.Type) {
+		out = append(out, pending{"FilesystemTypeChanged", fmt.Sprintf(
+			"filesystem.type %s not applied: the volume holds %s, and volumed never formats over a filesystem; to change it, take the volume down (state: absent), move the data off and wipe the device yourself, then set state: present",
+			fs.Type, st.FSType)})
+	}
+	if r := st.Refused; r != nil && slices.Equal(r.Options, stagingOptions(d)) {
+		out = append(out, pending{"RemountRefused", fmt.Sprintf(
+			"mount options %s not applied: %s refused a live remount (%s); volumed applies them at the next mount: set state: absent, then present again (or reboot)",
+			optionChange(st.Options, r.Options), st.FSType, r.Error)})
+	}
+	return out
+}
+
+// optionChange says which options an edit adds and removes.
+func optionChange(from, to []string) string {
+	var added, removed []string
+	for _, o := range to {
+		if !slices.Contains(from, o) {
+			added = append(added, o)
+		}
+	}
+	for _, o := range from {
+		if !slices.Contains(to, o) {
+			removed = append(removed, o)
+		}
+	}
+	var parts []string
+	if len(added) > 0 {
+		parts = append(parts, "+["+strings.Join(added, " ")+"]")
+	}
+	if len(removed) > 0 {
+		parts = append(parts, "-["+strings.Join(removed, " ")+"]")
+	}
+	if len(parts) == 0 {
+		return "[" + strings.Join(to, " ") + "]"
+	}
+	return strings.Join(parts, " ")
+}
+
+// updatePending raises or clears each wanted volume's PendingChange
+// condition from the manifests and the records.
+func (a *Agent) updatePending(desired map[string]*Desired, actual map[string]*store.Volume) {
+	for name, d := range desired {
+		p := pendingChanges(d, actual[name])
+		if len(p) == 0 {
+			a.conds.Clear(name, CondPendingChange)
+			continue
+		}
+		msgs := make([]string, len(p))
+		for i, c := range p {
+			msgs[i] = c.message
+		}
+		a.conds.Set(name, CondPendingChange, p[0].reason, strings.Join(msgs, "; "))
+	}
+}

@@ -1,0 +1,178 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/volumed/volumed/agent/manifest"
+	"github.com/volumed/volumed/store"
+)
+
+// madeWith is a converged volume whose mounts were made for d.
+func madeWith(d *Desired) *store.Volume {
+	v := have(d.Name, true, true)
+	v.Attachment.Source = sourceKey(d.Spec.Source)
+	v.Staging.FSType = d.Spec.Filesystem.Type
+	v.Staging.Options = stagingOptions(d)
+	for _, t := range d.Targets {
+		v.Targets = append(v.Targets, targetRecord(0, t, bindWords(bindOptions(d, t))))
+	}
+	return v
+}
+
+func loopWant(name string, targets ...DesiredTarget) *Desired {
+	d := want(name, targets...)
+	d.Spec.Source.Loop = &manifest.LoopSource{File: "/img/" + name + ".img"}
+	return d
+}
+
+func TestPlanRemountsChangedOptions(t *testing.T) {
+	base := loopWant("a", tgt("/t", false))
+	edited := func(edit func(d *Desired)) *Desired {
+		d := loopWant("a", tgt("/t", false))
+		fs := *d.Spec.Filesystem
+		d.Spec.Filesystem = &fs
+		edit(d)
+		return d
+	}
+	noatime := edited(func(d *Desired) { d.Spec.Filesystem.MountOptions = []string{"noatime"} })
+	suid := edited(func(d *Desired) { d.Spec.Filesystem.AllowSuid = true })
+	ro := edited(func(d *Desired) { d.Targets[0].ReadOnly = true })
+
+	refused := madeWith(base)
+	refused.Staging.Refused = &store.Refusal{Options: stagingOptions(noatime), Error: "invalid argument"}
+	legacy := madeWith(base)
+	legacy.Staging.Options, legacy.Targets[0].Options = nil, nil
+	stagingDone := madeWith(suid)
+	stagingDone.Targets = madeWith(base).Targets
+
+	cases := []struct {
+		name string
+		d    *Desired
+		rec  *store.Volume
+		want []Op
+	}{
+		{"as made: nothing", base, madeWith(base), nil},
+		{"mountOptions edited: the staging mount", noatime, madeWith(base), []Op{{Volume: "a", Kind: OpRemount}}},
+		{"allowSuid edited: staging first", suid, madeWith(base), []Op{{Volume: "a", Kind: OpRemount}}},
+		{"allowSuid edited, staging done: then the target", suid, stagingDone, []Op{{Volume: "a", Kind: OpRemount, Target: suid.Targets[0]}}},
+		{"readOnly edited: the target alone", ro, madeWith(base), []Op{{Volume: "a", Kind: OpRemount, Target: ro.Targets[0]}}},
+		{"a refused remount is not tried again for the same options", noatime, refused, nil},
+		{"a refused remount is tried for other options", suid, refused, []Op{{Volume: "a", Kind: OpRemount}}},
+		{"records without options are taken as matching", noatime, legacy, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := Plan(map[string]*Desired{"a": c.d}, map[string]*store.Volume{"a": c.rec})
+			if !reflect.DeepEqual(got, c.want) {
+				t.Errorf("Plan:\n got  %+v\n want %+v", got, c.want)
+			}
+		})
+	}
+}
+
+func TestPendingChanges(t *testing.T) {
+	base := loopWant("a", tgt("/t", false))
+	otherFile := loopWant("a", tgt("/t", false))
+	otherFile.Spec.Source.Loop.File = "/img/new.img"
+	xfs := loopWant("a", tgt("/t", false))
+	xfs.Spec.Filesystem = &manifest.Filesystem{Type: "xfs"}
+	journal := loopWant("a", tgt("/t", false))
+	journal.Spec.Filesystem = &manifest.Filesystem{Type: "ext4", MountOptions: []string{"data=journal"}}
+	refused := madeWith(base)
+	refused.Staging.Refused = &store.Refusal{Options: stagingOptions(journal), Error: "invalid argument"}
+	legacy := madeWith(base)
+	legacy.Attachment.Source = ""
+
+	cases := []struct {
+		name string
+		d    *Desired
+		rec  *store.Volume
+		want []string // reason: words the message must hold
+	}{
+		{"as made", base, madeWith(base), nil},
+		{"new image file", otherFile, madeWith(base), []string{"SourceChanged: source (now loop file /img/new.img) not applied", "/img/a.img is still attached", "state: absent"}},
+		{"new filesystem type", xfs, madeWith(base), []string{"FilesystemTypeChanged: filesystem.type xfs not applied", "holds ext4"}},
+		{"refused remount", journal, refused, []string{"RemountRefused: mount options +[data=journal] not applied", "ext4 refused a live remount (invalid argument)", "next mount"}},
+		{"refused options no longer wanted", base, refused, nil},
+		{"ext3 on disk serves an ext4 manifest", base, func() *store.Volume { v := madeWith(base); v.Staging.FSType = "ext3"; return v }(), nil},
+		{"record older than the source field", otherFile, legacy, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := pendingChanges(c.d, c.rec)
+			if len(c.want) == 0 {
+				if len(got) != 0 {
+					t.Fatalf("pending %+v, want none", got)
+				}
+				return
+			}
+			if len(got) != 1 {
+				t.Fatalf("pending %+v, want one", got)
+			}
+			text := got[0].reason + ": " + got[0].message
+			for _, w := range c.want {
+				if !strings.Contains(text, w) {
+					t.Errorf("%q does not say %q", text, w)
+				}
+			}
+		})
+	}
+}
+
+// remounter answers every remount with err.
+type remounter struct {
+	Mounter
+	err   error
+	calls int
+}
+
+func (r *remounter) Remount(string, int, []string) error { r.calls++; return r.err }
+
+// A remount the filesystem refuses is recorded, so that the next pass
+// does not try it again and the volume shows what is pending; one that
+// was only busy is retried.
+func TestRefusedRemountIsRecorded(t *testing.T) {
+	ctx := context.Background()
+	base := loopWant("a", tgt("/t", false))
+	journal := loopWant("a", tgt("/t", false))
+	journal.Spec.Filesystem = &manifest.Filesystem{Type: "ext4", MountOptions: []string{"data=journal"}}
+	for _, c := range []struct {
+		name        string
+		err         error
+		wantPlanned bool
+	}{
+		{"refused", fmt.Errorf("remount /s/a: %w", unix.EINVAL), false},
+		{"busy", fmt.Errorf("remount /s/a: %w", unix.EBUSY), true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a := sessionAgent(t, &fakeTarget{})
+			m := &remounter{err: c.err}
+			a.cfg.Mounter = m
+			if err := a.state.Adopt(madeWith(base)); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.opRemount(ctx, journal, DesiredTarget{}); !errors.Is(err, c.err) {
+				t.Fatalf("opRemount = %v, want %v", err, c.err)
+			}
+			rec := a.state.Get("a")
+			planned := len(Plan(map[string]*Desired{"a": journal}, map[string]*store.Volume{"a": rec})) > 0
+			if planned != c.wantPlanned {
+				t.Errorf("remount planned again: %v, want %v", planned, c.wantPlanned)
+			}
+			if p := pendingChanges(journal, rec); (len(p) == 1) == c.wantPlanned {
+				t.Errorf("pending %+v", p)
+			}
+			if !slices.Equal(rec.Staging.Options, stagingOptions(base)) {
+				t.Errorf("recorded options %v after a failed remount, want the old ones", rec.Staging.Options)
+			}
+		})
+	}
+}
