@@ -554,6 +554,9 @@ func (a *Agent) growthOps(desired map[string]*Desired, actual map[string]*store.
 		if _, running := a.exec.Running(n); busy[n] || running {
 			continue
 		}
+		if a.conds.Has(n, CondBackingChanged) {
+			continue // the file at the image's path is not the device's: growing it would grow the wrong one
+		}
 		d, rec := desired[n], actual[n]
 		if !all && (rec == nil || rec.Attachment == nil || !devices[filepath.Base(rec.Attachment.Device)]) {
 			continue
