@@ -135,9 +135,18 @@ func (a *Agent) checkFilesystem(d *Desired, rec *store.Volume, mounts []*mountin
 	dev, fstype := rec.Attachment.Device, d.Spec.Filesystem.Type
 	var found []string
 	reason := ""
-	if st := stagingInfo(mounts, rec); st != nil && hasOption(st.VFSOptions, "ro") && wantsWritable(d) {
-		reason = "RemountedReadOnly"
-		found = append(found, "the kernel made it read-only, so every write fails")
+	if st := stagingInfo(mounts, rec); st != nil {
+		// The superblock's options say what the kernel did on an error:
+		// "ro" (older ext4, others), "emergency_ro" (ext4 since 6.x, which
+		// keeps "rw"), "shutdown" (a filesystem that stopped all I/O).
+		switch super := st.VFSOptions; {
+		case hasOption(super, "shutdown"):
+			reason = "ShutDown"
+			found = append(found, "the kernel shut it down, so every read and write fails")
+		case (hasOption(super, "ro") || hasOption(super, "emergency_ro")) && wantsWritable(d):
+			reason = "RemountedReadOnly"
+			found = append(found, "the kernel made it read-only, so every write fails")
+		}
 	}
 	if strings.HasPrefix(fstype, "ext") {
 		n, err := ext4Errors(dev)
