@@ -140,7 +140,7 @@ func (a *Agent) checkFilesystem(d *Desired, rec *store.Volume, mounts []*mountin
 		// "ro" (older ext4, others), "emergency_ro" (ext4 since 6.x, which
 		// keeps "rw"), "shutdown" (a filesystem that stopped all I/O).
 		switch super := st.VFSOptions; {
-		case hasOption(super, "shutdown"):
+		case hasOption(super, "shutdown") || shutDown(rec.Staging.Path):
 			reason = "ShutDown"
 			found = append(found, "the kernel shut it down, so every read and write fails")
 		case (hasOption(super, "ro") || hasOption(super, "emergency_ro")) && wantsWritable(d):
@@ -166,6 +166,17 @@ func (a *Agent) checkFilesystem(d *Desired, rec *store.Volume, mounts []*mountin
 	return &Problem{Reason: reason, Message: fmt.Sprintf(
 		"the %s filesystem on %s is damaged: %s; stop its users, unmount it (remove the manifest), run fsck on %s, then let volumed mount it again",
 		fstype, dev, strings.Join(found, "; "), dev)}, nil
+}
+
+// shutDown: opening the filesystem's root fails with EIO, which is how a
+// shut-down xfs answers while statfs and mountinfo still look healthy.
+// The root is always cached, so this costs no device I/O.
+func shutDown(root string) bool {
+	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err == nil {
+		unix.Close(fd)
+	}
+	return errors.Is(err, unix.EIO)
 }
 
 func wantsWritable(d *Desired) bool {

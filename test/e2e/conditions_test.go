@@ -272,6 +272,23 @@ func TestFilesystemErrorRemountedReadOnly(t *testing.T) {
 	}
 }
 
+// xfs shut down by the kernel (as on a metadata I/O error): the volume
+// shows FilesystemError, reason ShutDown.
+func TestFilesystemErrorXFSShutDown(t *testing.T) {
+	xfsIO := testtool.Need(t, "xfsprogs", "xfs_io")[0]
+	e := newEnv(t)
+	e.extraArgs = []string{"--resync", "300ms"}
+	e.loopManifest("s", filepath.Join(e.images, "s.img"), "320Mi", "type: xfs")
+	e.start()
+	dev := find(e.waitReady("s"), "s").Device
+	if out, err := exec.Command(xfsIO, "-x", "-c", "shutdown", e.target("s")).CombinedOutput(); err != nil {
+		t.Fatalf("xfs_io shutdown: %v %s", err, out)
+	}
+	if c := e.waitCondition("s", "FilesystemError", dev, "shut it down"); c.Reason != "ShutDown" {
+		t.Errorf("reason %q, want ShutDown", c.Reason)
+	}
+}
+
 // A failing online grow shows as GrowFailed with the tool's message, not
 // Ready; the next grow that works clears it. (btrfs: ext4's online resize
 // is refused by some kernels, this machine's among them.)
