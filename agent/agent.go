@@ -563,6 +563,10 @@ func (a *Agent) growthOps(desired map[string]*Desired, actual map[string]*store.
 		}
 		if growNeeded(d, rec, a.observeSizes(d, rec)) {
 			ops = append(ops, Op{Volume: n, Kind: OpGrow})
+		} else {
+			// Nothing to grow (the size asked for was lowered back): a
+			// failure of an earlier grow no longer matters.
+			a.apply(n, CondGrowFailed, nil, nil)
 		}
 	}
 	return ops
