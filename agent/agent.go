@@ -620,12 +620,19 @@ func (a *Agent) growthOps(desired map[string]*Desired, actual map[string]*store.
 		if _, running := a.exec.Running(n); busy[n] || running {
 			continue
 		}
+		if a.conds.Has(n, CondBackingChanged) {
+			continue // the file at the image's path is not the device's: growing it would grow the wrong one
+		}
 		d, rec := desired[n], actual[n]
 		if !all && (rec == nil || rec.Attachment == nil || !devices[filepath.Base(rec.Attachment.Device)]) {
 			continue
 		}
 		if growNeeded(d, rec, a.observeSizes(d, rec)) {
 			ops = append(ops, Op{Volume: n, Kind: OpGrow})
+		} else {
+			// Nothing to grow (the size asked for was lowered back): a
+			// failure of an earlier grow no longer matters.
+			a.apply(n, CondGrowFailed, nil, nil)
 		}
 	}
 	return ops

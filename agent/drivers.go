@@ -58,6 +58,25 @@ type Resizer interface {
 	Grow(ctx context.Context, d *Desired, a store.Attachment) error
 }
 
+// BackingChecker is implemented by attachers whose device reads a file
+// that can change under it (a loop image deleted or replaced while the
+// device keeps the old inode): CheckBacking says whether the file the
+// attachment names is still the one the device uses. It is called at
+// the resync, so it must be cheap (a stat, no device I/O).
+type BackingChecker interface {
+	// d is nil for a volume no manifest wants any more.
+	CheckBacking(d *Desired, a store.Attachment) (*Problem, error)
+}
+
+// Problem is something wrong that a check found: a condition's reason
+// and message.
+type Problem struct{ Reason, Message string }
+
+// ErrBusy marks a teardown step the kernel refused because something
+// still uses the mount or device; adapters wrap their drivers' busy
+// errors with it so the core can name the holders.
+var ErrBusy = errors.New("busy")
+
 // Stager is implemented by sources that are not block devices (a host
 // directory, a tmpfs): it puts the source at the staging path itself
 // instead of a probe, format and mount.

@@ -81,6 +81,12 @@ func (a *Agent) observeSizes(d *Desired, rec *store.Volume) sizes {
 // opGrow makes the device as large as the manifest wants (a loop image
 // extended, never shrunk) and grows the mounted filesystem onto it.
 func (a *Agent) opGrow(ctx context.Context, d *Desired) error {
+	err := a.grow(ctx, d)
+	a.growResult(d.Name, err)
+	return err
+}
+
+func (a *Agent) grow(ctx context.Context, d *Desired) error {
 	rec := a.state.Get(d.Name)
 	if rec == nil || rec.Attachment == nil || rec.Staging == nil {
 		return errRetryNow

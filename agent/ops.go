@@ -56,6 +56,9 @@ func (a *Agent) opAttach(ctx context.Context, d *Desired) error {
 		if len(found) > 0 {
 			return fmt.Errorf("the source is already attached as %s by something other than volumed; left alone", found[0].Device)
 		}
+		if err := a.stagingFree(d.Name); err != nil {
+			return err
+		}
 		f, err := att.Attach(ctx, d)
 		if err != nil {
 			return err
@@ -63,6 +66,18 @@ func (a *Agent) opAttach(ctx context.Context, d *Desired) error {
 		rec.Attachment = a.attachmentOf(d, f, f.Ours)
 		return nil
 	})
+}
+
+// stagingFree refuses a new attachment while the volume's staging path
+// is still mounted: that is the volume's data on a device the record lost
+// (an image moved away under it), and a second device on whatever the
+// path names now would be formatted and mounted beside it.
+func (a *Agent) stagingFree(name string) error {
+	p := a.stagingPath(name)
+	if pt, err := a.cfg.Mounter.At(p); err != nil || !pt.Root {
+		return nil
+	}
+	return fmt.Errorf("the staging path %s is still mounted%s: not attaching a second device for this volume; unmount it, or restart volumed to adopt it", p, a.describeMount(p))
 }
 
 // pick chooses, among attachments found in place, one the volume may
@@ -539,13 +554,17 @@ func (a *Agent) opUnpublish(ctx context.Context, name, driver, path string) erro
 					return fmt.Errorf("something else%s is mounted on top of %s; left alone", a.describeMount(path), path)
 				}
 			}
-			if err := a.cfg.Mounter.Unmount(ctx, path); err != nil {
+			if err := a.unmount(ctx, name, path); err != nil {
 				return err
 			}
 		}
 		rec.Targets = slices.Delete(rec.Targets, i, i+1)
 		return nil
 	})
+}
+
+func (a *Agent) unmount(ctx context.Context, name, path string) error {
+	return a.teardownStep(ctx, name, "unmount", path, func(ctx context.Context) error { return a.cfg.Mounter.Unmount(ctx, path) })
 }
 
 func (a *Agent) opUnmountDevice(ctx context.Context, name, driver string) error {
@@ -564,7 +583,7 @@ func (a *Agent) opUnmountDevice(ctx context.Context, name, driver string) error 
 					return fmt.Errorf("something else%s is mounted on top of %s; left alone", a.describeMount(p), p)
 				}
 			}
-			if err := a.cfg.Mounter.Unmount(ctx, p); err != nil {
+			if err := a.unmount(ctx, name, p); err != nil {
 				return err
 			}
 		}
@@ -593,7 +612,8 @@ func (a *Agent) opDetach(ctx context.Context, name, driver string) error {
 			}
 			sharers := a.sharers(name, at.Driver)
 			at.Owned = true
-			if err := att.Detach(ctx, at, sharers); err != nil {
+			detach := func(ctx context.Context) error { return att.Detach(ctx, at, sharers) }
+			if err := a.teardownStep(ctx, name, "detach", at.Device, detach); err != nil {
 				return err
 			}
 			if key != "" && !slices.ContainsFunc(sharers, func(o store.Attachment) bool { return o.Session == at.Session }) {

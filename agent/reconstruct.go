@@ -107,6 +107,9 @@ func (a *Agent) reconstruct(ctx context.Context) error {
 		}
 	}
 	a.detachOrphans(ctx, ours, claimed, mounts)
+	// A restarted agent sees at once what went wrong while it was away
+	// (an image deleted under its device), not a minute later.
+	a.detect(mounts)
 	for _, in := range intents {
 		if err := a.cfg.Store.DropIntent(in.ID); err != nil {
 			a.cfg.Log.Warn("cannot drop resolved intent yet; retrying", "volume", in.Volume, "intent", in.ID, "error", err)
@@ -181,6 +184,16 @@ func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume,
 
 	// The staging mount: the staging dir is ours alone.
 	p := a.stagingPath(name)
+	if v.Attachment == nil && d != nil {
+		// Our device still mounted at the volume's staging path is the
+		// volume's, even when its image was deleted or moved away (so it
+		// is not found by the file): adopting it keeps the data and stops
+		// a second device (and a format) on whatever is at the path now.
+		if o, ok := ownedAt(ours[d.Driver], topAt(mounts, p)); ok {
+			v.Attachment = &o
+			log.Info("adopting our attachment mounted at the staging path", "device", o.Device, "identity", o.Identity)
+		}
+	}
 	var st *mountinfo.Info
 	stager, staged := a.cfg.Attachers[v.Driver].(Stager)
 	if top := topAt(mounts, p); top != nil {
@@ -323,6 +336,18 @@ func (a *Agent) detachOrphans(ctx context.Context, ours map[string][]store.Attac
 	}
 }
 
+func ownedAt(ours []store.Attachment, top *mountinfo.Info) (store.Attachment, bool) {
+	if top == nil {
+		return store.Attachment{}, false
+	}
+	for _, o := range ours {
+		if sameDevice(top, o.Device) {
+			return o, true
+		}
+	}
+	return store.Attachment{}, false
+}
+
 func inUse(mounts []*mountinfo.Info, dev string) bool {
 	for _, m := range mounts {
 		if sameDevice(m, dev) {
@@ -384,4 +409,5 @@ func (a *Agent) verify(ctx context.Context) {
 			a.cfg.Log.Error("record drift", "volume", name, "error", err)
 		}
 	}
+	a.detect(mounts)
 }

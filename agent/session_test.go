@@ -70,7 +70,7 @@ func sessionAgent(t *testing.T, f *fakeTarget) *Agent {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	a := New(Config{StateDir: t.TempDir(), Store: st, Attachers: map[string]Attacher{"fake": f}})
+	a := New(Config{StateDir: t.TempDir(), Store: st, Attachers: map[string]Attacher{"fake": f}, Mounter: &fakeMounter{}})
 	a.state = NewState(st, time.Now, nil)
 	return a
 }

@@ -92,14 +92,22 @@ func (l loopAttacher) Attach(ctx context.Context, d *agent.Desired) (agent.Found
 }
 
 // byIdentity finds the bound loop device with the given identity: the
-// recorded device name is a hint, the identity decides.
+// recorded device name is a hint, the backing file's device and inode
+// decide. The path is not compared: an image moved away (or deleted)
+// under its device is still that device's file, and losing track of it
+// would attach a second device to whatever the path names now.
 func byIdentity(a store.Attachment) (*loop.Device, error) {
+	_, bdev, bino, ok := loop.ParseIdentity(a.Identity)
+	if !ok {
+		return nil, fmt.Errorf("recorded identity %q is not a loop device's", a.Identity)
+	}
+	same := func(d *loop.Device) bool { return d != nil && d.BackingDev == bdev && d.BackingIno == bino }
 	if n, ok := loopNumber(a.Device); ok {
 		dev, err := loop.Get(n)
 		if err != nil {
 			return nil, err
 		}
-		if dev != nil && dev.Identity() == a.Identity {
+		if same(dev) {
 			return dev, nil
 		}
 	}
@@ -108,11 +116,38 @@ func byIdentity(a store.Attachment) (*loop.Device, error) {
 		return nil, err
 	}
 	for i := range devs {
-		if devs[i].Identity() == a.Identity {
+		if same(&devs[i]) {
 			return &devs[i], nil
 		}
 	}
 	return nil, nil
+}
+
+// CheckBacking compares the file at the image's path (the manifest's, or
+// the recorded one for a volume going away) with the file the device
+// reads: one stat, no device I/O.
+func (loopAttacher) CheckBacking(d *agent.Desired, a store.Attachment) (*agent.Problem, error) {
+	file, bdev, bino, ok := loop.ParseIdentity(a.Identity)
+	if !ok {
+		return nil, fmt.Errorf("recorded identity %q is not a loop device's", a.Identity)
+	}
+	if d != nil && d.Spec.Source.Loop != nil {
+		file = d.Spec.Source.Loop.File
+	}
+	fdev, fino, err := loop.FileIdentity(file)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return &agent.Problem{Reason: "ImageDeleted", Message: fmt.Sprintf(
+			"the image %s was deleted or moved away while %s still uses it (inode %d:%d): the volume's data now lives only in that file, which is freed when the device is detached (removing the manifest does that); copy the data out of the mounted volume (or from %s) and put an image back at %s; volumed attaches and formats nothing for this volume meanwhile",
+			file, a.Device, bdev, bino, a.Device, file)}, nil
+	case err != nil:
+		return nil, err
+	case fdev == bdev && fino == bino:
+		return nil, nil
+	}
+	return &agent.Problem{Reason: "ImageReplaced", Message: fmt.Sprintf(
+		"the image %s was replaced: the path names another file (inode %d:%d) than the one %s still uses (inode %d:%d); the volume stays on the old file and volumed neither attaches nor formats the new one; to switch to it, copy out what you need, remove the manifest (the old device is detached) and add it back",
+		file, fdev, fino, a.Device, bdev, bino)}, nil
 }
 
 func loopNumber(dev string) (int, bool) {
@@ -172,7 +207,7 @@ func (loopAttacher) Detach(ctx context.Context, a store.Attachment, _ []store.At
 	if err != nil || dev == nil {
 		return err
 	}
-	return loop.Detach(ctx, *dev)
+	return markBusy(loop.Detach(ctx, *dev), loop.ErrBusy)
 }
 
 func (l loopAttacher) ListOurs(context.Context) ([]store.Attachment, error) {
@@ -256,10 +291,27 @@ func (mounter) SetBindOptions(target string, mountID int, o agent.BindOptions) e
 	return mount.SetBindOptions(target, mountID, mount.BindOptions(o))
 }
 
-func (mounter) Entries(path string) (int, error)                 { return mount.Entries(path) }
-func (mounter) Unmount(ctx context.Context, target string) error { return mount.Unmount(ctx, target) }
-func (mounter) EnsureDir(path string) error                      { return mount.EnsureDir(path) }
-func (mounter) Mounts() ([]*mountinfo.Info, error)               { return mountinfo.GetMounts(nil) }
+func (mounter) Entries(path string) (int, error)   { return mount.Entries(path) }
+func (mounter) EnsureDir(path string) error        { return mount.EnsureDir(path) }
+func (mounter) Mounts() ([]*mountinfo.Info, error) { return mountinfo.GetMounts(nil) }
+
+func (mounter) Unmount(ctx context.Context, target string) error {
+	return markBusy(mount.Unmount(ctx, target), mount.ErrBusy)
+}
+
+// busyError lets the core see a driver's busy error as agent.ErrBusy
+// (to name the holders) while keeping the driver's words.
+type busyError struct{ error }
+
+func (busyError) Is(target error) bool { return target == agent.ErrBusy }
+func (e busyError) Unwrap() error      { return e.error }
+
+func markBusy(err, driverBusy error) error {
+	if err != nil && errors.Is(err, driverBusy) {
+		return busyError{err}
+	}
+	return err
+}
 
 func (mounter) At(path string) (agent.MountPoint, error) {
 	p, err := mount.At(path)

@@ -86,6 +86,27 @@ func (d Device) Identity() string {
 	return fmt.Sprintf("loop:%s@%d:%d", d.BackingFile, d.BackingDev, d.BackingIno)
 }
 
+// ParseIdentity reads back what Identity rendered: the backing file's
+// path when the device was seen, and its device and inode numbers, which
+// are what identify it (the path may since name another file, or none).
+func ParseIdentity(id string) (file string, dev, ino uint64, ok bool) {
+	rest, ok := strings.CutPrefix(id, "loop:")
+	at := strings.LastIndexByte(rest, '@')
+	if !ok || at < 0 {
+		return "", 0, 0, false
+	}
+	devStr, inoStr, ok := strings.Cut(rest[at+1:], ":")
+	if !ok {
+		return "", 0, 0, false
+	}
+	dev, err1 := strconv.ParseUint(devStr, 10, 64)
+	ino, err2 := strconv.ParseUint(inoStr, 10, 64)
+	if err1 != nil || err2 != nil {
+		return "", 0, 0, false
+	}
+	return rest[:at], dev, ino, true
+}
+
 func (d Device) sameFile(o Device) bool {
 	return d.BackingDev == o.BackingDev && d.BackingIno == o.BackingIno
 }

@@ -53,9 +53,9 @@ func (e *env) reboot() {
 	}
 }
 
-// loopManifest writes a loop volume with one target and the given mount
+// faultManifest writes a loop volume with one target and the given mount
 // options.
-func (e *env) loopManifest(name, fstype string, mountOptions ...string) {
+func (e *env) faultManifest(name, fstype string, mountOptions ...string) {
 	opts := ""
 	if len(mountOptions) > 0 {
 		opts = fmt.Sprintf("    mountOptions: [%s]\n", strings.Join(mountOptions, ", "))
@@ -125,7 +125,7 @@ func TestStateWriteFaultThenRebootAndBadOptions(t *testing.T) {
 				e := newEnv(t)
 				full := filepath.Join(e.dir, "state-full")
 				img := filepath.Join(e.images, "vol.img")
-				e.loopManifest("vol", "ext4")
+				e.faultManifest("vol", "ext4")
 				e.start("VOLUMED_STATE_FAULT="+op+":"+stage+"="+errno, "VOLUMED_STATE_FAULT_FILE="+full)
 				// The fault shows: as an unrecorded outcome, or as an
 				// operation that cannot start.
@@ -144,7 +144,7 @@ func TestStateWriteFaultThenRebootAndBadOptions(t *testing.T) {
 
 				// Restart with a typo: the pending intent (if any) is
 				// resolved, the mount refused, nothing formatted again.
-				e.loopManifest("vol", "ext4", "bogus")
+				e.faultManifest("vol", "ext4", "bogus")
 				e.start()
 				e.waitMountRefused("vol")
 				if uuid != "" && fsUUID(t, img) != uuid {
@@ -152,7 +152,7 @@ func TestStateWriteFaultThenRebootAndBadOptions(t *testing.T) {
 				}
 
 				// Fixed: Ready; data written; another power cut and typo.
-				e.loopManifest("vol", "ext4")
+				e.faultManifest("vol", "ext4")
 				e.waitReady("vol")
 				data := filepath.Join(e.target("vol"), "data")
 				if err := os.WriteFile(data, []byte("precious "+t.Name()), 0o644); err != nil {
@@ -160,10 +160,10 @@ func TestStateWriteFaultThenRebootAndBadOptions(t *testing.T) {
 				}
 				sum, uuid := sha(t, data), fsUUID(t, img)
 				e.reboot()
-				e.loopManifest("vol", "ext4", "bogus")
+				e.faultManifest("vol", "ext4", "bogus")
 				e.start()
 				e.waitMountRefused("vol")
-				e.loopManifest("vol", "ext4")
+				e.faultManifest("vol", "ext4")
 				e.waitReady("vol")
 				if got := fsUUID(t, img); got != uuid {
 					t.Fatalf("filesystem made again: UUID %s -> %s", uuid, got)
@@ -186,7 +186,7 @@ func TestStateWriteFaultThenRebootAndBadOptions(t *testing.T) {
 func TestUnrecordedOutcomeIsRetriedUntilDurable(t *testing.T) {
 	e := newEnv(t)
 	full := filepath.Join(e.dir, "state-full")
-	e.loopManifest("vol", "ext4")
+	e.faultManifest("vol", "ext4")
 	e.start("VOLUMED_STATE_FAULT=format:finish=ENOSPC", "VOLUMED_STATE_FAULT_FILE="+full)
 	st := e.waitFor("StateNotRecorded", func(st *api.Status) bool { return condition(find(st, "vol"), "StateNotRecorded") != nil })
 	c := condition(find(st, "vol"), "StateNotRecorded")
@@ -226,8 +226,8 @@ func (e *env) mountStateFS(size string) {
 	}
 }
 
-// fill takes every free byte of the filesystem holding dir.
-func fill(t *testing.T, dir string) string {
+// fillDir takes every free byte of the filesystem holding dir.
+func fillDir(t *testing.T, dir string) string {
 	t.Helper()
 	p := filepath.Join(dir, "filler")
 	f, err := os.Create(p)
@@ -258,12 +258,12 @@ func TestFullStateFilesystemWhileAddingVolumes(t *testing.T) {
 	e.mountStateFS("2m")
 	e.start()
 	e.waitFor("agent up", func(*api.Status) bool { return true })
-	filler := fill(t, e.state)
+	filler := fillDir(t, e.state)
 	var names []string
 	for i := range 30 {
 		name := fmt.Sprintf("v%02d", i)
 		names = append(names, name)
-		e.loopManifest(name, "ext4")
+		e.faultManifest(name, "ext4")
 	}
 	e.waitFor("volumes held up by the full state filesystem", func(st *api.Status) bool {
 		held := 0
@@ -317,7 +317,7 @@ func TestFullStateFilesystemWhileAddingVolumes(t *testing.T) {
 func TestReadOnlyStateDirAtStart(t *testing.T) {
 	e := newEnv(t)
 	e.mountStateFS("4m")
-	e.loopManifest("vol", "ext4")
+	e.faultManifest("vol", "ext4")
 	e.start()
 	e.waitReady("vol")
 	e.stop()
@@ -381,13 +381,13 @@ func TestFrozenStateFilesystem(t *testing.T) {
 		thaw()
 		_ = exec.Command("umount", "-d", e.state).Run()
 	})
-	e.loopManifest("a", "ext4")
+	e.faultManifest("a", "ext4")
 	e.start()
 	e.waitReady("a")
 	if out, err := exec.Command("fsfreeze", "-f", e.state).CombinedOutput(); err != nil {
 		t.Fatalf("fsfreeze: %v: %s", err, out)
 	}
-	e.loopManifest("b", "ext4")
+	e.faultManifest("b", "ext4")
 	st := e.waitFor("b waiting for the state file", func(st *api.Status) bool {
 		c := condition(find(st, "b"), "WaitingForState")
 		return c != nil && strings.Contains(c.Message, "waiting for the state file (")

@@ -16,23 +16,6 @@ import (
 )
 
 // condition returns the volume's condition of type typ, if any.
-func conditionOf(v *api.Volume, typ string) (api.Condition, bool) {
-	if c := condition(v, typ); c != nil {
-		return *c, true
-	}
-	return api.Condition{}, false
-}
-
-func (e *env) waitCondition(name, typ, says string) api.Condition {
-	e.t.Helper()
-	var got api.Condition
-	e.waitFor(name+" "+typ+" saying "+says, func(st *api.Status) bool {
-		c, ok := conditionOf(find(st, name), typ)
-		got = c
-		return ok && strings.Contains(c.Message, says)
-	})
-	return got
-}
 
 func (e *env) hasOptions(p string, opts ...string) bool {
 	ms := e.mounts()[p]

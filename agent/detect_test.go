@@ -1,0 +1,147 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/moby/sys/mountinfo"
+
+	"github.com/volumed/volumed/agent/api"
+	"github.com/volumed/volumed/agent/manifest"
+	"github.com/volumed/volumed/store"
+)
+
+// fakeMounter shows mounted (mount ID 7) the paths in mounted, and
+// refuses unmounts with unmountErr.
+type fakeMounter struct {
+	mounted    map[string]bool
+	unmountErr error
+}
+
+func (m *fakeMounter) MountDevice(string, string, string, []string) error { return nil }
+func (m *fakeMounter) Bind(string, string, string, BindOptions) error     { return nil }
+func (m *fakeMounter) EnsureDir(string) error                             { return nil }
+func (m *fakeMounter) Remount(string, int, []string) error                { return nil }
+func (m *fakeMounter) SetBindOptions(string, int, BindOptions) error      { return nil }
+func (m *fakeMounter) Entries(string) (int, error)                        { return 0, nil }
+func (m *fakeMounter) Mounts() ([]*mountinfo.Info, error)                 { return nil, nil }
+func (m *fakeMounter) At(p string) (MountPoint, error) {
+	return MountPoint{MountID: 7, Root: m.mounted[p]}, nil
+}
+
+func (m *fakeMounter) Unmount(_ context.Context, p string) error {
+	if m.unmountErr != nil {
+		return m.unmountErr
+	}
+	delete(m.mounted, p)
+	return nil
+}
+
+// fakeFS has devices of size bytes and fails grows with growErr.
+type fakeFS struct {
+	size    int64
+	growErr error
+}
+
+func (f *fakeFS) Probe(context.Context, string) ([]Signature, error)           { return nil, nil }
+func (f *fakeFS) Mkfs(context.Context, string, string, string, []string) error { return nil }
+func (f *fakeFS) Inspect(context.Context, string) (FSInfo, error)              { return FSInfo{}, nil }
+func (f *fakeFS) CheckReadOnly(context.Context, string, string) (FSCheck, error) {
+	return FSCheckUnknown, nil
+}
+func (f *fakeFS) Grow(context.Context, string, string, string) error { return f.growErr }
+func (f *fakeFS) DeviceSize(string) (int64, error)                   { return f.size, nil }
+
+func condition(v api.Volume, typ string) (api.Condition, bool) {
+	for _, c := range v.Conditions {
+		if c.Type == typ {
+			return c, true
+		}
+	}
+	return api.Condition{}, false
+}
+
+func statusOf(t *testing.T, a *Agent, name string) api.Volume {
+	t.Helper()
+	for _, v := range a.Status() {
+		if v.Name == name {
+			return v
+		}
+	}
+	t.Fatalf("no status for %s", name)
+	return api.Volume{}
+}
+
+// A grow that fails shows as GrowFailed with the tool's words, and the
+// volume is not Ready; the next grow that works clears it.
+func TestGrowFailedRaisedAndCleared(t *testing.T) {
+	fs := &fakeFS{size: 128 << 20, growErr: errors.New("resize2fs: exit status 1: Permission denied to resize filesystem")}
+	a := sessionAgent(t, &fakeTarget{})
+	a.cfg.FS, a.cfg.Mounter = fs, &fakeMounter{}
+	d := &Desired{Name: "g", Driver: "fake", Spec: &manifest.VolumeSpec{Filesystem: &manifest.Filesystem{Type: "ext4", Grow: true}}}
+	a.desired = map[string]*Desired{"g": d}
+	rec := &store.Volume{Name: "g", Driver: "fake",
+		Attachment: &store.Attachment{Driver: "fake", Device: "/dev/fake-g", Identity: "fake:g"},
+		Staging:    &store.MountRecord{Path: "/s/g", Owned: true, DeviceBytes: 64 << 20}}
+	if err := a.state.Adopt(rec); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := a.opGrow(context.Background(), d); err == nil {
+		t.Fatal("grow succeeded with a failing resize")
+	}
+	v := statusOf(t, a, "g")
+	c, ok := condition(v, CondGrowFailed)
+	if v.Phase != api.PhaseDegraded || !ok || !strings.Contains(c.Message, "Permission denied to resize") {
+		t.Fatalf("after a failed grow: phase %s, conditions %+v; want Degraded with GrowFailed naming the error", v.Phase, v.Conditions)
+	}
+
+	fs.growErr = nil
+	if err := a.opGrow(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	if v := statusOf(t, a, "g"); v.Phase != api.PhaseReady || len(v.Conditions) > 0 {
+		t.Fatalf("after a grow that worked: phase %s, conditions %+v; want Ready and none", v.Phase, v.Conditions)
+	}
+}
+
+// An unmount refused as busy shows as TeardownBlocked naming the process
+// that holds the target; once the unmount goes through it is cleared.
+func TestTeardownBlockedNamesHolder(t *testing.T) {
+	target := t.TempDir()
+	sleep := exec.Command("sleep", "60")
+	sleep.Dir = target
+	if err := sleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sleep.Process.Kill(); _ = sleep.Wait() }()
+
+	m := &fakeMounter{mounted: map[string]bool{target: true}, unmountErr: fmt.Errorf("unmount %s: %w", target, ErrBusy)}
+	a := sessionAgent(t, &fakeTarget{})
+	a.cfg.Mounter = m
+	rec := &store.Volume{Name: "b", Driver: "fake", Targets: []store.MountRecord{{Path: target, MountID: 7, Owned: true}}}
+	if err := a.state.Adopt(rec); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := a.opUnpublish(context.Background(), "b", "fake", target); err == nil {
+		t.Fatal("unpublish succeeded while busy")
+	}
+	c, ok := condition(statusOf(t, a, "b"), CondTeardownBlocked)
+	if !ok || !strings.Contains(c.Message, "pid "+strconv.Itoa(sleep.Process.Pid)+" (sleep, cwd)") {
+		t.Fatalf("TeardownBlocked = %+v (present %v); want it to name pid %d (sleep, cwd)", c, ok, sleep.Process.Pid)
+	}
+
+	m.unmountErr = nil
+	if err := a.opUnpublish(context.Background(), "b", "fake", target); err != nil {
+		t.Fatal(err)
+	}
+	if a.conds.Has("b", CondTeardownBlocked) {
+		t.Fatal("TeardownBlocked still set after the unmount went through")
+	}
+}
