@@ -18,10 +18,11 @@ import (
 	"github.com/volumed/volumed/store"
 )
 
-// busyWait bounds how long a teardown step waits for a busy mount or
-// device to be let go: the drivers would wait forever, and a holder that
-// never leaves must show as a failure (a condition naming it, retries),
-// not as a volume stuck "Unmounting".
+// busyWait bounds how long an unmount waits for a busy mount to be let
+// go: the mount driver would wait forever, and a holder that never
+// leaves must show as a failure (a condition naming it, retries), not as
+// a volume stuck "Unmounting". Detaches are not bounded here: a network
+// logout may rightly take longer, and each attacher bounds its own.
 const busyWait = 5 * time.Second
 
 // lowSpaceBytes: below this much free space (or 1% of the filesystem, if
@@ -202,12 +203,15 @@ func ext4Errors(dev string) (int, error) {
 	return n, nil
 }
 
-// teardownStep runs one unmount or detach with busyWait for a holder to
-// let go; a refusal as busy raises TeardownBlocked naming the holders of
-// path, and success clears it.
-func (a *Agent) teardownStep(ctx context.Context, name, what, path string, step func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, busyWait)
-	defer cancel()
+// teardownStep runs one unmount or detach, waiting at most wait (0: as
+// long as the step does) for a holder to let go; a refusal as busy
+// raises TeardownBlocked naming the holders of path, and success clears it.
+func (a *Agent) teardownStep(ctx context.Context, name, what, path string, wait time.Duration, step func(context.Context) error) error {
+	if wait > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, wait)
+		defer cancel()
+	}
 	err := step(ctx)
 	switch {
 	case err == nil:

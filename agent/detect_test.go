@@ -145,3 +145,25 @@ func TestTeardownBlockedNamesHolder(t *testing.T) {
 		t.Fatal("TeardownBlocked still set after the unmount went through")
 	}
 }
+
+// The filesystem holding images is full with no space at all, or with
+// less than 16 MiB when that is under 1 % of it; a small filesystem with
+// a few MiB free is not.
+func TestLowSpace(t *testing.T) {
+	const mi = 1 << 20
+	for _, c := range []struct {
+		avail, size int64
+		want        bool
+	}{
+		{0, 48 * mi, true},
+		{-1, 48 * mi, true},
+		{4 * mi, 48 * mi, false},
+		{15 * mi, 100 << 30, true},
+		{17 * mi, 100 << 30, false},
+		{100 * mi, 100 << 30, false},
+	} {
+		if got := (dirSpace{avail: c.avail, size: c.size}).low(); got != c.want {
+			t.Errorf("low(avail %d, size %d) = %v, want %v", c.avail, c.size, got, c.want)
+		}
+	}
+}

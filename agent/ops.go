@@ -564,7 +564,8 @@ func (a *Agent) opUnpublish(ctx context.Context, name, driver, path string) erro
 }
 
 func (a *Agent) unmount(ctx context.Context, name, path string) error {
-	return a.teardownStep(ctx, name, "unmount", path, func(ctx context.Context) error { return a.cfg.Mounter.Unmount(ctx, path) })
+	unmount := func(ctx context.Context) error { return a.cfg.Mounter.Unmount(ctx, path) }
+	return a.teardownStep(ctx, name, "unmount", path, busyWait, unmount)
 }
 
 func (a *Agent) opUnmountDevice(ctx context.Context, name, driver string) error {
@@ -613,7 +614,7 @@ func (a *Agent) opDetach(ctx context.Context, name, driver string) error {
 			sharers := a.sharers(name, at.Driver)
 			at.Owned = true
 			detach := func(ctx context.Context) error { return att.Detach(ctx, at, sharers) }
-			if err := a.teardownStep(ctx, name, "detach", at.Device, detach); err != nil {
+			if err := a.teardownStep(ctx, name, "detach", at.Device, 0, detach); err != nil {
 				return err
 			}
 			if key != "" && !slices.ContainsFunc(sharers, func(o store.Attachment) bool { return o.Session == at.Session }) {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/moby/sys/mountinfo"
 
@@ -202,11 +203,18 @@ func checkRoom(src *manifest.LoopSource, growing bool) error {
 	return err
 }
 
+// loopDetachWait bounds the wait for another opener of the device to let
+// go (the driver would wait as long as ctx): a holder that stays must
+// show as a failed detach naming it, not as one that never ends.
+const loopDetachWait = 10 * time.Second
+
 func (loopAttacher) Detach(ctx context.Context, a store.Attachment, _ []store.Attachment) error {
 	dev, err := byIdentity(a)
 	if err != nil || dev == nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(ctx, loopDetachWait)
+	defer cancel()
 	return markBusy(loop.Detach(ctx, *dev), loop.ErrBusy)
 }
 

@@ -82,7 +82,7 @@ func (a nvmeAttacher) Detach(ctx context.Context, at store.Attachment, others []
 	if firmware.PinnedNVMe(a.boot, t.NQN) {
 		return nil
 	}
-	return a.c.Disconnect(ctx, t)
+	return markBusy(a.c.Disconnect(ctx, t), nvme.ErrBusy)
 }
 
 // Refresh has the controller rescan, so a namespace the target grew
@@ -187,7 +187,7 @@ func (a iscsiAttacher) Detach(ctx context.Context, at store.Attachment, others [
 	if firmware.PinnedISCSI(a.boot, t.IQN) {
 		return nil
 	}
-	return a.c.Logout(ctx, t)
+	return markBusy(a.c.Logout(ctx, t), iscsi.ErrBusy)
 }
 
 // Refresh rescans the session: a LUN grown on the target keeps its old

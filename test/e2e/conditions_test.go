@@ -212,7 +212,7 @@ func TestBackingFull(t *testing.T) {
 	if err := unix.Mount("tmpfs", small, "tmpfs", 0, "size=48m"); err != nil {
 		t.Fatal(err)
 	}
-	e.loopManifest("f", filepath.Join(small, "f.img"), "256Mi", "type: ext4")
+	e.loopManifest("f", filepath.Join(small, "f.img"), "256Mi, overcommit: true", "type: ext4")
 	e.start()
 	e.waitReady("f")
 
@@ -349,4 +349,32 @@ func TestTeardownBlockedByHolder(t *testing.T) {
 	_ = sleep.Wait()
 	e.waitGone("h")
 	e.assertConverged(nil, "h")
+}
+
+// A process holding the loop device open blocks its detach once the
+// mounts are gone: TeardownBlocked names it and the device; once it is
+// gone the device is detached.
+func TestDetachBlockedByOpener(t *testing.T) {
+	e, _ := readyVolume(t, "o")
+	dev := find(e.waitReady("o"), "o").Device
+	f, err := os.Open(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sleep := exec.Command("sleep", "600")
+	sleep.Stdin = f
+	err = sleep.Start()
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sleep.Process.Kill(); _ = sleep.Wait() }()
+
+	e.remove("o.yaml")
+	e.waitCondition("o", "TeardownBlocked", "detach of "+dev, "pid "+strconv.Itoa(sleep.Process.Pid)+" (sleep, fd 0)")
+
+	_ = sleep.Process.Kill()
+	_ = sleep.Wait()
+	e.waitGone("o")
+	e.assertConverged(nil, "o")
 }
