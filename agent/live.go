@@ -192,9 +192,14 @@ func optionChange(from, to []string) string {
 	return strings.Join(parts, " ")
 }
 
-// updatePending raises or clears each wanted volume's PendingChange
-// condition from the manifests and the records.
+// updatePending raises or clears each volume's PendingChange condition
+// from the manifests and the records.
 func (a *Agent) updatePending(desired map[string]*Desired, actual map[string]*store.Volume) {
+	for name := range actual {
+		if desired[name] == nil {
+			a.conds.Clear(name, CondPendingChange) // being torn down: nothing is pending
+		}
+	}
 	for name, d := range desired {
 		p := pendingChanges(d, actual[name])
 		if len(p) == 0 {

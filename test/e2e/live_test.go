@@ -292,3 +292,62 @@ func TestCrashDuringRemount(t *testing.T) {
 		})
 	}
 }
+
+// A mkfs that fails after writing part of a filesystem (mkfs.xfs with a
+// protofile naming a missing file writes the superblock first): the
+// volume says what is on the device now and what to do, mkfs is not run
+// again, nothing is wiped; once the operator has wiped the device and
+// fixed the manifest, the volume comes up.
+func TestFailedMkfsLeavesFormatRefused(t *testing.T) {
+	e := newEnv(t)
+	e.extraArgs = []string{"--resync", "300ms"}
+	proto := filepath.Join(e.dir, "proto")
+	if err := os.WriteFile(proto, []byte("boot\n0 0\nd--755 0 0\nf ---644 0 0 /nonexistent-volumed-src\n$\n$\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	img := filepath.Join(e.images, "half.img")
+	manifest := func(mkfsOptions string) {
+		e.write("half.yaml", fmt.Sprintf(`apiVersion: volumed/v1
+kind: Volume
+metadata: {name: half}
+spec:
+  source: {loop: {file: %s, create: {size: 320Mi}}}
+  filesystem: {type: xfs, mkfsOptions: [%s]}
+  mounts: [{path: %s}]
+`, img, mkfsOptions, e.target("half")))
+	}
+	manifest("-p, " + proto)
+	e.start()
+	var dev string
+	e.waitFor("FormatRefused", func(st *api.Status) bool {
+		v := find(st, "half")
+		c, ok := condition(v, "FormatRefused")
+		dev = v.Device
+		return ok && v.Phase == api.PhaseError && c.Message == strings.TrimPrefix(v.LastError, "mount_device: ")
+	})
+	v := find(mustStatus(t, e), "half")
+	for _, w := range []string{"it left signatures on " + dev + ": xfs (filesystem, at byte 0)", "wipefs -a " + dev, "will not try again until the manifest changes"} {
+		if !strings.Contains(v.LastError, w) {
+			t.Errorf("error %q does not say %q", v.LastError, w)
+		}
+	}
+	if v.NextRetryAt != nil {
+		t.Errorf("a retry is announced for %v", v.NextRetryAt)
+	}
+	time.Sleep(1500 * time.Millisecond) // five resyncs
+	if n := e.countLog("operation=format"); n != 2 {
+		t.Errorf("%d format log lines, want 2 (one start, one failure): mkfs was run again", n)
+	}
+	if out, err := execOut("blkid", "-p", "-o", "value", "-s", "TYPE", img); err != nil || strings.TrimSpace(string(out)) != "xfs" {
+		t.Errorf("what mkfs left was touched: blkid %q %v", out, err)
+	}
+
+	if out, err := execOut("wipefs", "-a", dev); err != nil {
+		t.Fatalf("wipefs: %v\n%s", err, out)
+	}
+	manifest("")
+	e.waitReady("half")
+	if v := find(mustStatus(t, e), "half"); len(v.Conditions) != 0 {
+		t.Errorf("conditions after the fix: %+v", v.Conditions)
+	}
+}
