@@ -93,7 +93,7 @@ func (a *Agent) remountStaging(d *Desired, rec *store.Volume) error {
 	}
 	st := *rec.Staging
 	want := stagingOptions(d)
-	err := a.cfg.Mounter.Remount(st.Path, st.MountID, want)
+	err := a.cfg.Mounter.Remount(st.Path, st.MountID, st.Options, want)
 	switch {
 	case err == nil:
 		st.Options, st.Refused = want, nil

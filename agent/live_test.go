@@ -137,7 +137,7 @@ type remounter struct {
 	calls int
 }
 
-func (r *remounter) Remount(string, int, []string) error { r.calls++; return r.err }
+func (r *remounter) Remount(string, int, []string, []string) error { r.calls++; return r.err }
 
 // A remount the filesystem refuses is recorded, so that the next pass
 // does not try it again and the volume shows what is pending; one that
