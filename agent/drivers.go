@@ -146,8 +146,9 @@ type Mounter interface {
 	Unmount(ctx context.Context, target string) error
 	EnsureDir(path string) error
 	// Remount changes the options of the filesystem mounted at target
-	// (the mount mountID) in place; the filesystem may refuse.
-	Remount(target string, mountID int, opts []string) error
+	// (the mount mountID) from from (nil: unknown) to opts in place; the
+	// filesystem may refuse.
+	Remount(target string, mountID int, from, opts []string) error
 	// SetBindOptions gives the mount mountID at target exactly the
 	// per-mount flags of o.
 	SetBindOptions(target string, mountID int, o BindOptions) error

@@ -44,9 +44,11 @@ func sourceKey(s manifest.Source) string {
 }
 
 // remountOp finds a mount of a converged volume whose options the
-// manifest changed. A record without options (written before they were
-// kept) is taken as matching; options a remount was refused are not
-// tried again until the manifest asks for others.
+// manifest changed. A mount whose options are not known (adopted from
+// the kernel, or recorded before they were kept) is remounted once to
+// what the manifest says, which changes nothing if it already is so:
+// an edit is never silently left out. Options a remount was refused are
+// not tried again until the manifest asks for others.
 func remountOp(name string, d *Desired, a *store.Volume) (Op, bool) {
 	if a.Staging != nil && d.Spec.Filesystem != nil && wantsRemount(*a.Staging, stagingOptions(d)) {
 		return Op{Volume: name, Kind: OpRemount}, true
@@ -64,7 +66,7 @@ func remountOp(name string, d *Desired, a *store.Volume) (Op, bool) {
 }
 
 func wantsRemount(m store.MountRecord, want []string) bool {
-	if m.Options == nil || slices.Equal(m.Options, want) {
+	if slices.Equal(m.Options, want) {
 		return false
 	}
 	return m.Refused == nil || !slices.Equal(m.Refused.Options, want)
@@ -91,7 +93,7 @@ func (a *Agent) remountStaging(d *Desired, rec *store.Volume) error {
 	}
 	st := *rec.Staging
 	want := stagingOptions(d)
-	err := a.cfg.Mounter.Remount(st.Path, st.MountID, want)
+	err := a.cfg.Mounter.Remount(st.Path, st.MountID, st.Options, want)
 	switch {
 	case err == nil:
 		st.Options, st.Refused = want, nil
@@ -190,9 +192,14 @@ func optionChange(from, to []string) string {
 	return strings.Join(parts, " ")
 }
 
-// updatePending raises or clears each wanted volume's PendingChange
-// condition from the manifests and the records.
+// updatePending raises or clears each volume's PendingChange condition
+// from the manifests and the records.
 func (a *Agent) updatePending(desired map[string]*Desired, actual map[string]*store.Volume) {
+	for name := range actual {
+		if desired[name] == nil {
+			a.conds.Clear(name, CondPendingChange) // being torn down: nothing is pending
+		}
+	}
 	for name, d := range desired {
 		p := pendingChanges(d, actual[name])
 		if len(p) == 0 {

@@ -50,6 +50,8 @@ func TestPlanRemountsChangedOptions(t *testing.T) {
 	refused.Staging.Refused = &store.Refusal{Options: stagingOptions(noatime), Error: "invalid argument"}
 	legacy := madeWith(base)
 	legacy.Staging.Options, legacy.Targets[0].Options = nil, nil
+	legacyTarget := madeWith(base)
+	legacyTarget.Targets[0].Options = nil
 	stagingDone := madeWith(suid)
 	stagingDone.Targets = madeWith(base).Targets
 
@@ -66,7 +68,8 @@ func TestPlanRemountsChangedOptions(t *testing.T) {
 		{"readOnly edited: the target alone", ro, madeWith(base), []Op{{Volume: "a", Kind: OpRemount, Target: ro.Targets[0]}}},
 		{"a refused remount is not tried again for the same options", noatime, refused, nil},
 		{"a refused remount is tried for other options", suid, refused, []Op{{Volume: "a", Kind: OpRemount}}},
-		{"records without options are taken as matching", noatime, legacy, nil},
+		{"a mount of unknown options is remounted to the manifest's", base, legacy, []Op{{Volume: "a", Kind: OpRemount}}},
+		{"a target of unknown options too", base, legacyTarget, []Op{{Volume: "a", Kind: OpRemount, Target: base.Targets[0]}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -134,7 +137,7 @@ type remounter struct {
 	calls int
 }
 
-func (r *remounter) Remount(string, int, []string) error { r.calls++; return r.err }
+func (r *remounter) Remount(string, int, []string, []string) error { r.calls++; return r.err }
 
 // A remount the filesystem refuses is recorded, so that the next pass
 // does not try it again and the volume shows what is pending; one that

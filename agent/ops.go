@@ -438,6 +438,12 @@ func stagingRecord(p string, id int, dev, fstype string, opts []string) *store.M
 
 func (a *Agent) opPublish(ctx context.Context, d *Desired, t DesiredTarget) error {
 	return a.state.Do(d.Name, d.Driver, OpPublish, map[string]string{"target": t.Path}, func(rec *store.Volume) error {
+		if hasTarget(rec, t.Path) {
+			// Planned from a snapshot taken before the publish that
+			// recorded it finished: recording it twice would leave a
+			// stale twin behind.
+			return nil
+		}
 		src, err := a.publishSource(rec, t.SubPath)
 		if errors.Is(err, errStagingGone) {
 			rec.Staging = nil // drift: the next pass mounts it again

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"reflect"
 	"testing"
 
@@ -20,13 +21,13 @@ func have(name string, attached, staged bool, targets ...store.MountRecord) *sto
 		v.Attachment = &store.Attachment{Driver: "loop", Device: "/dev/loop1", Identity: "loop:/i@1:2", Owned: true}
 	}
 	if staged {
-		v.Staging = &store.MountRecord{Path: "/s/" + name, Owned: true}
+		v.Staging = &store.MountRecord{Path: "/s/" + name, Owned: true, Options: []string{"nosuid", "nodev"}}
 	}
 	return v
 }
 
 func pub(p string, ro bool) store.MountRecord {
-	return store.MountRecord{Path: p, ReadOnly: ro, Owned: true}
+	return store.MountRecord{Path: p, ReadOnly: ro, Owned: true, Options: bindWords(BindOptions{ReadOnly: ro, NoSuid: true, NoDev: true})}
 }
 
 func TestPlan(t *testing.T) {
@@ -145,5 +146,22 @@ func TestDecideFormat(t *testing.T) {
 				t.Errorf("error = %q, want %q", gotErr, c.wantErr)
 			}
 		})
+	}
+}
+
+// A publish planned from a snapshot older than the publish that already
+// recorded the target is a no-op: the record keeps one entry per path
+// (a twin made a later pass see a stale copy and act on it forever).
+func TestPublishOfRecordedTargetIsNoOp(t *testing.T) {
+	a := sessionAgent(t, &fakeTarget{})
+	if err := a.state.Adopt(have("a", true, true, pub("/t", false))); err != nil {
+		t.Fatal(err)
+	}
+	// a.cfg.Mounter is nil: any mount call would panic.
+	if err := a.opPublish(context.Background(), want("a", tgt("/t", false)), tgt("/t", false)); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(a.state.Get("a").Targets); n != 1 {
+		t.Errorf("%d target records for one path, want 1", n)
 	}
 }

@@ -220,6 +220,9 @@ func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume,
 	recorded := map[string]store.MountRecord{}
 	if rec != nil {
 		for _, t := range rec.Targets {
+			if _, twin := recorded[t.Path]; twin {
+				continue // a record that holds a target twice (written by older versions)
+			}
 			recorded[t.Path] = t
 			paths = append(paths, t.Path)
 			subPaths[t.Path] = t.SubPath

@@ -74,9 +74,9 @@ type MountRecord struct {
 	// the filesystem can grow.
 	DeviceBytes int64 `json:"deviceBytes,omitempty"`
 	// Options are the mount options the mount was made (or last
-	// remounted) with, so that a manifest edit to them is seen; nil in
-	// records written before they were kept, which are then taken as
-	// matching the manifest.
+	// remounted) with, so that a manifest edit to them is seen; nil when
+	// unknown (a mount adopted from the kernel, a record written before
+	// they were kept).
 	Options []string `json:"options,omitempty"`
 	// Refused: a live remount to these options failed; it is not tried
 	// again until the manifest asks for something else.

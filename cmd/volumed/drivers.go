@@ -291,8 +291,8 @@ func (mounter) Bind(staging, subPath, target string, o agent.BindOptions) error 
 	return mount.SafeBind(staging, subPath, target, mount.BindOptions(o))
 }
 
-func (mounter) Remount(target string, mountID int, opts []string) error {
-	return mount.Remount(target, mountID, opts)
+func (mounter) Remount(target string, mountID int, from, opts []string) error {
+	return mount.Remount(target, mountID, from, opts)
 }
 
 func (mounter) SetBindOptions(target string, mountID int, o agent.BindOptions) error {

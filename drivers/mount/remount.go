@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -16,12 +18,20 @@ import (
 var ErrNotThatMount = errors.New("not the mount expected")
 
 // Remount changes the options of the filesystem mounted at target (the
-// mount with ID mountID, as mountinfo numbers it) to opts, fstab-style,
-// in place: mount(2) with MS_REMOUNT, so that the filesystem decides
-// what it can change live. A refusal (EINVAL for most filesystems) is
-// returned wrapped, with what the kernel logged. No symlink in target is
-// followed and a mount stacked on top is not touched.
-func Remount(target string, mountID int, opts []string) error {
+// mount with ID mountID, as mountinfo numbers it) from the options it was
+// mounted with (nil if unknown) to opts, fstab-style, in place: mount(2)
+// with MS_REMOUNT, so that the filesystem decides what it can change
+// live. A refusal (EINVAL for most filesystems) is returned wrapped. A
+// filesystem-specific option that opts drops is refused with EOPNOTSUPP
+// before anything is done: filesystems keep such an option through a
+// remount that does not name it, so the change would only seem made. No
+// symlink in target is followed and a mount stacked on top is not
+// touched.
+func Remount(target string, mountID int, from, opts []string) error {
+	if dropped := droppedData(from, opts); len(dropped) > 0 {
+		return fmt.Errorf("remount %s: %s cannot be dropped from a mounted filesystem, which keeps it until the next mount: %w",
+			target, strings.Join(dropped, ","), unix.EOPNOTSUPP)
+	}
 	t, err := openMountRoot(target, mountID)
 	if err != nil {
 		return fmt.Errorf("remount %s: %w", target, err)
@@ -40,6 +50,19 @@ func Remount(target string, mountID int, opts []string) error {
 		return fmt.Errorf("remount %s with %v: %w", target, opts, err)
 	}
 	return nil
+}
+
+// droppedData lists the filesystem-specific options in from that to no
+// longer has.
+func droppedData(from, to []string) []string {
+	now := splitOptions(ParseOptions(to).Data)
+	var out []string
+	for _, o := range splitOptions(ParseOptions(from).Data) {
+		if o != "" && !slices.Contains(now, o) {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // SetBindOptions gives the mount at target (ID mountID) exactly the

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -59,22 +60,26 @@ func TestSetBindOptions(t *testing.T) {
 func TestRemount(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "m")
 	m := tmpfs(t, dir, 0)
-	if err := Remount(dir, m.ID, []string{"noexec", "nosuid", "size=16m"}); err != nil {
+	if err := Remount(dir, m.ID, nil, []string{"noexec", "nosuid", "size=16m"}); err != nil {
 		t.Fatal(err)
 	}
 	if !hasOpt(t, dir, "noexec") || !hasOpt(t, dir, "nosuid") {
 		t.Error("remount did not set noexec,nosuid")
 	}
-	if err := Remount(dir, m.ID, []string{"nosuid"}); err != nil {
+	if err := Remount(dir, m.ID, []string{"noexec"}, []string{"nosuid"}); err != nil {
 		t.Fatal(err)
 	}
 	if hasOpt(t, dir, "noexec") {
 		t.Error("noexec stayed after a remount without it")
 	}
-	if err := Remount(dir, m.ID, []string{"no-such-option"}); !errors.Is(err, unix.EINVAL) {
+	if err := Remount(dir, m.ID, nil, []string{"no-such-option"}); !errors.Is(err, unix.EINVAL) {
 		t.Errorf("remount with an unknown option: %v, want EINVAL", err)
 	}
-	if err := Remount(dir, m.ID+1000, nil); !errors.Is(err, ErrNotThatMount) {
+	err := Remount(dir, m.ID, []string{"size=16m", "nosuid"}, []string{"nosuid"})
+	if !errors.Is(err, unix.EOPNOTSUPP) || !strings.Contains(err.Error(), "size=16m cannot be dropped") {
+		t.Errorf("remount dropping size=16m: %v, want EOPNOTSUPP naming it", err)
+	}
+	if err := Remount(dir, m.ID+1000, nil, nil); !errors.Is(err, ErrNotThatMount) {
 		t.Errorf("remount of another mount ID: %v, want ErrNotThatMount", err)
 	}
 }
