@@ -160,8 +160,12 @@ func (e *env) cleanup() {
 			cancel()
 		}
 	}
-	if e.t.Failed() {
-		e.t.Logf("agent log:\n%s", e.logText())
+	// A race-built agent reports a race on its stderr and runs on; it
+	// would otherwise go unseen, as most tests end the agent by a signal.
+	if log := e.logText(); strings.Contains(log, "WARNING: DATA RACE") {
+		e.t.Errorf("the agent has a data race:\n%s", log)
+	} else if e.t.Failed() {
+		e.t.Logf("agent log:\n%s", log)
 	}
 }
 
