@@ -11,8 +11,13 @@ build:
 # Everything: unit tests, real-kernel tests of each package, end-to-end
 # tests of the binary (with crash points compiled in), the VM tests of
 # the network drivers (test/vm), lint, and a short run of every fuzzer.
+# All but the VM tests run under the race detector (which needs cgo), and
+# so does the agent the e2e tests build; the VM tests check what runs in
+# the VM, a static binary built without it.
+RACE_PKGS = $(shell $(GO) list ./... | grep -v '/test/vm$$')
 test: lint
-	$(GO) test -count=1 -timeout 30m ./...
+	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 30m $(RACE_PKGS)
+	$(GO) test -count=1 -timeout 30m ./test/vm/
 	$(MAKE) fuzz
 
 # Only the VM tests: NVMe/TCP, iSCSI and local disks against a Debian

@@ -77,11 +77,15 @@ type Wake struct {
 
 // Agent is one running volumed.
 type Agent struct {
-	cfg   Config
-	state *State
-	exec  *Executor
-	usage *usageCache
-	conds *conditions
+	cfg Config
+	// state is set once by reconstruct, on Run's goroutine, before
+	// startedc is closed; other goroutines (the API, the metrics) read it
+	// only once started() reports it set.
+	state    *State
+	startedc chan struct{}
+	exec     *Executor
+	usage    *usageCache
+	conds    *conditions
 
 	trigger chan struct{}
 	reload  chan struct{}
@@ -136,6 +140,7 @@ func New(cfg Config) *Agent {
 		conds:              newConditions(cfg.Now),
 		trigger:            make(chan struct{}, 1),
 		reload:             make(chan struct{}, 1),
+		startedc:           make(chan struct{}),
 		desired:            map[string]*Desired{},
 		events:             map[string][]api.Event{},
 		interruptedFormats: map[string]string{},
@@ -153,6 +158,17 @@ func (a *Agent) Trigger() {
 	select {
 	case a.trigger <- struct{}{}:
 	default:
+	}
+}
+
+// started reports whether the actual state is reconstructed: before,
+// there is no state to show or act on.
+func (a *Agent) started() bool {
+	select {
+	case <-a.startedc:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -180,6 +196,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := a.reconstruct(ctx); err != nil {
 		return fmt.Errorf("reconstruct actual state: %w", err)
 	}
+	close(a.startedc)
 	a.cfg.Log.Info("actual state reconstructed", "volumes", len(a.state.Snapshot()),
 		"manifests", loaded.Sub(start), "reconstruct", a.cfg.Now().Sub(loaded))
 
@@ -437,6 +454,13 @@ func holdsDevice(actual map[string]*store.Volume, name string) bool {
 // and keeps them down until the agent exits: at poweroff they must be
 // gone before the network is. It returns when they are down or ctx ends.
 func (a *Agent) ShutdownNetwork(ctx context.Context) api.ShutdownReply {
+	// What is down can only be told once the actual state is known; at
+	// poweroff the caller would rather wait than be told "none".
+	select {
+	case <-a.startedc:
+	case <-ctx.Done():
+		return api.ShutdownReply{Down: []string{}, Pinned: []string{}, Remaining: []string{errStarting}}
+	}
 	a.mu.Lock()
 	first := !a.holdNetwork
 	a.holdNetwork = true

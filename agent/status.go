@@ -24,7 +24,7 @@ var opPhase = map[string]string{
 // Status is the agent's view of every volume it wants or still holds.
 // It reads only memory: never a mount, never the kernel.
 func (a *Agent) Status() []api.Volume {
-	if a.state == nil {
+	if !a.started() {
 		return nil
 	}
 	desired := a.desiredSnapshot()

@@ -3,9 +3,13 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -31,20 +35,40 @@ func NewClient(socket string) *Client {
 	}
 }
 
-// Status fetches the agent's view of every volume.
-func (c *Client) Status(ctx context.Context) (*Status, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://volumed/v1/status", nil)
+// do sends one request and checks that the agent answered want; the
+// caller closes the body.
+func (c *Client) do(ctx context.Context, hc *http.Client, method, path string, want int) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, "http://volumed"+path, nil)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := c.hc.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
+		// The socket is 0600: anyone but root is refused by the kernel,
+		// and no retry changes that.
+		if errors.Is(err, fs.ErrPermission) {
+			return nil, fmt.Errorf("permission denied: the volumed socket %s is root-only; run as root: %w", c.socket, err)
+		}
 		return nil, fmt.Errorf("talk to volumed at %s (is `volumed run` running?): %w", c.socket, err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
+	if resp.StatusCode != want {
+		defer resp.Body.Close()
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		if m := strings.TrimSpace(string(msg)); m != "" {
+			return nil, fmt.Errorf("volumed at %s answered %s: %s", c.socket, resp.Status, m)
+		}
 		return nil, fmt.Errorf("volumed at %s answered %s", c.socket, resp.Status)
 	}
+	return resp, nil
+}
+
+// Status fetches the agent's view of every volume.
+func (c *Client) Status(ctx context.Context) (*Status, error) {
+	resp, err := c.do(ctx, c.hc, http.MethodGet, "/v1/status", http.StatusOK)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
 	var st Status
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
 		return nil, fmt.Errorf("decode status from %s: %w", c.socket, err)
@@ -56,20 +80,13 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 // (unpublish, unmount, log out / disconnect) and keep them down until it
 // exits, and waits until that is done or ctx ends.
 func (c *Client) ShutdownNetwork(ctx context.Context) (*ShutdownReply, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://volumed/v1/shutdown-network", nil)
+	hc := *c.hc
+	hc.Timeout = 0 // bounded by ctx: a teardown may take longer than a status read
+	resp, err := c.do(ctx, &hc, http.MethodPost, "/v1/shutdown-network", http.StatusOK)
 	if err != nil {
 		return nil, err
 	}
-	hc := *c.hc
-	hc.Timeout = 0 // bounded by ctx: a teardown may take longer than a status read
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("talk to volumed at %s (is `volumed run` running?): %w", c.socket, err)
-	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("volumed at %s answered %s", c.socket, resp.Status)
-	}
 	var r ShutdownReply
 	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
 		return nil, fmt.Errorf("decode reply from %s: %w", c.socket, err)
@@ -79,17 +96,10 @@ func (c *Client) ShutdownNetwork(ctx context.Context) (*ShutdownReply, error) {
 
 // ResumeNetwork undoes ShutdownNetwork.
 func (c *Client) ResumeNetwork(ctx context.Context) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://volumed/v1/resume-network", nil)
+	resp, err := c.do(ctx, c.hc, http.MethodPost, "/v1/resume-network", http.StatusNoContent)
 	if err != nil {
 		return err
 	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("talk to volumed at %s (is `volumed run` running?): %w", c.socket, err)
-	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent {
-		return fmt.Errorf("volumed at %s answered %s", c.socket, resp.Status)
-	}
 	return nil
 }

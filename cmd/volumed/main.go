@@ -23,7 +23,7 @@ Usage:
                    [--resync DURATION] [--log-format text|json] [--log-level LEVEL]
   volumed status   [NAME...] [-o table|json] [--socket PATH]
   volumed validate PATH...
-  volumed wait     NAME... [--timeout DURATION] [--socket PATH]
+  volumed wait     NAME... [--timeout DURATION] [--fail-missing] [--socket PATH]
   volumed shutdown --network [--undo] [--timeout DURATION] [--socket PATH]
                    tear down iSCSI and NVMe-oF volumes before the network goes
                    down (poweroff); they stay down until the agent exits or
@@ -52,7 +52,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "validate":
 		return cmdValidate(rest, stdout, stderr)
 	case "wait":
-		err = cmdWait(ctx, rest, stdout)
+		err = cmdWait(ctx, rest, stderr)
 	case "shutdown":
 		err = cmdShutdown(ctx, rest, stdout)
 	case "version", "--version":

@@ -74,6 +74,15 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("state dir: %w", err)
 	}
 
+	// The socket is taken before the agent acts on anything: an agent
+	// that cannot have it (another one answers there) must exit having
+	// touched no volume and no state file.
+	apiLn, err := agent.ListenAPI(*socket)
+	if err != nil {
+		return err
+	}
+	defer apiLn.Close()
+
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find own executable: %w", err)
@@ -160,7 +169,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	}()
 
 	errc := make(chan error, 2)
-	go func() { errc <- a.ServeAPI(ctx, *socket) }()
+	go func() { errc <- a.ServeAPI(ctx, apiLn) }()
 	if *metricsAddr != "" {
 		go func() { errc <- a.ServeMetrics(ctx, *metricsAddr) }()
 	}

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"os"
 	"slices"
 	"strings"
@@ -213,10 +214,11 @@ func humanBytes(b int64) string {
 	return fmt.Sprintf("%.1f%ci", float64(b)/float64(div), "KMGTPE"[exp])
 }
 
-func cmdWait(ctx context.Context, args []string, stdout io.Writer) error {
+func cmdWait(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("wait", flag.ContinueOnError)
 	socket := fs.String("socket", defaultSocket, "unix socket of the running agent")
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up after this long")
+	failMissing := fs.Bool("fail-missing", false, "fail at once when no manifest defines a named volume, instead of waiting for one to appear")
 	names, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -228,6 +230,7 @@ func cmdWait(ctx context.Context, args []string, stdout io.Writer) error {
 	defer cancel()
 	client := api.NewClient(*socket)
 	var why []string
+	told := map[string]bool{}
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -236,13 +239,28 @@ func cmdWait(ctx context.Context, args []string, stdout io.Writer) error {
 		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		st, err := client.Status(cctx)
 		ccancel()
-		if err == nil {
+		switch {
+		case errors.Is(err, iofs.ErrPermission):
+			return err // only running as root helps, not waiting
+		case err != nil:
+			why = []string{err.Error()}
+		default:
+			missing := missingVolumes(st, names)
+			if len(missing) > 0 && *failMissing {
+				return exitError{code: 1, msg: "volumed wait: no manifest defines volume " + strings.Join(missing, ", ")}
+			}
+			// A unit may wait for a volume whose manifest is still to be
+			// dropped in (provisioning): say so once, then keep waiting.
+			for _, n := range missing {
+				if !told[n] {
+					told[n] = true
+					fmt.Fprintf(stderr, "no manifest defines volume %s (yet); waiting\n", n)
+				}
+			}
 			why = notReady(st, names)
 			if len(why) == 0 {
 				return nil
 			}
-		} else {
-			why = []string{err.Error()}
 		}
 		select {
 		case <-ctx.Done():
@@ -252,12 +270,25 @@ func cmdWait(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 }
 
+// missingVolumes are the names no manifest defines: not in the status,
+// or only as the record of a volume whose manifest is gone.
+func missingVolumes(st *api.Status, names []string) []string {
+	var missing []string
+	for _, n := range names {
+		i := slices.IndexFunc(st.Volumes, func(v api.Volume) bool { return v.Name == n })
+		if i < 0 || st.Volumes[i].Source == "" {
+			missing = append(missing, n)
+		}
+	}
+	return missing
+}
+
 func notReady(st *api.Status, names []string) []string {
 	var why []string
 	for _, n := range names {
 		i := slices.IndexFunc(st.Volumes, func(v api.Volume) bool { return v.Name == n })
 		if i < 0 {
-			why = append(why, fmt.Sprintf("%s: no such volume in the manifests", n))
+			why = append(why, fmt.Sprintf("%s: no manifest defines it", n))
 			continue
 		}
 		v := st.Volumes[i]

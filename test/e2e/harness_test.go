@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,10 +26,15 @@ import (
 	"github.com/volumed/volumed/internal/testns"
 )
 
-// binary is volumed built with crash points compiled in.
-var volumedBin string
+// volumedBin is volumed built with crash points compiled in (and the
+// race detector, when the tests run with -race). helperBin is a copy of
+// this test binary that an unprivileged user can run (see runHelper).
+var volumedBin, helperBin string
 
 func TestMain(m *testing.M) {
+	if h := os.Getenv(helperEnv); h != "" {
+		os.Exit(runHelper(h, os.Args[1:]))
+	}
 	if !testns.Inside() {
 		testns.Main(m)
 		return
@@ -38,16 +44,57 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	volumedBin = filepath.Join(dir, "volumed")
-	build := exec.Command("go", "build", "-tags", "crashpoints", "-o", volumedBin, "github.com/volumed/volumed/cmd/volumed")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build volumed: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
+	code := func() int {
+		defer os.RemoveAll(dir)
+		// Reachable by anyone: some tests run the binaries as nobody.
+		if err := os.Chmod(dir, 0o755); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		volumedBin = filepath.Join(dir, "volumed")
+		args := []string{"build", "-tags", "crashpoints", "-o", volumedBin}
+		cgo := "CGO_ENABLED=0"
+		if raceEnabled {
+			args = append(args, "-race")
+			cgo = "CGO_ENABLED=1" // the race detector's runtime is cgo
+		}
+		build := exec.Command("go", append(args, "github.com/volumed/volumed/cmd/volumed")...)
+		build.Env = append(os.Environ(), cgo)
+		if out, err := build.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build volumed: %v\n%s", err, out)
+			return 1
+		}
+		helperBin = filepath.Join(dir, "e2e-helper")
+		if err := copyExecutable(helperBin); err != nil {
+			fmt.Fprintln(os.Stderr, "copy the test binary for helpers:", err)
+			return 1
+		}
+		return m.Run()
+	}()
 	os.Exit(code)
+}
+
+// copyExecutable copies the running test binary to dst (mode 0755): the
+// go tool builds it in a directory only root can enter.
+func copyExecutable(dst string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	in, err := os.Open(self)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
 
 // env is one agent's world: its manifest dir, state dir, images and
@@ -113,8 +160,12 @@ func (e *env) cleanup() {
 			cancel()
 		}
 	}
-	if e.t.Failed() {
-		e.t.Logf("agent log:\n%s", e.logText())
+	// A race-built agent reports a race on its stderr and runs on; it
+	// would otherwise go unseen, as most tests end the agent by a signal.
+	if log := e.logText(); strings.Contains(log, "WARNING: DATA RACE") {
+		e.t.Errorf("the agent has a data race:\n%s", log)
+	} else if e.t.Failed() {
+		e.t.Logf("agent log:\n%s", log)
 	}
 }
 
@@ -157,6 +208,20 @@ func (e *env) start(extraEnv ...string) {
 		e.mu.Unlock()
 		close(done)
 	}()
+}
+
+// limitFiles sets the running agent's RLIMIT_NOFILE (soft and hard).
+func (e *env) limitFiles(n uint64) {
+	e.t.Helper()
+	e.mu.Lock()
+	cmd := e.cmd
+	e.mu.Unlock()
+	if cmd == nil {
+		e.t.Fatal("agent not running")
+	}
+	if err := unix.Prlimit(cmd.Process.Pid, unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: n, Max: n}, nil); err != nil {
+		e.t.Fatalf("limit the agent's open files: %v", err)
+	}
 }
 
 type lockedWriter struct {

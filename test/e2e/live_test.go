@@ -305,7 +305,7 @@ spec:
 	var dev string
 	e.waitFor("FormatRefused", func(st *api.Status) bool {
 		v := find(st, "half")
-		c, ok := condition(v, "FormatRefused")
+		c, ok := conditionOf(v, "FormatRefused")
 		dev = v.Device
 		return ok && v.Phase == api.PhaseError && c.Message == strings.TrimPrefix(v.LastError, "mount_device: ")
 	})
