@@ -87,7 +87,7 @@ func TestGrowFailedRaisedAndCleared(t *testing.T) {
 	a.desired = map[string]*Desired{"g": d}
 	rec := &store.Volume{Name: "g", Driver: "fake",
 		Attachment: &store.Attachment{Driver: "fake", Device: "/dev/fake-g", Identity: "fake:g"},
-		Staging:    &store.MountRecord{Path: "/s/g", Owned: true, DeviceBytes: 64 << 20}}
+		Staging:    &store.MountRecord{Path: "/s/g", Owned: true, DeviceBytes: 64 << 20, Options: stagingOptions(d)}}
 	if err := a.state.Adopt(rec); err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,13 @@
 package agent
 
 import (
+	"context"
 	"crypto/rand"
 	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/volumed/volumed/agent/manifest"
 )
 
 // resumeVerdict is what to make of a format a crash left uncertain.
@@ -56,4 +61,105 @@ func newUUID() string {
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// resumeFormat settles a format that a crash left uncertain: it reports
+// whether that format must be done again, which only a half-made
+// filesystem of its own, found damaged by its read-only checker, earns.
+// A mount failure is never a reason: options, permissions or a path make
+// mounts fail on perfect filesystems.
+func (a *Agent) resumeFormat(ctx context.Context, d *Desired, dev string, sigs []Signature) (bool, error) {
+	uuid, pending := a.formatInterrupted(d.Name)
+	if !pending {
+		return false, nil
+	}
+	fstype := d.Spec.Filesystem.Type
+	var info FSInfo
+	if onlyFilesystem(sigs, fstype) {
+		var err error
+		if info, err = a.cfg.FS.Inspect(ctx, dev); err != nil {
+			return false, fmt.Errorf("inspect %s after an interrupted format: %w", dev, err)
+		}
+	}
+	verdict, why := decideResume(uuid, sigs, info, fstype)
+	log := a.cfg.Log.With("volume", d.Name, "device", dev)
+	switch verdict {
+	case resumeKeep:
+		log.Info("the interrupted format had finished; the filesystem is kept", "why", why)
+		return false, nil
+	case resumeOrdinary:
+		return false, nil
+	}
+	res, err := a.cfg.FS.CheckReadOnly(ctx, fstype, dev)
+	switch res {
+	case FSCheckDamaged:
+		log.Warn("the filesystem the interrupted format was making is incomplete; formatting again", "uuid", uuid, "check", err)
+		return true, nil
+	case FSCheckClean:
+		log.Info("the interrupted format had finished (its filesystem checks clean); kept", "uuid", uuid)
+	default:
+		log.Warn("cannot tell whether the interrupted format finished; the filesystem is kept", "uuid", uuid, "check", err)
+	}
+	return false, nil
+}
+
+// formatInterrupted returns the UUID of the format a crash left
+// uncertain for the volume, if one did.
+func (a *Agent) formatInterrupted(name string) (string, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	uuid, ok := a.interruptedFormats[name]
+	return uuid, ok
+}
+
+func (a *Agent) clearFormatInterrupted(name string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.interruptedFormats, name)
+}
+
+func mkfsArgs(fs *manifest.Filesystem, force bool) []string {
+	args := slices.Clone(fs.MkfsOptions)
+	if force && (fs.Type == "xfs" || fs.Type == "btrfs") {
+		args = append(args, "-f")
+	}
+	return args
+}
+
+// decideFormat says whether a device may and must be formatted. Anything
+// that is not the wanted filesystem is refused: data loss is worse than a
+// volume that does not come up.
+func decideFormat(sigs []Signature, fs *manifest.Filesystem, readOnly bool) (bool, error) {
+	var fsTypes []string
+	for _, s := range sigs {
+		if s.Usage != "filesystem" {
+			return false, fmt.Errorf("carries a %s signature (%s, at byte %d): volumed never formats or mounts over it", s.Type, s.Usage, s.Offset)
+		}
+		if !slices.Contains(fsTypes, s.Type) {
+			fsTypes = append(fsTypes, s.Type)
+		}
+	}
+	switch {
+	case len(fsTypes) > 1:
+		return false, fmt.Errorf("carries several filesystem signatures (%s): refusing to guess", strings.Join(fsTypes, ", "))
+	case len(fsTypes) == 1:
+		if !compatibleFS(fsTypes[0], fs.Type) {
+			return false, fmt.Errorf("holds an existing %s filesystem but the manifest wants %s: not reformatted", fsTypes[0], fs.Type)
+		}
+		return false, nil
+	}
+	if fs.Format == manifest.FormatNever {
+		return false, fmt.Errorf("is blank and filesystem.format is never")
+	}
+	if readOnly {
+		return false, fmt.Errorf("is blank and the source is read-only: cannot format")
+	}
+	return true, nil
+}
+
+func compatibleFS(found, want string) bool {
+	if want == "ext4" {
+		return found == "ext4" || found == "ext3" || found == "ext2"
+	}
+	return found == want
 }

@@ -3,6 +3,8 @@ package agent
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+	"sort"
 
 	"github.com/volumed/volumed/store"
 )
@@ -93,7 +95,7 @@ func (a *Agent) grow(ctx context.Context, d *Desired) error {
 	}
 	dev := rec.Attachment.Device
 	inputs := map[string]string{"device": dev}
-	err := a.state.Do(d.Name, d.Driver, OpGrow, inputs, func(rec *store.Volume) error {
+	return a.state.Do(d.Name, d.Driver, OpGrow, inputs, func(rec *store.Volume) error {
 		if r, ok := a.cfg.Attachers[d.Driver].(Resizer); ok {
 			if err := r.Grow(ctx, d, *rec.Attachment); err != nil {
 				return err
@@ -117,12 +119,64 @@ func (a *Agent) grow(ctx context.Context, d *Desired) error {
 		}
 		return nil
 	})
-	// A volume that did not grow is still mounted as the manifest says,
-	// so without the condition it would look Ready.
-	if err != nil {
-		a.conds.Set(d.Name, CondGrowFailed, "GrowFailed", err.Error())
-	} else {
-		a.conds.Clear(d.Name, CondGrowFailed)
+}
+
+func (a *Agent) askGrowthCheck() { a.askGrowthCheckOf("") }
+
+// askGrowthCheckOf asks the next pass to check the volume on device
+// (its kernel name), or every volume when device is "": a device event
+// costs one volume's check, not all of them.
+func (a *Agent) askGrowthCheckOf(device string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if device == "" {
+		a.checkGrowth = true
+		return
 	}
-	return err
+	if a.growDevices == nil {
+		a.growDevices = map[string]bool{}
+	}
+	a.growDevices[device] = true
+}
+
+// growthOps adds a grow operation for each converged volume whose device
+// or image should grow, when a check was asked for.
+func (a *Agent) growthOps(desired map[string]*Desired, actual map[string]*store.Volume, planned []Op) []Op {
+	a.mu.Lock()
+	all, devices := a.checkGrowth, a.growDevices
+	a.checkGrowth, a.growDevices = false, nil
+	a.mu.Unlock()
+	if !all && len(devices) == 0 {
+		return nil
+	}
+	busy := map[string]bool{}
+	for _, op := range planned {
+		busy[op.Volume] = true
+	}
+	names := make([]string, 0, len(desired))
+	for n := range desired {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var ops []Op
+	for _, n := range names {
+		if _, running := a.exec.Running(n); busy[n] || running {
+			continue
+		}
+		if a.conds.Has(n, CondBackingChanged) {
+			continue // the file at the image's path is not the device's: growing it would grow the wrong one
+		}
+		d, rec := desired[n], actual[n]
+		if !all && (rec == nil || rec.Attachment == nil || !devices[filepath.Base(rec.Attachment.Device)]) {
+			continue
+		}
+		if growNeeded(d, rec, a.observeSizes(d, rec)) {
+			ops = append(ops, Op{Volume: n, Kind: OpGrow})
+		} else {
+			// Nothing to grow (the size asked for was lowered back): a
+			// failure of an earlier grow no longer matters.
+			a.apply(n, CondGrowFailed, nil, nil)
+		}
+	}
+	return ops
 }

@@ -2,18 +2,15 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 
-	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/store"
 )
 
@@ -32,119 +29,6 @@ func (a *Agent) attacher(driver string) (Attacher, error) {
 		return nil, fmt.Errorf("driver %q is not available in this build", driver)
 	}
 	return att, nil
-}
-
-func sourceInputs(d *Desired) map[string]string {
-	b, _ := json.Marshal(d.Spec.Source)
-	return map[string]string{"source": string(b)}
-}
-
-func (a *Agent) opAttach(ctx context.Context, d *Desired) error {
-	att, err := a.attacher(d.Driver)
-	if err != nil {
-		return err
-	}
-	return a.state.Do(d.Name, d.Driver, OpAttach, sourceInputs(d), func(rec *store.Volume) error {
-		found, err := att.Find(ctx, d)
-		if err != nil {
-			return err
-		}
-		if f, ok := pick(found); ok {
-			rec.Attachment = a.attachmentOf(d, f, f.Ours)
-			return nil
-		}
-		if len(found) > 0 {
-			return fmt.Errorf("the source is already attached as %s by something other than volumed; left alone", found[0].Device)
-		}
-		if err := a.stagingFree(d.Name); err != nil {
-			return err
-		}
-		f, err := att.Attach(ctx, d)
-		if err != nil {
-			return err
-		}
-		rec.Attachment = a.attachmentOf(d, f, f.Ours)
-		return nil
-	})
-}
-
-// stagingFree refuses a new attachment while the volume's staging path
-// is still mounted: that is the volume's data on a device the record lost
-// (an image moved away under it), and a second device on whatever the
-// path names now would be formatted and mounted beside it.
-func (a *Agent) stagingFree(name string) error {
-	p := a.stagingPath(name)
-	if pt, err := a.cfg.Mounter.At(p); err != nil || !pt.Root {
-		return nil
-	}
-	return fmt.Errorf("the staging path %s is still mounted%s: not attaching a second device for this volume; unmount it, or restart volumed to adopt it", p, a.describeMount(p))
-}
-
-// pick chooses, among attachments found in place, one the volume may
-// use: ours first, then one that may be shared.
-func pick(found []Found) (Found, bool) {
-	for _, f := range found {
-		if f.Ours {
-			return f, true
-		}
-	}
-	for _, f := range found {
-		if f.Reusable || f.Pinned {
-			return f, true
-		}
-	}
-	return Found{}, false
-}
-
-// attachmentOf records f for d. The volume owns it (may tear it down)
-// when volumed made it, or when it rides a session another volume of
-// ours made: the last of them to go logs the session out.
-func (a *Agent) attachmentOf(d *Desired, f Found, made bool) *store.Attachment {
-	key := sessionKey(d.Driver, f.Session)
-	a.mu.Lock()
-	if made && key != "" {
-		// Known at once, before the record is: a volume reusing the
-		// session a moment later must see that it is ours.
-		a.madeSessions[key] = true
-	}
-	ours := key != "" && a.madeSessions[key]
-	a.mu.Unlock()
-	owned := made || ours || a.sessionOwned(d.Name, d.Driver, f.Session)
-	return &store.Attachment{
-		Driver: d.Driver, Device: f.Device, Identity: f.Identity, Session: f.Session,
-		Owned: owned && !f.Pinned, Pinned: f.Pinned, Source: sourceKey(d.Spec.Source),
-	}
-}
-
-// sessionKey names a shared kernel object across drivers; "" for none.
-func sessionKey(driver, session string) string {
-	if session == "" {
-		return ""
-	}
-	return driver + "\x00" + session
-}
-
-func (a *Agent) sessionOwned(name, driver, session string) bool {
-	if session == "" {
-		return false
-	}
-	for n, rec := range a.state.Snapshot() {
-		if n != name && rec.Attachment != nil && rec.Attachment.Driver == driver && rec.Attachment.Session == session && rec.Attachment.Owned {
-			return true
-		}
-	}
-	return false
-}
-
-// sharers are the attachments other volumes hold through the same driver.
-func (a *Agent) sharers(name, driver string) []store.Attachment {
-	var out []store.Attachment
-	for n, rec := range a.state.Snapshot() {
-		if n != name && rec.Attachment != nil && rec.Attachment.Driver == driver {
-			out = append(out, *rec.Attachment)
-		}
-	}
-	return out
 }
 
 // opMountDevice probes the device, formats it only when it is blank and
@@ -208,46 +92,6 @@ func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
 	err = a.mountStaging(d, dev)
 	a.noteMountResult(d, err)
 	return err
-}
-
-// resumeFormat settles a format that a crash left uncertain: it reports
-// whether that format must be done again, which only a half-made
-// filesystem of its own, found damaged by its read-only checker, earns.
-// A mount failure is never a reason: options, permissions or a path make
-// mounts fail on perfect filesystems.
-func (a *Agent) resumeFormat(ctx context.Context, d *Desired, dev string, sigs []Signature) (bool, error) {
-	uuid, pending := a.formatInterrupted(d.Name)
-	if !pending {
-		return false, nil
-	}
-	fstype := d.Spec.Filesystem.Type
-	var info FSInfo
-	if onlyFilesystem(sigs, fstype) {
-		var err error
-		if info, err = a.cfg.FS.Inspect(ctx, dev); err != nil {
-			return false, fmt.Errorf("inspect %s after an interrupted format: %w", dev, err)
-		}
-	}
-	verdict, why := decideResume(uuid, sigs, info, fstype)
-	log := a.cfg.Log.With("volume", d.Name, "device", dev)
-	switch verdict {
-	case resumeKeep:
-		log.Info("the interrupted format had finished; the filesystem is kept", "why", why)
-		return false, nil
-	case resumeOrdinary:
-		return false, nil
-	}
-	res, err := a.cfg.FS.CheckReadOnly(ctx, fstype, dev)
-	switch res {
-	case FSCheckDamaged:
-		log.Warn("the filesystem the interrupted format was making is incomplete; formatting again", "uuid", uuid, "check", err)
-		return true, nil
-	case FSCheckClean:
-		log.Info("the interrupted format had finished (its filesystem checks clean); kept", "uuid", uuid)
-	default:
-		log.Warn("cannot tell whether the interrupted format finished; the filesystem is kept", "uuid", uuid, "check", err)
-	}
-	return false, nil
 }
 
 // noteMountResult keeps the condition that says a mount is refused by
@@ -345,67 +189,6 @@ func (a *Agent) mountInfoAt(p string) (*mountinfo.Info, error) {
 		return nil, err
 	}
 	return topAt(mounts, p), nil
-}
-
-// formatInterrupted returns the UUID of the format a crash left
-// uncertain for the volume, if one did.
-func (a *Agent) formatInterrupted(name string) (string, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	uuid, ok := a.interruptedFormats[name]
-	return uuid, ok
-}
-
-func (a *Agent) clearFormatInterrupted(name string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	delete(a.interruptedFormats, name)
-}
-
-func mkfsArgs(fs *manifest.Filesystem, force bool) []string {
-	args := slices.Clone(fs.MkfsOptions)
-	if force && (fs.Type == "xfs" || fs.Type == "btrfs") {
-		args = append(args, "-f")
-	}
-	return args
-}
-
-// decideFormat says whether a device may and must be formatted. Anything
-// that is not the wanted filesystem is refused: data loss is worse than a
-// volume that does not come up.
-func decideFormat(sigs []Signature, fs *manifest.Filesystem, readOnly bool) (bool, error) {
-	var fsTypes []string
-	for _, s := range sigs {
-		if s.Usage != "filesystem" {
-			return false, fmt.Errorf("carries a %s signature (%s, at byte %d): volumed never formats or mounts over it", s.Type, s.Usage, s.Offset)
-		}
-		if !slices.Contains(fsTypes, s.Type) {
-			fsTypes = append(fsTypes, s.Type)
-		}
-	}
-	switch {
-	case len(fsTypes) > 1:
-		return false, fmt.Errorf("carries several filesystem signatures (%s): refusing to guess", strings.Join(fsTypes, ", "))
-	case len(fsTypes) == 1:
-		if !compatibleFS(fsTypes[0], fs.Type) {
-			return false, fmt.Errorf("holds an existing %s filesystem but the manifest wants %s: not reformatted", fsTypes[0], fs.Type)
-		}
-		return false, nil
-	}
-	if fs.Format == manifest.FormatNever {
-		return false, fmt.Errorf("is blank and filesystem.format is never")
-	}
-	if readOnly {
-		return false, fmt.Errorf("is blank and the source is read-only: cannot format")
-	}
-	return true, nil
-}
-
-func compatibleFS(found, want string) bool {
-	if want == "ext4" {
-		return found == "ext4" || found == "ext3" || found == "ext2"
-	}
-	return found == want
 }
 
 func readOnlySource(d *Desired) bool {

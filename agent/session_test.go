@@ -72,6 +72,7 @@ func sessionAgent(t *testing.T, f *fakeTarget) *Agent {
 	t.Cleanup(func() { st.Close() })
 	a := New(Config{StateDir: t.TempDir(), Store: st, Attachers: map[string]Attacher{"fake": f}, Mounter: &fakeMounter{}})
 	a.state = NewState(st, time.Now, nil)
+	close(a.startedc) // as Run does once the state is reconstructed
 	return a
 }
 

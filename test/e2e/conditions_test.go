@@ -34,13 +34,8 @@ spec:
 }
 
 func conditionOf(v *api.Volume, typ string) (api.Condition, bool) {
-	if v == nil {
-		return api.Condition{}, false
-	}
-	for _, c := range v.Conditions {
-		if c.Type == typ {
-			return c, true
-		}
+	if c := condition(v, typ); c != nil {
+		return *c, true
 	}
 	return api.Condition{}, false
 }

@@ -1,0 +1,124 @@
+// The attach operation and who owns a shared session.
+
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/volumed/volumed/store"
+)
+
+func sourceInputs(d *Desired) map[string]string {
+	b, _ := json.Marshal(d.Spec.Source)
+	return map[string]string{"source": string(b)}
+}
+
+func (a *Agent) opAttach(ctx context.Context, d *Desired) error {
+	att, err := a.attacher(d.Driver)
+	if err != nil {
+		return err
+	}
+	return a.state.Do(d.Name, d.Driver, OpAttach, sourceInputs(d), func(rec *store.Volume) error {
+		found, err := att.Find(ctx, d)
+		if err != nil {
+			return err
+		}
+		if f, ok := pick(found); ok {
+			rec.Attachment = a.attachmentOf(d, f, f.Ours)
+			return nil
+		}
+		if len(found) > 0 {
+			return fmt.Errorf("the source is already attached as %s by something other than volumed; left alone", found[0].Device)
+		}
+		if err := a.stagingFree(d.Name); err != nil {
+			return err
+		}
+		f, err := att.Attach(ctx, d)
+		if err != nil {
+			return err
+		}
+		rec.Attachment = a.attachmentOf(d, f, f.Ours)
+		return nil
+	})
+}
+
+// stagingFree refuses a new attachment while the volume's staging path
+// is still mounted: that is the volume's data on a device the record lost
+// (an image moved away under it), and a second device on whatever the
+// path names now would be formatted and mounted beside it.
+func (a *Agent) stagingFree(name string) error {
+	p := a.stagingPath(name)
+	if pt, err := a.cfg.Mounter.At(p); err != nil || !pt.Root {
+		return nil
+	}
+	return fmt.Errorf("the staging path %s is still mounted%s: not attaching a second device for this volume; unmount it, or restart volumed to adopt it", p, a.describeMount(p))
+}
+
+// pick chooses, among attachments found in place, one the volume may
+// use: ours first, then one that may be shared.
+func pick(found []Found) (Found, bool) {
+	for _, f := range found {
+		if f.Ours {
+			return f, true
+		}
+	}
+	for _, f := range found {
+		if f.Reusable || f.Pinned {
+			return f, true
+		}
+	}
+	return Found{}, false
+}
+
+// attachmentOf records f for d. The volume owns it (may tear it down)
+// when volumed made it, or when it rides a session another volume of
+// ours made: the last of them to go logs the session out.
+func (a *Agent) attachmentOf(d *Desired, f Found, made bool) *store.Attachment {
+	key := sessionKey(d.Driver, f.Session)
+	a.mu.Lock()
+	if made && key != "" {
+		// Known at once, before the record is: a volume reusing the
+		// session a moment later must see that it is ours.
+		a.madeSessions[key] = true
+	}
+	ours := key != "" && a.madeSessions[key]
+	a.mu.Unlock()
+	owned := made || ours || a.sessionOwned(d.Name, d.Driver, f.Session)
+	return &store.Attachment{
+		Driver: d.Driver, Device: f.Device, Identity: f.Identity, Session: f.Session,
+		Owned: owned && !f.Pinned, Pinned: f.Pinned, Source: sourceKey(d.Spec.Source),
+	}
+}
+
+// sessionKey names a shared kernel object across drivers; "" for none.
+func sessionKey(driver, session string) string {
+	if session == "" {
+		return ""
+	}
+	return driver + "\x00" + session
+}
+
+func (a *Agent) sessionOwned(name, driver, session string) bool {
+	if session == "" {
+		return false
+	}
+	for n, rec := range a.state.Snapshot() {
+		if n != name && rec.Attachment != nil && rec.Attachment.Driver == driver && rec.Attachment.Session == session && rec.Attachment.Owned {
+			return true
+		}
+	}
+	return false
+}
+
+// sharers are the attachments other volumes hold through the same driver.
+func (a *Agent) sharers(name, driver string) []store.Attachment {
+	var out []store.Attachment
+	for n, rec := range a.state.Snapshot() {
+		if n != name && rec.Attachment != nil && rec.Attachment.Driver == driver {
+			out = append(out, *rec.Attachment)
+		}
+	}
+	return out
+}

@@ -1,0 +1,103 @@
+// shutdown --network: network volumes torn down and held before the network goes
+
+package agent
+
+import (
+	"context"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/volumed/volumed/agent/api"
+)
+
+// ShutdownNetwork tears down every network volume that is not pinned
+// and keeps them down until the agent exits: at poweroff they must be
+// gone before the network is. It returns when they are down or ctx ends.
+func (a *Agent) ShutdownNetwork(ctx context.Context) api.ShutdownReply {
+	// What is down can only be told once the actual state is known; at
+	// poweroff the caller would rather wait than be told "none".
+	select {
+	case <-a.startedc:
+	case <-ctx.Done():
+		return api.ShutdownReply{Down: []string{}, Pinned: []string{}, Remaining: []string{errStarting}}
+	}
+	a.mu.Lock()
+	first := !a.holdNetwork
+	a.holdNetwork = true
+	a.mu.Unlock()
+	if first {
+		a.cfg.Log.Info("shutdown --network: tearing down network volumes and keeping them down")
+	}
+	a.Trigger()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		r, done := a.networkDown()
+		if done {
+			return r
+		}
+		select {
+		case <-ctx.Done():
+			return r
+		case <-tick.C:
+		}
+	}
+}
+
+// ResumeNetwork undoes ShutdownNetwork: network volumes are set up
+// again (the network unit started again after a manual stop).
+func (a *Agent) ResumeNetwork() {
+	a.mu.Lock()
+	was := a.holdNetwork
+	a.holdNetwork = false
+	a.mu.Unlock()
+	if was {
+		a.cfg.Log.Info("resume --network: network volumes are set up again")
+		for n, d := range a.desiredSnapshot() {
+			if slices.Contains(a.cfg.NetworkDrivers, d.Driver) {
+				a.exec.Reset(n)
+			}
+		}
+	}
+	a.Trigger()
+}
+
+// networkDown reports which network volumes are down and whether all are.
+func (a *Agent) networkDown() (api.ShutdownReply, bool) {
+	r := api.ShutdownReply{Down: []string{}, Remaining: []string{}, Pinned: []string{}}
+	actual := a.state.Snapshot()
+	// Every network volume wanted or still held: a pinned one whose
+	// manifest is gone is held still.
+	names := map[string]bool{}
+	for n, d := range a.desiredSnapshot() {
+		if slices.Contains(a.cfg.NetworkDrivers, d.Driver) {
+			names[n] = true
+		}
+	}
+	for n, rec := range actual {
+		if slices.Contains(a.cfg.NetworkDrivers, rec.Driver) {
+			names[n] = true
+		}
+	}
+	for n := range names {
+		rec := actual[n]
+		switch {
+		case rec != nil && rec.Attachment != nil && rec.Attachment.Pinned:
+			r.Pinned = append(r.Pinned, n)
+		case rec != nil && (rec.Attachment != nil || rec.Staging != nil || len(rec.Targets) > 0):
+			msg := n
+			if f, ok := a.exec.LastFailure(n); ok {
+				msg += ": " + f.Op + ": " + f.Err.Error()
+			}
+			r.Remaining = append(r.Remaining, msg)
+		default:
+			r.Down = append(r.Down, n)
+		}
+	}
+	sort.Strings(r.Down)
+	sort.Strings(r.Remaining)
+	sort.Strings(r.Pinned)
+	settled := a.exec.Busy() == 0
+	return r, len(r.Remaining) == 0 && settled
+}
