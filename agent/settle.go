@@ -24,21 +24,29 @@ func (a *Agent) stuckOn() []string {
 
 // settleLoop retries, until they are durable, the outcomes whose commit
 // failed (a full or failing state filesystem). It ends with ctx.
+// An agent whose state file works costs nothing here: it waits for the
+// first failure, and ticks only while something is unrecorded.
 func (a *Agent) settleLoop(ctx context.Context) {
-	t := time.NewTicker(settleEvery)
-	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-a.state.Failed():
 		}
-		if len(a.state.Unrecorded()) == 0 {
-			continue
+		for len(a.state.Unrecorded()) > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(settleEvery):
+			}
+			a.settleOnce()
 		}
-		if err := a.state.SettleAll(); err != nil {
-			a.cfg.Log.Debug("state file still not writable", "error", err)
-		}
+	}
+}
+
+func (a *Agent) settleOnce() {
+	if err := a.state.SettleAll(); err != nil {
+		a.cfg.Log.Debug("state file still not writable", "error", err)
 	}
 }
 

@@ -37,6 +37,9 @@ type State struct {
 	// retry of its unrecorded outcome (Settle) must not interleave, or an
 	// older record could be committed after a newer one.
 	locks map[string]*sync.Mutex
+	// failed is signalled when a commit fails, so that the retry need not
+	// poll while everything is recorded.
+	failed chan struct{}
 }
 
 type unrecorded struct {
@@ -53,7 +56,7 @@ func NewState(st Store, now func() time.Time, vols map[string]*store.Volume) *St
 		vols = map[string]*store.Volume{}
 	}
 	return &State{store: st, now: now, vols: vols, unrecorded: map[string]*unrecorded{},
-		waiting: map[string]time.Time{}, locks: map[string]*sync.Mutex{}}
+		waiting: map[string]time.Time{}, locks: map[string]*sync.Mutex{}, failed: make(chan struct{}, 1)}
 }
 
 // OnRecorded sets the hook told when a volume's state stops or starts
@@ -86,6 +89,10 @@ func (s *State) noteUnrecorded(name string, intent uint64, err error) {
 	u.err = err
 	u.failures++
 	s.mu.Unlock()
+	select {
+	case s.failed <- struct{}{}:
+	default:
+	}
 	if s.recorded != nil {
 		s.recorded(name, err)
 	}
@@ -96,6 +103,9 @@ func (s *State) noteUnrecorded(name string, intent uint64, err error) {
 func (s *State) KeepIntent(name string, intent uint64, err error) {
 	s.noteUnrecorded(name, intent, err)
 }
+
+// Failed is signalled after a commit failed.
+func (s *State) Failed() <-chan struct{} { return s.failed }
 
 // Unrecorded lists the volumes whose state is not durable yet.
 func (s *State) Unrecorded() []string {
