@@ -145,12 +145,15 @@ func newEnv(t *testing.T) *env {
 // detaches every loop device backed by a file in it, even after a failure.
 func (e *env) cleanup() {
 	e.kill()
+	// Listed before the unmounts: an image on a filesystem mounted under
+	// the env (a small tmpfs) loses its path with that mount, and its
+	// loop device would no longer be recognised as the env's.
+	devs, _ := loop.List()
 	mounts, _ := mountinfo.GetMounts(mountinfo.PrefixFilter(e.dir))
 	slices.SortFunc(mounts, func(a, b *mountinfo.Info) int { return b.ID - a.ID })
 	for _, m := range mounts {
 		_ = unix.Unmount(m.Mountpoint, unix.MNT_DETACH)
 	}
-	devs, _ := loop.List()
 	for _, d := range devs {
 		if strings.HasPrefix(d.BackingFile, e.dir) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
