@@ -33,8 +33,17 @@ Usage:
 
 const defaultSocket = "/run/volumed/volumed.sock"
 
+// The kernel hands a signal sent to the process (systemd's SIGTERM) to its
+// first thread when that thread can take it, even while it sleeps
+// uninterruptibly in a write to a frozen or hung state filesystem; the
+// signal then waits for the write. So the first thread belongs to main
+// alone, which does nothing but wait: every write happens on another.
+func init() { runtime.LockOSThread() }
+
 func main() {
-	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	code := make(chan int, 1)
+	go func() { code <- run(context.Background(), os.Args[1:], os.Stdout, os.Stderr) }()
+	os.Exit(<-code)
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {

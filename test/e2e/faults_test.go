@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -398,6 +399,14 @@ func TestFrozenStateFilesystem(t *testing.T) {
 	e.mu.Lock()
 	cmd, done := e.cmd, e.done
 	e.mu.Unlock()
+	// The kernel gives a process-wide signal to the first thread even while
+	// it sleeps uninterruptibly; if that thread were the one writing to the
+	// frozen filesystem, SIGTERM would wait for the thaw.
+	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid)); err == nil {
+		if f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:])); len(f) > 0 && f[0] == "D" {
+			t.Errorf("the agent's first thread sleeps in the frozen filesystem; SIGTERM would wait for it")
+		}
+	}
 	_ = cmd.Process.Signal(unix.SIGTERM)
 	deadline := time.Now().Add(30 * time.Second) // the unit's TimeoutStopSec
 	for !strings.Contains(e.logText(), "stopped; every mount stays in place") {
