@@ -3,7 +3,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 GO ?= go
 
-.PHONY: build test test-unit test-e2e test-vm bench lint demo clean fuzz
+.PHONY: build deps test test-unit test-e2e test-vm bench lint demo clean fuzz
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/volumed ./cmd/volumed
@@ -14,10 +14,12 @@ build:
 # All but the VM tests run under the race detector (which needs cgo), and
 # so does the agent the e2e tests build; the VM tests check what runs in
 # the VM, a static binary built without it.
+# After deps, a test whose tool is missing fails instead of skipping
+# (VOLUMED_DEPS, internal/testtool).
 RACE_PKGS = $(shell $(GO) list ./... | grep -v '/test/vm$$')
-test: lint
-	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 30m $(RACE_PKGS)
-	$(GO) test -count=1 -timeout 30m ./test/vm/
+test: deps lint
+	VOLUMED_DEPS=1 CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 30m $(RACE_PKGS)
+	VOLUMED_DEPS=1 $(GO) test -count=1 -timeout 30m ./test/vm/
 	$(MAKE) fuzz
 
 # Only the VM tests: NVMe/TCP, iSCSI and local disks against a Debian
@@ -42,7 +44,13 @@ lint:
 	$(GO) vet -tags crashpoints ./...
 
 demo: build
+	./scripts/deps.sh demo
 	./scripts/demo.sh
+
+# What the tests need (scripts/deps.sh): apt-installed on Debian/Ubuntu as
+# root, named with their packages elsewhere.
+deps:
+	./scripts/deps.sh test
 
 clean:
 	rm -rf bin

@@ -31,7 +31,8 @@ func TestMain(m *testing.M) {
 }
 
 // needTool returns the path of a program the test cannot do without, or
-// skips; under CI a missing tool fails instead (.ci/run installs them).
+// skips; under make test or CI a missing tool fails instead (scripts/deps.sh
+// installs them).
 func needTool(t *testing.T, name, debianPackage string) string {
 	t.Helper()
 	return testtool.Need(t, "Debian: "+debianPackage, name)[0]

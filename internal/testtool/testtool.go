@@ -1,7 +1,8 @@
 // Package testtool is for tests that need a program or a facility of the
-// machine: off CI a missing one skips the test with what to install; under
-// CI (CI set, as .ci/run runs) it fails, because .ci/run installs
-// everything the tests need and a skipped test proves nothing.
+// machine: a plain `go test` skips the test when one is missing, with what
+// to install; under make test (which ran scripts/deps.sh and sets
+// VOLUMED_DEPS) or CI it fails, because deps.sh installs everything the
+// tests need and a skipped test proves nothing.
 package testtool
 
 import (
@@ -14,10 +15,16 @@ import (
 // machine: it fails the test under CI and skips it elsewhere.
 func Missing(t testing.TB, what, install string, err error) {
 	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatalf("%s is missing under CI, where .ci/run installs it (%s): %v", what, install, err)
+	if Required() {
+		t.Fatalf("%s is missing, though scripts/deps.sh ran (%s): %v", what, install, err)
 	}
-	t.Skipf("%s is missing on this machine (%s; .ci/run installs it): %v", what, install, err)
+	t.Skipf("%s is missing on this machine (%s; sudo make deps installs it): %v", what, install, err)
+}
+
+// Required reports whether a missing tool fails the test: under make test
+// (after scripts/deps.sh) and CI.
+func Required() bool {
+	return os.Getenv("VOLUMED_DEPS") != "" || os.Getenv("CI") != ""
 }
 
 // Need returns the path of each program, or reports the first missing

@@ -46,11 +46,12 @@ type scenario struct {
 
 const defaultScenarioTimeout = 120 * time.Second
 
-// missing fails under CI, where .ci/run installs everything, and skips
+// missing fails under make test or CI, where scripts/deps.sh installs
+// everything, and skips
 // elsewhere.
 func missing(t *testing.T, what string, err error) {
 	t.Helper()
-	testtool.Missing(t, what, "see .ci/run", err)
+	testtool.Missing(t, what, "see scripts/deps.sh", err)
 }
 
 func repoRoot(t *testing.T) string {

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# The one place that installs what volumed's demo and tests need (make deps;
+# make demo and make test run it first).
+#
+#   scripts/deps.sh [demo|test]    (default: test)
+#
+# On Debian or Ubuntu as root it apt-installs the packages that are missing,
+# and says nothing when none is. Anywhere else (another distribution, or
+# not root) it names each missing command and the Debian package that
+# gives it, and exits 1. Go itself is not installed here (README).
+#
+# VOLUMED_OS_RELEASE (default /etc/os-release), VOLUMED_APT_LISTS (default
+# /var/lib/apt/lists) and VOLUMED_SBIN (the sbin directories searched besides
+# PATH) exist for scripts/deps_test.go.
+set -euo pipefail
+
+what=${1:-test}
+
+# package:command — the command proves the package is there where dpkg
+# cannot be asked. The demo needs the first four.
+demo_pkgs="e2fsprogs:mkfs.ext4 xfsprogs:mkfs.xfs btrfs-progs:mkfs.btrfs util-linux:losetup"
+# dosfstools, fdisk, gdisk: the signature probes format and partition images.
+# prometheus: the alert rules are checked with promtool and run in a real
+# Prometheus. rpm and systemd: packaging/ lists the .rpm and runs
+# systemd-analyze verify and systemd-tmpfiles on the units (no systemd needs
+# to be running). qemu-system-x86, busybox-static, kmod, iproute2: test/vm
+# boots a VM whose initramfs holds busybox, kernel modules (resolved with
+# modprobe/depmod) and iproute2's ip; python3 unpacks the kernel image to
+# boot it faster. man-db: the man pages are checked with man -l.
+test_pkgs="$demo_pkgs dosfstools:mkfs.vfat fdisk:sfdisk gdisk:sgdisk prometheus:prometheus rpm:rpm
+  systemd:systemd-analyze qemu-system-x86:qemu-system-x86_64 busybox-static:busybox kmod:modprobe
+  iproute2:ip python3:python3 man-db:man"
+
+case "$what" in
+  demo) pkgs=$demo_pkgs ;;
+  test) pkgs=$test_pkgs ;;
+  *) echo "usage: $0 [demo|test]" >&2; exit 2 ;;
+esac
+
+os_release=${VOLUMED_OS_RELEASE:-/etc/os-release}
+debian=false
+if [ -r "$os_release" ] && command -v dpkg >/dev/null && command -v apt-get >/dev/null; then
+  # shellcheck disable=SC1090
+  ids=$(. "$os_release"; echo " ${ID:-} ${ID_LIKE:-} ")
+  case "$ids" in *" debian "* | *" ubuntu "*) debian=true ;; esac
+fi
+
+# Commands are looked for in the sbin directories too: mkfs and losetup live
+# there, and a user's PATH often lacks them.
+sbin=${VOLUMED_SBIN-/usr/local/sbin:/usr/sbin:/sbin}
+has() { PATH="$PATH:$sbin" command -v "$1" >/dev/null; }
+
+need=()
+for pc in $pkgs; do
+  pkg=${pc%%:*} cmd=${pc#*:}
+  if $debian; then
+    # busybox-static, not the dynamic busybox, is what the VM's initramfs can use.
+    dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+  else
+    has "$cmd" || need+=("$pc")
+  fi
+done
+
+lists=${VOLUMED_APT_LISTS:-/var/lib/apt/lists}
+# test/vm fetches (never installs) a Debian kernel and open-iscsi with
+# `apt-get download`, which needs package lists.
+need_lists=false
+if $debian && [ "$what" = test ] && ! compgen -G "$lists/*_Packages*" >/dev/null; then
+  need_lists=true
+fi
+
+if [ ${#need[@]} -eq 0 ] && ! $need_lists; then
+  exit 0
+fi
+
+if $debian && [ "$(id -u)" = 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  echo "deps: apt-get install ${need[*]:-(package lists only)}" >&2
+  apt-get update -qq
+  if [ ${#need[@]} -gt 0 ]; then
+    apt-get install -y -qq --no-install-recommends "${need[@]}" >&2
+  fi
+  exit 0
+fi
+
+if $debian; then
+  if [ ${#need[@]} -gt 0 ]; then
+    echo "deps: missing Debian packages: ${need[*]}" >&2
+    echo "deps: run as root (sudo make deps), or: sudo apt-get install --no-install-recommends ${need[*]}" >&2
+  else
+    echo "deps: no apt package lists in $lists (test/vm needs them): sudo apt-get update" >&2
+  fi
+  exit 1
+fi
+
+echo "deps: not Debian or Ubuntu, so nothing is installed; missing commands:" >&2
+for pc in "${need[@]}"; do
+  printf '  %-20s (Debian package %s)\n' "${pc#*:}" "${pc%%:*}" >&2
+done
+echo "deps: install them with your distribution's package manager, then run this again" >&2
+exit 1
