@@ -16,6 +16,7 @@ import (
 
 	"github.com/volumed/volumed/agent/api"
 	"github.com/volumed/volumed/agent/manifest"
+	"github.com/volumed/volumed/internal/hostcheck"
 )
 
 func cmdStatus(ctx context.Context, args []string, stdout io.Writer) error {
@@ -310,27 +311,32 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	stateDir := fs.String("state-dir", "/var/lib/volumed", "the agent's state dir (targets on or under it are refused)")
+	strict := fs.Bool("strict", false, "exit 1 on a warning too (a program or kernel feature this host lacks)")
 	paths, err := parseInterspersed(fs, args)
 	if err != nil {
 		return 2
 	}
 	if len(paths) == 0 {
-		fmt.Fprintln(stderr, "usage: volumed validate [--state-dir DIR] PATH...")
+		fmt.Fprintln(stderr, "usage: volumed validate [--strict] [--state-dir DIR] PATH...")
 		return 2
 	}
 	// Ownership is checked as root only: an image build tree may belong
 	// to the builder, and the agent checks again on the host.
 	probs := manifest.Validate(paths, manifest.Options{StateDir: *stateDir, CheckOwnership: os.Geteuid() == 0})
-	failed := 0
+	failed, warned := 0, 0
 	for _, p := range probs {
 		if p.Warning {
 			fmt.Fprintln(stderr, "warning:", p.Error())
+			warned++
 			continue
 		}
 		fmt.Fprintln(stderr, p.Error())
 		failed++
 	}
-	if failed > 0 {
+	// Images are often validated on a build host: what this host lacks
+	// is a warning unless --strict.
+	warned += hostWarnings(hostcheck.Local(), paths, stderr)
+	if failed > 0 || (*strict && warned > 0) {
 		return 1
 	}
 	fmt.Fprintln(stdout, "ok")

@@ -47,8 +47,7 @@ type scenario struct {
 const defaultScenarioTimeout = 120 * time.Second
 
 // missing fails under make test or CI, where scripts/deps.sh installs
-// everything, and skips
-// elsewhere.
+// everything, and skips elsewhere.
 func missing(t *testing.T, what string, err error) {
 	t.Helper()
 	testtool.Missing(t, what, "see scripts/deps.sh", err)

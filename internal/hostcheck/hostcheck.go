@@ -1,0 +1,153 @@
+// Package hostcheck says what a host lacks for the filesystems and source
+// kinds a set of manifests uses: the programs the drivers run and the
+// kernel features they need. Its inputs are plain names, so that whatever
+// knows a manifest's needs (today `volumed validate`) can ask it.
+//
+// A manifest is often validated on a build host, not on the machine it is
+// for, so what this package finds is a warning, never a refusal.
+package hostcheck
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Host is the machine to check. The zero value is not useful; use Local.
+type Host struct {
+	// Root is where /proc, /dev and /lib/modules are read from ("/").
+	Root string
+	// Release is the running kernel's release (uname -r), which names the
+	// directory of its modules.
+	Release string
+	// LookPath finds a program as the agent would run it.
+	LookPath func(string) (string, error)
+}
+
+// Local is this machine.
+func Local() Host {
+	var u unix.Utsname
+	release := ""
+	if unix.Uname(&u) == nil {
+		release = unix.ByteSliceToString(u.Release[:])
+	}
+	return Host{Root: "/", Release: release, LookPath: exec.LookPath}
+}
+
+// Lack is one thing the host lacks, with what gives it.
+type Lack struct {
+	What string // "mkfs.xfs", "the xfs filesystem", ...
+	Why  string // "formats xfs volumes", ...
+	Fix  string // "install xfsprogs", "load the xfs module", ...
+}
+
+func (l Lack) String() string { return fmt.Sprintf("this host lacks %s (%s; %s)", l.What, l.Why, l.Fix) }
+
+type program struct{ name, why, pkg string }
+
+// filesystems are the programs blockfs runs per filesystem type.
+var filesystems = map[string][]program{
+	"ext4":  {{"mkfs.ext4", "formats ext4 volumes", "e2fsprogs"}, {"resize2fs", "grows ext4 filesystems", "e2fsprogs"}},
+	"xfs":   {{"mkfs.xfs", "formats xfs volumes", "xfsprogs"}, {"xfs_growfs", "grows xfs filesystems", "xfsprogs"}},
+	"btrfs": {{"mkfs.btrfs", "formats btrfs volumes", "btrfs-progs"}, {"btrfs", "grows and checks btrfs filesystems", "btrfs-progs"}},
+}
+
+// Filesystem reports what the host lacks to format, mount and grow
+// fstype: its programs, and the filesystem in the kernel (built in, or a
+// module that can be loaded).
+func (h Host) Filesystem(fstype string) []Lack {
+	var out []Lack
+	for _, p := range filesystems[fstype] {
+		if _, err := h.LookPath(p.name); err != nil {
+			out = append(out, Lack{What: p.name, Why: p.why, Fix: "install " + p.pkg})
+		}
+	}
+	if !h.kernelHasFilesystem(fstype) && !h.hasModule(fstype) {
+		out = append(out, Lack{What: "the " + fstype + " filesystem in its kernel",
+			Why: "not in /proc/filesystems, and no " + fstype + " module in " + h.modulesDir(),
+			Fix: "use a kernel with " + fstype})
+	}
+	return out
+}
+
+// Source reports what the host lacks to attach a source of kind ("loop",
+// "iscsi", "nvme", ...; kinds that need nothing of the host lack nothing).
+// For nvme, transport ("tcp", "rdma") names the module it also needs.
+func (h Host) Source(kind, transport string) []Lack {
+	var out []Lack
+	switch kind {
+	case "iscsi":
+		if _, err := h.LookPath("iscsiadm"); err != nil {
+			out = append(out, Lack{What: "iscsiadm", Why: "logs in to iSCSI targets", Fix: "install open-iscsi"})
+		}
+		if !h.exists("sys/module/iscsi_tcp") && !h.hasModule("iscsi_tcp") {
+			out = append(out, Lack{What: "iSCSI in its kernel", Why: "no iscsi_tcp module in " + h.modulesDir(), Fix: "use a kernel with iscsi_tcp"})
+		}
+	case "nvme":
+		if !h.exists("dev/nvme-fabrics") && !h.hasModule("nvme-fabrics") {
+			out = append(out, Lack{What: "NVMe over Fabrics in its kernel", Why: "no /dev/nvme-fabrics and no nvme-fabrics module in " + h.modulesDir(), Fix: "use a kernel with nvme-fabrics"})
+		}
+		if transport != "" {
+			mod := "nvme-" + transport
+			if !h.exists("sys/module/"+strings.ReplaceAll(mod, "-", "_")) && !h.hasModule(mod) {
+				out = append(out, Lack{What: "NVMe/" + strings.ToUpper(transport) + " in its kernel", Why: "no " + mod + " module in " + h.modulesDir(), Fix: "use a kernel with " + mod})
+			}
+		}
+	}
+	return out
+}
+
+func (h Host) path(rel string) string { return filepath.Join(h.Root, rel) }
+
+func (h Host) exists(rel string) bool {
+	_, err := os.Stat(h.path(rel))
+	return err == nil
+}
+
+func (h Host) modulesDir() string { return filepath.Join("/lib/modules", h.Release) }
+
+// kernelHasFilesystem reads /proc/filesystems: what is built in or loaded.
+func (h Host) kernelHasFilesystem(fstype string) bool {
+	f, err := os.Open(h.path("proc/filesystems"))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) > 0 && fields[len(fields)-1] == fstype {
+			return true
+		}
+	}
+	return false
+}
+
+// hasModule reports whether the running kernel's module tree holds name,
+// compressed or not. The kernel treats - and _ in module names alike.
+func (h Host) hasModule(name string) bool {
+	if h.Release == "" {
+		return false
+	}
+	want := strings.ReplaceAll(name, "-", "_")
+	found := errors.New("found")
+	err := filepath.WalkDir(h.path(h.modulesDir()), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		base := d.Name()
+		i := strings.Index(base, ".ko")
+		if i > 0 && strings.ReplaceAll(base[:i], "-", "_") == want {
+			return found
+		}
+		return nil
+	})
+	return err == found
+}

@@ -1,0 +1,90 @@
+package hostcheck
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// fakeHost has the given programs on its PATH, the given /proc/filesystems
+// and module files under /lib/modules/6.1.0-test.
+func fakeHost(t *testing.T, programs []string, procFilesystems string, modules ...string) Host {
+	t.Helper()
+	root, bin := t.TempDir(), t.TempDir()
+	for _, p := range programs {
+		if err := os.WriteFile(filepath.Join(bin, p), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(rel, content string) {
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("proc/filesystems", procFilesystems)
+	for _, m := range modules {
+		write(filepath.Join("lib/modules/6.1.0-test", m), "")
+	}
+	t.Setenv("PATH", bin)
+	return Host{Root: root, Release: "6.1.0-test", LookPath: exec.LookPath}
+}
+
+func whats(lacks []Lack) string {
+	var s []string
+	for _, l := range lacks {
+		s = append(s, l.What)
+	}
+	return strings.Join(s, ", ")
+}
+
+func TestFilesystem(t *testing.T) {
+	h := fakeHost(t, []string{"mkfs.ext4", "resize2fs", "mkfs.btrfs"},
+		"nodev\tsysfs\nnodev\ttmpfs\n\text4\n",
+		"kernel/fs/btrfs/btrfs.ko.zst")
+	for _, c := range []struct{ fstype, want string }{
+		{"ext4", ""},
+		{"xfs", "mkfs.xfs, xfs_growfs, the xfs filesystem in its kernel"},
+		{"btrfs", "btrfs"}, // the module is there, the grow tool is not
+	} {
+		if got := whats(h.Filesystem(c.fstype)); got != c.want {
+			t.Errorf("%s lacks %q, want %q", c.fstype, got, c.want)
+		}
+	}
+	l := h.Filesystem("xfs")[0]
+	if !strings.Contains(l.String(), "install xfsprogs") {
+		t.Errorf("a missing mkfs.xfs says %q, want it to name xfsprogs", l)
+	}
+}
+
+func TestFilesystemNotInProcButModule(t *testing.T) {
+	h := fakeHost(t, []string{"mkfs.xfs", "xfs_growfs"}, "\text4\n", "kernel/fs/xfs/xfs.ko")
+	if got := h.Filesystem("xfs"); len(got) != 0 {
+		t.Fatalf("xfs as a loadable module: lacks %q, want nothing", whats(got))
+	}
+}
+
+func TestSources(t *testing.T) {
+	h := fakeHost(t, nil, "", "kernel/drivers/nvme/host/nvme-fabrics.ko.xz")
+	if got := whats(h.Source("loop", "")); got != "" {
+		t.Errorf("loop lacks %q, want nothing", got)
+	}
+	if got, want := whats(h.Source("iscsi", "")), "iscsiadm, iSCSI in its kernel"; got != want {
+		t.Errorf("iscsi lacks %q, want %q", got, want)
+	}
+	if got, want := whats(h.Source("nvme", "tcp")), "NVMe/TCP in its kernel"; got != want {
+		t.Errorf("nvme tcp lacks %q, want %q", got, want)
+	}
+	h2 := fakeHost(t, []string{"iscsiadm"}, "", "kernel/drivers/scsi/iscsi_tcp.ko", "kernel/drivers/nvme/host/nvme-tcp.ko")
+	if got, want := whats(h2.Source("nvme", "tcp")), "NVMe over Fabrics in its kernel"; got != want {
+		t.Errorf("nvme without nvme-fabrics lacks %q, want %q", got, want)
+	}
+	if got := whats(h2.Source("iscsi", "")); got != "" {
+		t.Errorf("iscsi with iscsiadm and iscsi_tcp lacks %q, want nothing", got)
+	}
+}
