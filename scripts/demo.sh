@@ -6,6 +6,20 @@ if [ "$(id -u)" != 0 ]; then
   echo "make demo needs root (it makes loop devices and mounts): sudo make demo" >&2
   exit 1
 fi
+# Preflight, before any volume is made: the programs the demo runs, and
+# loop devices. (make demo installs the programs first: scripts/deps.sh.)
+missing=()
+for c in mkfs.ext4 mkfs.xfs mkfs.btrfs losetup unshare; do
+  PATH="$PATH:/usr/sbin:/sbin" command -v "$c" >/dev/null || missing+=("$c")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "make demo needs ${missing[*]}, which this machine lacks: sudo make deps (or scripts/deps.sh demo) installs them" >&2
+  exit 1
+fi
+if [ ! -e /dev/loop-control ] && ! modprobe loop 2>/dev/null; then
+  echo "make demo needs loop devices: this kernel has no /dev/loop-control (modprobe loop failed)" >&2
+  exit 1
+fi
 if [ -z "${VOLUMED_DEMO_NS:-}" ]; then
   exec env VOLUMED_DEMO_NS=1 unshare -m --propagation private -- "$0" "$@"
 fi
@@ -77,15 +91,15 @@ YAML
 
 step "three manifests in $conf"
 ls -l "$conf"
-step "volumed validate"
-"$bin" validate "$conf"
+step "volumed validate --strict (also: does this host have each filesystem's tools and kernel support?)"
+"$bin" validate --strict "$conf"
 
 step "volumed run (log: $work/agent.log)"
 "$bin" run --config-dir "$conf" --state-dir "$state" --socket "$sock" --metrics-address 127.0.0.1:0 >"$work/agent.log" 2>&1 &
 agent=$!
 start=$EPOCHREALTIME
 for _ in $(seq 1 100); do [ -S "$sock" ] && break; sleep 0.05; done
-v wait web logs cache --timeout 60s
+v wait web logs cache --timeout 60s || { echo "agent log:"; tail -20 "$work/agent.log"; exit 1; }
 awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "all Ready in %.2fs (image files created, formatted, mounted)\n", b - a }'
 v status
 

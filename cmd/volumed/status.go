@@ -234,6 +234,8 @@ func cmdWait(ctx context.Context, args []string, stderr io.Writer) error {
 	told := map[string]bool{}
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
+	progress := newWaitProgress(stderr, time.Now())
+	defer progress.done()
 	for {
 		// Each call gets its own bound, so that the last reason seen is
 		// what a timeout reports, not the cut-short call.
@@ -255,6 +257,7 @@ func cmdWait(ctx context.Context, args []string, stderr io.Writer) error {
 			for _, n := range missing {
 				if !told[n] {
 					told[n] = true
+					progress.done()
 					fmt.Fprintf(stderr, "no manifest defines volume %s (yet); waiting\n", n)
 				}
 			}
@@ -263,6 +266,7 @@ func cmdWait(ctx context.Context, args []string, stderr io.Writer) error {
 				return nil
 			}
 		}
+		progress.show(why, time.Now())
 		select {
 		case <-ctx.Done():
 			return exitError{code: 1, msg: fmt.Sprintf("volumed wait: timed out after %s:\n  %s", *timeout, strings.Join(why, "\n  "))}
