@@ -22,13 +22,16 @@ Usage:
   volumed run      [--config-dir DIR]... [--state-dir DIR] [--socket PATH] [--metrics-address ADDR]
                    [--resync DURATION] [--log-format text|json] [--log-level LEVEL]
   volumed status   [NAME...] [-o table|json] [--socket PATH]
-  volumed validate PATH...
+  volumed validate [--strict] [--state-dir DIR] PATH...
   volumed wait     NAME... [--timeout DURATION] [--fail-missing] [--socket PATH]
   volumed shutdown --network [--undo] [--timeout DURATION] [--socket PATH]
                    tear down iSCSI and NVMe-oF volumes before the network goes
                    down (poweroff); they stay down until the agent exits or
                    --undo sets them up again
+  volumed completion bash|zsh
   volumed version
+
+See volumed(8) and volumed.yaml(5).
 `
 
 const defaultSocket = "/run/volumed/volumed.sock"
@@ -66,6 +69,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdShutdown(ctx, rest, stdout)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "volumed %s %s %s/%s\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	case "completion":
+		return cmdCompletion(rest, stdout, stderr)
+	case completeVolumesCommand:
+		return cmdCompleteVolumes(ctx, rest, stdout)
 	case checkStateCommand:
 		return cmdCheckState(rest, stderr)
 	case "help", "-h", "--help":

@@ -317,6 +317,9 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	stateDir := fs.String("state-dir", "/var/lib/volumed", "the agent's state dir (targets on or under it are refused)")
 	strict := fs.Bool("strict", false, "exit 1 on a warning too (a program or kernel feature this host lacks)")
 	paths, err := parseInterspersed(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
 	if err != nil {
 		return 2
 	}

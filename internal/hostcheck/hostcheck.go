@@ -48,7 +48,9 @@ type Lack struct {
 	Fix  string // "install xfsprogs", "load the xfs module", ...
 }
 
-func (l Lack) String() string { return fmt.Sprintf("this host lacks %s (%s; %s)", l.What, l.Why, l.Fix) }
+func (l Lack) String() string {
+	return fmt.Sprintf("this host lacks %s (%s; %s)", l.What, l.Why, l.Fix)
+}
 
 type program struct{ name, why, pkg string }
 

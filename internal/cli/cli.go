@@ -1,0 +1,78 @@
+// Package cli describes volumed's command line: its commands and their
+// flags, as data. The shell completions (volumed completion) and the
+// volumed(8) man page (packaging/man) are made from it, and a test of
+// cmd/volumed checks it against the flags each command really parses,
+// so neither can drift from the binary.
+package cli
+
+// Flag is one flag of a command. Arg is empty for a boolean flag.
+type Flag struct {
+	Name  string // without dashes: "socket", "o"
+	Arg   string // "PATH", "DIR", "FILE", "DURATION", ... (completes files for PATH, DIR, FILE)
+	Usage string
+	// Values are what the flag takes, when it is one of a few words.
+	Values []string
+}
+
+// Command is one subcommand.
+type Command struct {
+	Name     string
+	Args     string // after the flags in the synopsis: "NAME...", "PATH..."
+	Short    string // one line, for completion menus
+	Summary  string // the man page's paragraph
+	Flags    []Flag
+	Operands string // what the operands complete to: "volumes", "files", "shells" or ""
+}
+
+const socketUsage = "unix socket of the running agent (default /run/volumed/volumed.sock)"
+
+// Commands are volumed's commands, in the order the man page lists them.
+func Commands() []Command {
+	socket := Flag{Name: "socket", Arg: "PATH", Usage: socketUsage}
+	return []Command{
+		{Name: "run", Short: "run the agent", Summary: "Run the agent: read the manifests, attach, format and mount the volumes they declare, and keep them so; serve the local API on the socket and Prometheus metrics.",
+			Flags: []Flag{
+				{Name: "config-dir", Arg: "DIR", Usage: "manifest directory (repeatable; replaces the default drop-in directories)"},
+				{Name: "state-dir", Arg: "DIR", Usage: "state directory: state.db and the staging mounts (default /var/lib/volumed)"},
+				{Name: "socket", Arg: "PATH", Usage: "unix socket of the local API (default /run/volumed/volumed.sock)"},
+				{Name: "metrics-address", Arg: "ADDR", Usage: "Prometheus listener, host:port; empty disables it (default 127.0.0.1:9760)"},
+				{Name: "resync", Arg: "DURATION", Usage: "period of the drift check and manifest re-read (default 1m)"},
+				{Name: "log-format", Arg: "FORMAT", Usage: "log format (default text)", Values: []string{"text", "json"}},
+				{Name: "log-level", Arg: "LEVEL", Usage: "least severe level logged (default info)", Values: []string{"debug", "info", "warn", "error"}},
+				{Name: "parallel", Arg: "N", Usage: "operations running at once, across volumes (default 32)"},
+				{Name: "firmware-root", Arg: "DIR", Usage: "root of the tree holding /sys/firmware, /etc/iscsi and /etc/nvme, for tests and chroots (default /)"},
+			}},
+		{Name: "status", Short: "show the volumes", Args: "[NAME...]", Summary: "Show the volumes (a table of 80 columns), or with names each volume's conditions, targets and events.",
+			Operands: "volumes",
+			Flags: []Flag{
+				{Name: "o", Arg: "FORMAT", Usage: "output format (default table)", Values: []string{"table", "json"}},
+				socket,
+			}},
+		{Name: "validate", Short: "check manifests", Args: "PATH...", Summary: "Check manifest files, or the manifest files in directories, as the agent would read them, and print each problem as file:line:col: field: reason. Also warns when this host lacks a program or kernel feature a manifest needs.",
+			Operands: "files",
+			Flags: []Flag{
+				{Name: "strict", Usage: "exit 1 on a warning too (a program or kernel feature this host lacks)"},
+				{Name: "state-dir", Arg: "DIR", Usage: "the agent's state directory; targets on or under it are refused (default /var/lib/volumed)"},
+			}},
+		{Name: "wait", Short: "wait until volumes are Ready", Args: "NAME...", Summary: "Wait until each named volume is Ready (or Degraded); for units that need a volume. Says on standard error what it is waiting for.",
+			Operands: "volumes",
+			Flags: []Flag{
+				{Name: "timeout", Arg: "DURATION", Usage: "give up after this long (default 5m)"},
+				{Name: "fail-missing", Usage: "fail at once when no manifest defines a named volume, instead of waiting for one to appear"},
+				socket,
+			}},
+		{Name: "shutdown", Short: "tear down network volumes before poweroff", Summary: "With --network, tear down the iSCSI and NVMe-oF volumes before the network goes down at poweroff; they stay down until the agent exits or --undo sets them up again.",
+			Flags: []Flag{
+				{Name: "network", Usage: "tear down the network volumes (iSCSI, NVMe-oF)"},
+				{Name: "undo", Usage: "set the network volumes up again (after a shutdown --network that was not followed by a poweroff)"},
+				{Name: "timeout", Arg: "DURATION", Usage: "give up after this long (default 90s)"},
+				socket,
+			}},
+		{Name: "completion", Short: "print a shell completion script", Args: "bash|zsh", Summary: "Print the shell completion script for bash or zsh.", Operands: "shells"},
+		{Name: "version", Short: "print the version", Summary: "Print the version, the Go version and the platform."},
+		{Name: "help", Short: "print the usage", Summary: "Print the usage."},
+	}
+}
+
+// Shells are the shells volumed completion writes scripts for.
+func Shells() []string { return []string{"bash", "zsh"} }
