@@ -55,7 +55,7 @@ deps:
 clean:
 	rm -rf bin
 
-.PHONY: package schema
+.PHONY: package schema man completion
 
 # .deb and .rpm of the static binary, with nfpm (packaging/nfpm.yaml), into
 # $(DIST). Later nfpm versions do not build from the module proxy here.
@@ -74,6 +74,17 @@ package: $(if $(filter bin/volumed,$(PACKAGE_BIN)),build)
 		$(NFPM) package --config packaging/nfpm.yaml --packager $$p --target $(DIST)/ || exit 1; \
 	done
 
-# The manifest JSON Schema, from agent/manifest's types.
+# The manifest JSON Schema, from agent/manifest's types; the man pages,
+# one of which is made from it.
 schema:
 	$(GO) run ./packaging/schema
+	$(MAKE) man
+
+# volumed(8) from internal/cli, volumed.yaml(5) from the schema.
+man:
+	$(GO) run ./packaging/man
+
+# The completion scripts the packages ship (volumed completion bash|zsh).
+completion:
+	$(GO) run ./cmd/volumed completion bash >packaging/completion/volumed.bash
+	$(GO) run ./cmd/volumed completion zsh >packaging/completion/_volumed

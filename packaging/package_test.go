@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -127,7 +128,12 @@ func testPackages(t *testing.T, bin string) {
 		"/usr/share/volumed/volumed-manifest.schema.json":   "schema/volumed-manifest.schema.json",
 		"/usr/share/volumed/prometheus/volumed-alerts.yaml": rulesFile,
 		"/usr/share/volumed/grafana/volumed-dashboard.json": dashboardFile,
+		"/usr/share/man/man8/volumed.8":                     "man/volumed.8",
+		"/usr/share/man/man5/volumed.yaml.5":                "man/volumed.yaml.5",
+		"/usr/share/bash-completion/completions/volumed":    "completion/volumed.bash",
 	}
+	// Where each distribution's zsh looks for completions.
+	zshCompletion := map[string]string{"deb": "/usr/share/zsh/vendor-completions/_volumed", "rpm": "/usr/share/zsh/site-functions/_volumed"}
 	examples, _ := filepath.Glob("examples/*.yaml")
 	if len(examples) == 0 {
 		t.Fatal("no examples")
@@ -150,6 +156,8 @@ func testPackages(t *testing.T, bin string) {
 		{rpms[0], rpmEntries(t, rpm, rpms[0])},
 	} {
 		name := filepath.Base(pkg.file)
+		files := maps.Clone(files)
+		files[zshCompletion[strings.TrimPrefix(filepath.Ext(name), ".")]] = "completion/_volumed"
 		for dst, src := range files {
 			st, err := os.Stat(src)
 			if err != nil {

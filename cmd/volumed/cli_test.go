@@ -63,3 +63,17 @@ func TestCLIDescriptionNamesEveryCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestShippedCompletionsUpToDate: the packages ship packaging/completion,
+// which must be what `volumed completion` prints.
+func TestShippedCompletionsUpToDate(t *testing.T) {
+	for file, want := range map[string]string{
+		"../../packaging/completion/volumed.bash": bashCompletion(cli.Commands()),
+		"../../packaging/completion/_volumed":     zshCompletion(cli.Commands()),
+	} {
+		got, err := os.ReadFile(file)
+		if err != nil || string(got) != want {
+			t.Errorf("%s is stale or missing (%v): run `make completion`", file, err)
+		}
+	}
+}

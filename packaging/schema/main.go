@@ -11,19 +11,17 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 
 	"github.com/invopop/jsonschema"
 
 	"github.com/volumed/volumed/agent/manifest"
+	"github.com/volumed/volumed/internal/generated"
 )
 
 // schemaFile is where the generated schema is committed, from the module root.
@@ -39,7 +37,7 @@ func main() {
 }
 
 func run(out string) error {
-	root, err := moduleRoot()
+	root, err := generated.ModuleRoot()
 	if err != nil {
 		return err
 	}
@@ -59,26 +57,6 @@ func run(out string) error {
 		out = schemaFile
 	}
 	return os.WriteFile(out, data, 0o644)
-}
-
-// moduleRoot finds the directory of this module's go.mod from the working
-// directory up, so that `go run` works from anywhere inside the checkout.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && bytes.HasPrefix(data, []byte("module github.com/volumed/volumed\n")) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("not inside the github.com/volumed/volumed module")
-		}
-		dir = parent
-	}
 }
 
 // A manifest document's spec decodes into VolumeSpec or MountSpec by its

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -17,12 +16,13 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/volumed/volumed/agent/manifest"
+	"github.com/volumed/volumed/internal/generated"
 )
 
 // TestSchemaUpToDate fails when agent/manifest's types (or their comments)
 // changed and the committed schema was not regenerated.
 func TestSchemaUpToDate(t *testing.T) {
-	root, err := moduleRoot()
+	root, err := generated.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,18 +36,8 @@ func TestSchemaUpToDate(t *testing.T) {
 		t.Fatalf("%v: run `make schema`", err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Fatalf("%s is stale (%s): run `make schema`", schemaFile, firstDifference(got, want))
+		t.Fatalf("%s is stale (%s): run `make schema`", schemaFile, generated.FirstDifference(got, want))
 	}
-}
-
-func firstDifference(got, want []byte) string {
-	g, w := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
-	for i := 0; i < len(g) && i < len(w); i++ {
-		if g[i] != w[i] {
-			return fmt.Sprintf("line %d is %q, generated %q", i+1, strings.TrimSpace(g[i]), strings.TrimSpace(w[i]))
-		}
-	}
-	return fmt.Sprintf("%d lines committed, %d generated", len(g), len(w))
 }
 
 // TestConstrainRefusesAStaleRule: a rule for a field renamed away must stop
