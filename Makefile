@@ -1,7 +1,12 @@
 # volumed — see README.md. Tests and the demo need root (loop devices, mounts).
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
-GO ?= go
+# sudo's secure_path lacks /usr/local/go/bin, where Go's own tarball puts
+# go: `sudo make demo` finds it there, and so do the tests that run go.
+GO ?= $(or $(shell command -v go 2>/dev/null),$(wildcard /usr/local/go/bin/go),go)
+ifneq ($(findstring /,$(GO)),)
+export PATH := $(patsubst %/,%,$(dir $(GO))):$(PATH)
+endif
 
 .PHONY: build deps test test-unit test-e2e test-vm bench lint demo clean fuzz
 
