@@ -10,7 +10,7 @@ fi
 # loop devices. (make demo installs the programs first: scripts/deps.sh.)
 missing=()
 for c in mkfs.ext4 mkfs.xfs mkfs.btrfs losetup unshare; do
-  PATH="$PATH:/usr/sbin:/sbin" command -v "$c" >/dev/null || missing+=("$c")
+  PATH="$PATH:${VOLUMED_SBIN-/usr/local/sbin:/usr/sbin:/sbin}" command -v "$c" >/dev/null || missing+=("$c")
 done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "make demo needs ${missing[*]}, which this machine lacks: sudo make deps (or scripts/deps.sh demo) installs them" >&2

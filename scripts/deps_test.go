@@ -185,3 +185,23 @@ func TestNotDebianNamesCommandsAndPackages(t *testing.T) {
 		t.Fatalf("all present on a non-Debian host: exit %d, output %q; want 0 and nothing", code, out)
 	}
 }
+
+// TestDemoPreflight: without mkfs.xfs and mkfs.btrfs the demo stops at
+// once, naming them and how to get them, before it makes anything.
+func TestDemoPreflight(t *testing.T) {
+	m := newMachine(t, "debian", true, nil, []string{"mkfs.ext4", "losetup", "unshare"})
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bash, "demo.sh")
+	cmd.Env = []string{"PATH=" + m.bin, "VOLUMED_SBIN="}
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("demo.sh without mkfs.xfs: %v, want exit 1; output:\n%s", err, out)
+	}
+	want := "make demo needs mkfs.xfs mkfs.btrfs, which this machine lacks: sudo make deps"
+	if !strings.HasPrefix(string(out), want) || strings.Count(string(out), "\n") != 1 {
+		t.Fatalf("demo.sh says:\n%s\nwant one line starting %q", out, want)
+	}
+}
