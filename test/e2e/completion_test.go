@@ -80,6 +80,31 @@ func TestBashCompletion(t *testing.T) {
 			t.Errorf("completing %q offers %q, want %q", c.words, got, c.want)
 		}
 	}
+
+	// zsh's completion system needs a terminal to drive; its helpers are
+	// stubbed here to print what they are offered, and the script's own
+	// functions run as zsh would call them.
+	t.Run("zsh", func(t *testing.T) {
+		zsh := testtool.Need(t, "Debian: zsh", "zsh")[0]
+		script := `compdef() { : }
+_describe() { shift 2; print -rl -- ${(P)2} }
+_call_program() { shift; "$@" }
+source <(volumed completion zsh) || exit 1
+typeset -A opt_args
+opt_args=(--socket ` + e.socket + `)
+print -r -- volumes: $(_volumed_volumes)
+words=(volumed '') CURRENT=2
+print -r -- commands: $(_volumed | cut -d: -f1)
+opt_args=(--socket ` + filepath.Join(e.dir, "absent.sock") + `)
+print -r -- none: $(_volumed_volumes 2>&1)`
+		cmd := exec.Command(zsh, "-f", "-c", script)
+		cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(volumedBin)+":"+os.Getenv("PATH"))
+		out, err := cmd.CombinedOutput()
+		want := "volumes: alpha beta\ncommands: run status validate wait shutdown completion version help\nnone:\n"
+		if err != nil || string(out) != want {
+			t.Fatalf("zsh completion: %v; printed:\n%s\nwant:\n%s", err, out, want)
+		}
+	})
 }
 
 // TestZshCompletionLoads: zsh parses the script and, sourced after
