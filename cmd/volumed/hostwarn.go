@@ -39,6 +39,8 @@ func hostNeeds(paths []string) []need {
 				out = append(out, need{file: f, obj: o, field: "spec.filesystem.type", fstype: v.Filesystem.Type})
 			}
 			switch s := v.Source; {
+			case s.Loop != nil:
+				out = append(out, need{file: f, obj: o, field: "spec.source.loop", kind: "loop"})
 			case s.ISCSI != nil:
 				out = append(out, need{file: f, obj: o, field: "spec.source.iscsi", kind: "iscsi"})
 			case s.NVMe != nil:

@@ -85,6 +85,10 @@ func (h Host) Filesystem(fstype string) []Lack {
 func (h Host) Source(kind, transport string) []Lack {
 	var out []Lack
 	switch kind {
+	case "loop":
+		if !h.exists("dev/loop-control") && !h.exists("sys/module/loop") && !h.hasModule("loop") {
+			out = append(out, Lack{What: "loop devices in its kernel", Why: "no /dev/loop-control and no loop module in " + h.modulesDir(), Fix: "use a kernel with loop"})
+		}
 	case "iscsi":
 		if _, err := h.LookPath("iscsiadm"); err != nil {
 			out = append(out, Lack{What: "iscsiadm", Why: "logs in to iSCSI targets", Fix: "install open-iscsi"})
