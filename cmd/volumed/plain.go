@@ -11,7 +11,7 @@ import (
 	"github.com/volumed/volumed/agent"
 	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/drivers/mount"
-	"github.com/volumed/volumed/drivers/mount/safepath"
+	"github.com/volumed/volumed/internal/safepath"
 	"github.com/volumed/volumed/store"
 )
 
