@@ -13,6 +13,7 @@ import (
 
 	"github.com/volumed/volumed/agent/api"
 	"github.com/volumed/volumed/agent/manifest"
+	"github.com/volumed/volumed/drivers/mount"
 	"github.com/volumed/volumed/store"
 )
 
@@ -21,6 +22,8 @@ import (
 type fakeMounter struct {
 	mounted    map[string]bool
 	unmountErr error
+	// table is what the mount table shows.
+	table []*mountinfo.Info
 }
 
 func (m *fakeMounter) MountDevice(string, string, string, []string) error { return nil }
@@ -29,7 +32,7 @@ func (m *fakeMounter) EnsureDir(string) error                             { retu
 func (m *fakeMounter) Remount(string, int, []string, []string) error      { return nil }
 func (m *fakeMounter) SetBindOptions(string, int, BindOptions) error      { return nil }
 func (m *fakeMounter) Entries(string) (int, error)                        { return 0, nil }
-func (m *fakeMounter) Mounts() ([]*mountinfo.Info, error)                 { return nil, nil }
+func (m *fakeMounter) Mounts() (MountTable, error)                        { return mount.NewTable(m.table), nil }
 func (m *fakeMounter) At(p string) (MountPoint, error) {
 	return MountPoint{MountID: 7, Root: m.mounted[p]}, nil
 }

@@ -155,10 +155,23 @@ type Mounter interface {
 	// Entries counts what the directory at path holds (0 if missing).
 	Entries(path string) (int, error)
 	// Mounts reads the whole mount table (start-up, drift checks).
-	Mounts() ([]*mountinfo.Info, error)
+	Mounts() (MountTable, error)
 	// At says, in one syscall, which mount a path lands on and whether
 	// something is mounted exactly there: the operations' hot path.
 	At(path string) (MountPoint, error)
+}
+
+// MountTable is one consistent read of the kernel's mount table.
+type MountTable interface {
+	// Top is the mount a lookup of path lands on, among those mounted
+	// exactly there: the top of the stack by parent links (file order is
+	// not enough: propagation can tuck a mount underneath), or nil.
+	Top(path string) *mountinfo.Info
+	// All lists every mount in the kernel's order.
+	All() []*mountinfo.Info
+	// SameSource: m shows the filesystem of the mount of, at subPath
+	// inside it (a target bound from a staging mount).
+	SameSource(m, of *mountinfo.Info, subPath string) bool
 }
 
 // MountPoint is what the kernel says about where a path lands.

@@ -188,7 +188,7 @@ func (a *Agent) mountInfoAt(p string) (*mountinfo.Info, error) {
 	if err != nil {
 		return nil, err
 	}
-	return topAt(mounts, p), nil
+	return mounts.Top(p), nil
 }
 
 func readOnlySource(d *Desired) bool {
@@ -417,35 +417,17 @@ func (a *Agent) opDetach(ctx context.Context, name, driver string) error {
 	})
 }
 
-// topAt returns the topmost mount whose mount point is exactly p.
-// mountinfo lists a mount after the one it covers, so the last wins.
-func topAt(mounts []*mountinfo.Info, p string) *mountinfo.Info {
-	var top *mountinfo.Info
-	for _, m := range mounts {
-		if m.Mountpoint == p {
-			top = m
-		}
-	}
-	return top
-}
-
-func stagingInfo(mounts []*mountinfo.Info, rec *store.Volume) *mountinfo.Info {
+// stagingInfo is the recorded staging mount as the table shows it, nil
+// when it is gone.
+func stagingInfo(mounts MountTable, rec *store.Volume) *mountinfo.Info {
 	if rec == nil || rec.Staging == nil {
 		return nil
 	}
-	top := topAt(mounts, rec.Staging.Path)
+	top := mounts.Top(rec.Staging.Path)
 	if top == nil || (top.ID != rec.Staging.MountID && !sameDevice(top, rec.Staging.Device)) {
 		return nil
 	}
 	return top
-}
-
-// sameSource: m shows the filesystem of the staging mount st, at subPath.
-func sameSource(m, st *mountinfo.Info, subPath string) bool {
-	if m == nil || st == nil {
-		return false
-	}
-	return m.Major == st.Major && m.Minor == st.Minor && filepath.Clean(m.Root) == filepath.Join(st.Root, subPath)
 }
 
 // sameDevice: m is a mount of the block device dev.

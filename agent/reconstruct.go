@@ -133,7 +133,7 @@ func formatInterruptedIntent(intents []store.Intent, name string) (string, bool)
 }
 
 // probeVolume finds what of one volume is really in the kernel.
-func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume, d *Desired, mounts []*mountinfo.Info, pending []string, ours map[string][]store.Attachment, strays map[string]bool) *store.Volume {
+func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume, d *Desired, mounts MountTable, pending []string, ours map[string][]store.Attachment, strays map[string]bool) *store.Volume {
 	v := &store.Volume{Name: name}
 	switch {
 	case d != nil:
@@ -189,14 +189,14 @@ func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume,
 		// volume's, even when its image was deleted or moved away (so it
 		// is not found by the file): adopting it keeps the data and stops
 		// a second device (and a format) on whatever is at the path now.
-		if o, ok := ownedAt(ours[d.Driver], topAt(mounts, p)); ok {
+		if o, ok := ownedAt(ours[d.Driver], mounts.Top(p)); ok {
 			v.Attachment = &o
 			log.Info("adopting our attachment mounted at the staging path", "device", o.Device, "identity", o.Identity)
 		}
 	}
 	var st *mountinfo.Info
 	stager, staged := a.cfg.Attachers[v.Driver].(Stager)
-	if top := topAt(mounts, p); top != nil {
+	if top := mounts.Top(p); top != nil {
 		if staged && d != nil && v.Attachment != nil && stager.IsStaged(d, p) {
 			st = top
 			v.Staging = &store.MountRecord{Path: p, Device: v.Attachment.Device, FSType: v.Driver, MountID: top.ID, Owned: true}
@@ -237,8 +237,8 @@ func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume,
 		}
 	}
 	for _, tp := range paths {
-		top := topAt(mounts, tp)
-		if top == nil || !sameSource(top, st, subPaths[tp]) {
+		top := mounts.Top(tp)
+		if top == nil || !mounts.SameSource(top, st, subPaths[tp]) {
 			continue
 		}
 		m := store.MountRecord{Path: tp, SubPath: subPaths[tp], ReadOnly: mountReadOnly(top), MountID: top.ID, Owned: true}
@@ -319,7 +319,7 @@ func (a *Agent) listOurs(ctx context.Context) map[string][]store.Attachment {
 // detachOrphans tears down attachments carrying our marker that no
 // volume claims: left by a crash between attaching and recording, for a
 // volume that is no longer wanted.
-func (a *Agent) detachOrphans(ctx context.Context, ours map[string][]store.Attachment, claimed map[string]bool, mounts []*mountinfo.Info) {
+func (a *Agent) detachOrphans(ctx context.Context, ours map[string][]store.Attachment, claimed map[string]bool, mounts MountTable) {
 	for driver, list := range ours {
 		att := a.cfg.Attachers[driver]
 		for _, o := range list {
@@ -351,8 +351,8 @@ func ownedAt(ours []store.Attachment, top *mountinfo.Info) (store.Attachment, bo
 	return store.Attachment{}, false
 }
 
-func inUse(mounts []*mountinfo.Info, dev string) bool {
-	for _, m := range mounts {
+func inUse(mounts MountTable, dev string) bool {
+	for _, m := range mounts.All() {
 		if sameDevice(m, dev) {
 			return true
 		}
@@ -395,8 +395,8 @@ func (a *Agent) verify(ctx context.Context) {
 		}
 		kept := fixed.Targets[:0]
 		for _, t := range fixed.Targets {
-			top := topAt(mounts, t.Path)
-			if top != nil && (top.ID == t.MountID || sameSource(top, st, t.SubPath)) {
+			top := mounts.Top(t.Path)
+			if top != nil && (top.ID == t.MountID || mounts.SameSource(top, st, t.SubPath)) {
 				t.MountID = top.ID
 				kept = append(kept, t)
 				continue

@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/moby/sys/mountinfo"
-
 	"github.com/volumed/volumed/agent"
 	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/drivers/blockfs"
@@ -299,9 +297,15 @@ func (mounter) SetBindOptions(target string, mountID int, o agent.BindOptions) e
 	return mount.SetBindOptions(target, mountID, mount.BindOptions(o))
 }
 
-func (mounter) Entries(path string) (int, error)   { return mount.Entries(path) }
-func (mounter) EnsureDir(path string) error        { return mount.EnsureDir(path) }
-func (mounter) Mounts() ([]*mountinfo.Info, error) { return mountinfo.GetMounts(nil) }
+func (mounter) Entries(path string) (int, error) { return mount.Entries(path) }
+func (mounter) EnsureDir(path string) error      { return mount.EnsureDir(path) }
+func (mounter) Mounts() (agent.MountTable, error) {
+	t, err := mount.ReadTable()
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
 
 func (mounter) Unmount(ctx context.Context, target string) error {
 	return markBusy(mount.Unmount(ctx, target), mount.ErrBusy)
