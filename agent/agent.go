@@ -74,6 +74,8 @@ type Wake struct {
 // Agent is one running volumed.
 type Agent struct {
 	cfg Config
+	// sessions are the shared kernel objects volumed made.
+	sessions *ownedSessions
 	// state is set once by reconstruct, on Run's goroutine, before
 	// startedc is closed; other goroutines (the API, the metrics) read it
 	// only once started() reports it set.
@@ -94,12 +96,8 @@ type Agent struct {
 	// with the filesystem UUID that format was making.
 	interruptedFormats map[string]string
 	refusedFormats     map[string]refusedFormat
-	// madeSessions are the shared kernel objects (iSCSI sessions, NVMe
-	// controllers) volumed made, by sessionKey: the last volume on one
-	// releases it, whichever volume made it.
-	madeSessions map[string]bool
-	settled      bool
-	statusLine   string
+	settled            bool
+	statusLine         string
 	// checkGrowth asks the next pass to compare sizes (resync, device
 	// events, manifest changes); passes in between skip the reads.
 	checkGrowth bool
@@ -141,7 +139,7 @@ func New(cfg Config) *Agent {
 		events:             map[string][]api.Event{},
 		interruptedFormats: map[string]string{},
 		refusedFormats:     map[string]refusedFormat{},
-		madeSessions:       map[string]bool{},
+		sessions:           newOwnedSessions(),
 	}
 	if cfg.Metrics != nil {
 		cfg.Metrics.Registry.MustRegister(&volumeCollector{a: a})

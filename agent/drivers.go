@@ -36,12 +36,13 @@ type Found struct {
 	// Session names the kernel object the attachment shares with others
 	// of the same driver (an iSCSI session, an NVMe controller); "" if none.
 	Session string
-	// Ours: the kernel object carries volumed's marker (e.g. a loop
-	// device's tag), so it was made by volumed even if the state file was lost.
-	Ours bool
+	// Owned: volumed made the kernel object (it carries volumed's marker,
+	// e.g. a loop device's tag, or this Attach made it), so volumed may
+	// tear it down, even if the state file was lost.
+	Owned bool
 	// Reusable: an attachment found in place may be used as it is (a
 	// session another tool or the firmware made, a local disk). Unless it
-	// is ours, it is then never torn down. A loop device volumed did not
+	// is owned, it is then never torn down. A loop device volumed did not
 	// make is not reusable: two writers on one image corrupt it.
 	Reusable bool
 	// Pinned: the host booted from it (firmware tables); it is never torn

@@ -390,26 +390,21 @@ func (a *Agent) opDetach(ctx context.Context, name, driver string) error {
 		}
 		at := *rec.Attachment
 		key := sessionKey(at.Driver, at.Session)
-		// A session volumed made is released by whichever of its
-		// volumes goes last, even one that found it already there.
-		a.mu.Lock()
-		ours := key != "" && a.madeSessions[key]
-		a.mu.Unlock()
-		if (at.Owned || ours) && !at.Pinned {
+		// Observed here, under the volume's intent, not at planning: a
+		// volume that joined the session since the pass began keeps it.
+		sharers := a.sharers(name, at.Driver)
+		if mayRelease(at, sharers, a.sessions.has(key)) {
 			att, err := a.attacher(at.Driver)
 			if err != nil {
 				return err
 			}
-			sharers := a.sharers(name, at.Driver)
 			at.Owned = true
 			detach := func(ctx context.Context) error { return att.Detach(ctx, at, sharers) }
 			if err := a.teardownStep(ctx, name, "detach", at.Device, 0, detach); err != nil {
 				return err
 			}
-			if key != "" && !slices.ContainsFunc(sharers, func(o store.Attachment) bool { return o.Session == at.Session }) {
-				a.mu.Lock()
-				delete(a.madeSessions, key)
-				a.mu.Unlock()
+			if key != "" {
+				a.sessions.drop(key)
 			}
 		}
 		rec.Attachment = nil

@@ -64,7 +64,7 @@ func (l loopAttacher) Find(_ context.Context, d *agent.Desired) ([]agent.Found, 
 	}
 	out := make([]agent.Found, 0, len(devs))
 	for _, dev := range devs {
-		out = append(out, agent.Found{Device: dev.Path, Identity: dev.Identity(), Ours: dev.Tag == l.tag})
+		out = append(out, agent.Found{Device: dev.Path, Identity: dev.Identity(), Owned: dev.Tag == l.tag})
 	}
 	return out, nil
 }
@@ -87,7 +87,7 @@ func (l loopAttacher) Attach(ctx context.Context, d *agent.Desired) (agent.Found
 		return agent.Found{}, err
 	}
 	l.idx.Note(*dev)
-	return agent.Found{Device: dev.Path, Identity: dev.Identity(), Ours: true}, nil
+	return agent.Found{Device: dev.Path, Identity: dev.Identity(), Owned: true}, nil
 }
 
 // byIdentity finds the bound loop device with the given identity: the
@@ -216,7 +216,7 @@ func (loopAttacher) Detach(ctx context.Context, a store.Attachment, _ []store.At
 	return markBusy(loop.Detach(ctx, *dev), loop.ErrBusy)
 }
 
-func (l loopAttacher) ListOurs(context.Context) ([]store.Attachment, error) {
+func (l loopAttacher) ListOwned(context.Context) ([]store.Attachment, error) {
 	devs, err := loop.List()
 	if err != nil {
 		return nil, err
