@@ -87,7 +87,7 @@ func TestGrowFailedRaisedAndCleared(t *testing.T) {
 	a := sessionAgent(t, &fakeTarget{})
 	a.cfg.FS, a.cfg.Mounter = fs, &fakeMounter{}
 	d := &Desired{Name: "g", Driver: "fake", Spec: &manifest.VolumeSpec{Filesystem: &manifest.Filesystem{Type: "ext4", Grow: true}}}
-	a.desired = map[string]*Desired{"g": d}
+	a.manifests.replace(map[string]*Desired{"g": d}, nil)
 	rec := &store.Volume{Name: "g", Driver: "fake",
 		Attachment: &store.Attachment{Driver: "fake", Device: "/dev/fake-g", Identity: "fake:g"},
 		Staging:    &store.MountRecord{Path: "/s/g", Owned: true, DeviceBytes: 64 << 20, Options: stagingOptions(d)}}

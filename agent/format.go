@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/volumed/volumed/agent/manifest"
 )
@@ -103,19 +104,44 @@ func (a *Agent) resumeFormat(ctx context.Context, d *Desired, dev string, sigs [
 	return false, nil
 }
 
+// formatMemory is what the agent remembers of formats between
+// operations: those a crash left uncertain (with the filesystem UUID
+// each was making) and those refused after a failed mkfs.
+type formatMemory struct {
+	mu          sync.Mutex
+	interrupted map[string]string
+	refused     map[string]refusedFormat
+}
+
+func newFormatMemory() *formatMemory {
+	return &formatMemory{interrupted: map[string]string{}, refused: map[string]refusedFormat{}}
+}
+
+func (m *formatMemory) setInterrupted(name, uuid string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.interrupted[name] = uuid
+}
+
+func (m *formatMemory) forgetRefused(name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.refused, name)
+}
+
 // formatInterrupted returns the UUID of the format a crash left
 // uncertain for the volume, if one did.
 func (a *Agent) formatInterrupted(name string) (string, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	uuid, ok := a.interruptedFormats[name]
+	a.formats.mu.Lock()
+	defer a.formats.mu.Unlock()
+	uuid, ok := a.formats.interrupted[name]
 	return uuid, ok
 }
 
 func (a *Agent) clearFormatInterrupted(name string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	delete(a.interruptedFormats, name)
+	a.formats.mu.Lock()
+	defer a.formats.mu.Unlock()
+	delete(a.formats.interrupted, name)
 }
 
 func mkfsArgs(fs *manifest.Filesystem, force bool) []string {

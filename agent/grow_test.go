@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/volumed/volumed/agent/manifest"
@@ -42,6 +43,56 @@ func TestGrowNeeded(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			if got := growNeeded(c.d, c.rec, c.now); got != c.want {
 				t.Fatalf("growNeeded = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+// Decide adds a grow only for a converged volume that was observed, is
+// not busy and whose file is still its device's; a checked volume that
+// needs none is reported settled.
+func TestDecideGrowth(t *testing.T) {
+	const mi = 1 << 20
+	grown := func(name string) (*Desired, *store.Volume) {
+		d := want(name)
+		d.Spec.Filesystem.Grow = true
+		v := have(name, true, true)
+		v.Staging.DeviceBytes = 64 * mi
+		return d, v
+	}
+	bigger := sizes{device: 128 * mi, image: -1}
+	same := sizes{device: 64 * mi, image: -1}
+	cases := []struct {
+		name        string
+		obs         func(n string) Observations
+		unconverged bool
+		wantOps     []string
+		wantSettled []string
+	}{
+		{"no check asked: nothing", func(string) Observations { return Observations{} }, false, nil, nil},
+		{"device grew", func(n string) Observations { return Observations{Sizes: map[string]sizes{n: bigger}} }, false, []string{OpGrow}, nil},
+		{"device as fitted", func(n string) Observations { return Observations{Sizes: map[string]sizes{n: same}} }, false, nil, []string{"a"}},
+		{"running", func(n string) Observations {
+			return Observations{Sizes: map[string]sizes{n: bigger}, Running: map[string]bool{n: true}}
+		}, false, nil, nil},
+		{"backing file changed", func(n string) Observations {
+			return Observations{Sizes: map[string]sizes{n: bigger}, BackingChanged: map[string]bool{n: true}}
+		}, false, nil, nil},
+		{"another operation planned first", func(n string) Observations { return Observations{Sizes: map[string]sizes{n: bigger}} }, true, []string{OpMountDevice}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d, v := grown("a")
+			if c.unconverged {
+				v.Staging = nil
+			}
+			dec := Decide(map[string]*Desired{"a": d}, map[string]*store.Volume{"a": v}, c.obs("a"))
+			var kinds []string
+			for _, op := range dec.Ops {
+				kinds = append(kinds, op.Kind)
+			}
+			if !slices.Equal(kinds, c.wantOps) || !slices.Equal(dec.GrowSettled, c.wantSettled) {
+				t.Fatalf("Decide = ops %v, settled %v; want %v, %v", kinds, dec.GrowSettled, c.wantOps, c.wantSettled)
 			}
 		})
 	}

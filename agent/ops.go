@@ -119,7 +119,7 @@ func (a *Agent) mountStaging(d *Desired, dev string) error {
 				return fmt.Errorf("staging path %s has a mount that volumed did not make; left alone", p)
 			}
 			rec.Staging = stagingRecord(p, top.ID, dev, fs.Type, nil)
-			rec.Staging.DeviceBytes = a.deviceSize(dev)
+			rec.Staging.DeviceBytes = a.fittedSize(d.Name, dev)
 			return nil
 		}
 		if err := a.cfg.Mounter.EnsureDir(p); err != nil {
@@ -137,16 +137,19 @@ func (a *Agent) mountStaging(d *Desired, dev string) error {
 			return fmt.Errorf("mount of %s at %s succeeded but the kernel does not show it", dev, p)
 		}
 		rec.Staging = stagingRecord(p, pt.MountID, dev, fs.Type, opts)
-		rec.Staging.DeviceBytes = a.deviceSize(dev)
+		rec.Staging.DeviceBytes = a.fittedSize(d.Name, dev)
 		return nil
 	})
 }
 
-// deviceSize is the device's size now, 0 when unknown (growth is then
-// decided at the next check).
-func (a *Agent) deviceSize(dev string) int64 {
+// fittedSize is the size a filesystem just mounted on dev is fitted to,
+// for the record. When it cannot be read the mount still stands (its
+// record must not be lost): the record keeps 0, the failure is logged,
+// and the next growth check reads the size again.
+func (a *Agent) fittedSize(name, dev string) int64 {
 	n, err := a.cfg.FS.DeviceSize(dev)
 	if err != nil {
+		a.cfg.Log.Warn("size of the device unknown; growth is decided at the next check", "volume", name, "device", dev, "error", err)
 		return 0
 	}
 	return n

@@ -20,7 +20,6 @@ const (
 	// OpRemount applies changed mount options in place: to the staging
 	// mount (Op.Target.Path empty) or to one target.
 	OpRemount = "remount"
-	OpVerify  = "verify"
 )
 
 // Op is the next step for one volume.

@@ -103,7 +103,7 @@ func (a *Agent) reconstruct(ctx context.Context) error {
 		}
 		if uuid, ok := formatInterruptedIntent(intents, name); ok && v.Staging == nil {
 			// A volume found mounted has a finished format.
-			a.interruptedFormats[name] = uuid
+			a.formats.setInterrupted(name, uuid)
 		}
 	}
 	a.detachOrphans(ctx, ownedLists, claimed, mounts)
@@ -365,12 +365,16 @@ func inUse(mounts MountTable, dev string) bool {
 // back by the next pass. Volumes with a running operation are skipped
 // (only the reconciler starts operations, and it is the caller).
 func (a *Agent) verify(ctx context.Context) {
+	// The records first, then the kernel: a correction is made only to a
+	// record no operation changed since (State.Correct), so the table,
+	// read after, is never older than the record it corrects.
+	seen := a.state.Snapshot()
 	mounts, err := a.cfg.Mounter.Mounts()
 	if err != nil {
 		a.cfg.Log.Warn("drift check: read mount table", "error", err)
 		return
 	}
-	for name, rec := range a.state.Snapshot() {
+	for name, rec := range seen {
 		if _, busy := a.exec.Running(name); busy {
 			continue
 		}
@@ -378,13 +382,20 @@ func (a *Agent) verify(ctx context.Context) {
 		var changes []string
 		if fixed.Attachment != nil {
 			if att, err := a.attacher(fixed.Attachment.Driver); err == nil {
-				if dev, ok, err := att.Verify(ctx, *fixed.Attachment); err == nil {
-					if !ok {
-						fixed.Attachment = nil
-						changes = append(changes, "attachment gone")
-					} else {
-						fixed.Attachment.Device = dev
-					}
+				dev, ok, err := att.Verify(ctx, *fixed.Attachment)
+				switch {
+				case err != nil:
+					// Unknown is not gone: the record stays as it is.
+					a.driftLog.failed("verify "+name, "drift check: cannot verify the attachment; its record is kept", err,
+						"volume", name, "device", fixed.Attachment.Device)
+				case !ok:
+					fixed.Attachment = nil
+					changes = append(changes, "attachment gone")
+				default:
+					fixed.Attachment.Device = dev
+				}
+				if err == nil {
+					a.driftLog.ok("verify "+name, "drift check: the attachment verifies again", "volume", name)
 				}
 			}
 		}
@@ -407,9 +418,15 @@ func (a *Agent) verify(ctx context.Context) {
 		if len(changes) == 0 {
 			continue
 		}
-		a.cfg.Log.Warn("drift: repairing what changed behind volumed's back", "volume", name, "changes", changes)
-		if err := a.state.Adopt(fixed); err != nil {
+		done, err := a.state.Correct(rec, fixed)
+		switch {
+		case !done:
+			// An operation of the volume recorded since: its own checks
+			// are newer than this one; the next resync looks again.
+		case err != nil:
 			a.cfg.Log.Error("record drift", "volume", name, "error", err)
+		default:
+			a.cfg.Log.Warn("drift: repairing what changed behind volumed's back", "volume", name, "changes", changes)
 		}
 	}
 	a.detect(mounts)
