@@ -183,6 +183,20 @@ func decideFormat(sigs []Signature, fs *manifest.Filesystem, readOnly bool) (boo
 	return true, nil
 }
 
+// decideMkfs is the format-or-not decision. It is made in the
+// operation, not at planning, because it rests on the probe made right
+// before mkfs, under the operation's intent: a device written to between
+// a plan and its act is never formatted over. redo says the half-made
+// filesystem of an interrupted format was found damaged (resumeFormat):
+// only that is formatted again, with force, over a signature.
+func decideMkfs(redo bool, sigs []Signature, fs *manifest.Filesystem, readOnly bool) (mkfs, force bool, err error) {
+	if redo {
+		return true, true, nil
+	}
+	mkfs, err = decideFormat(sigs, fs, readOnly)
+	return mkfs, false, err
+}
+
 func compatibleFS(found, want string) bool {
 	if want == "ext4" {
 		return found == "ext4" || found == "ext3" || found == "ext2"

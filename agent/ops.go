@@ -73,19 +73,13 @@ func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
 	if err != nil {
 		return err
 	}
-	if redo {
-		if err := format(true); err != nil {
+	mkfs, force, err := decideMkfs(redo, sigs, fs, readOnlySource(d))
+	if err != nil {
+		return fmt.Errorf("%s: %w", dev, err)
+	}
+	if mkfs {
+		if err := format(force); err != nil {
 			return a.formatFailed(ctx, d, dev, err)
-		}
-	} else {
-		needFormat, err := decideFormat(sigs, fs, readOnlySource(d))
-		if err != nil {
-			return fmt.Errorf("%s: %w", dev, err)
-		}
-		if needFormat {
-			if err := format(false); err != nil {
-				return a.formatFailed(ctx, d, dev, err)
-			}
 		}
 	}
 	a.clearFormatInterrupted(d.Name)
