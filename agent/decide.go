@@ -12,10 +12,11 @@ import (
 // before deciding anything: reading decides nothing, and deciding reads
 // nothing.
 type Observations struct {
-	// Running: volumes with an operation in flight.
-	Running map[string]bool
-	// BackingChanged: volumes whose image file is no longer the one
-	// their device reads; growing it would grow the wrong file.
+	// Running and BackingChanged are noted of the volumes a growth check
+	// was asked for. Running: an operation is in flight. BackingChanged:
+	// the image file is no longer the one the device reads, so growing
+	// it would grow the wrong file.
+	Running        map[string]bool
 	BackingChanged map[string]bool
 	// Sizes: the volumes whose growth was checked this pass (a check is
 	// asked for at resync, on device events and on manifest changes).
