@@ -37,7 +37,8 @@ func (h *networkHold) on() bool {
 	return h.held
 }
 
-func (h *networkHold) network(d *Desired) bool { return slices.Contains(h.drivers, d.Driver) }
+// network: the driver's volumes need the network.
+func (h *networkHold) network(driver string) bool { return slices.Contains(h.drivers, driver) }
 
 // apply returns desired as the passes must see it: while held, every
 // network volume is wanted absent. desired itself is not changed.
@@ -47,7 +48,7 @@ func (h *networkHold) apply(desired map[string]*Desired) map[string]*Desired {
 	}
 	held := make(map[string]*Desired, len(desired))
 	for n, d := range desired {
-		if h.network(d) && !d.Absent {
+		if h.network(d.Driver) && !d.Absent {
 			c := *d
 			c.Absent = true
 			d = &c
@@ -93,7 +94,7 @@ func (a *Agent) ResumeNetwork() {
 	if was := a.hold.set(false); was {
 		a.cfg.Log.Info("resume --network: network volumes are set up again")
 		for n, d := range a.desiredSnapshot() {
-			if a.hold.network(d) {
+			if a.hold.network(d.Driver) {
 				a.exec.Reset(n)
 			}
 		}
@@ -109,12 +110,12 @@ func (a *Agent) networkDown() (api.ShutdownReply, bool) {
 	// manifest is gone is held still.
 	names := map[string]bool{}
 	for n, d := range a.desiredSnapshot() {
-		if slices.Contains(a.cfg.NetworkDrivers, d.Driver) {
+		if a.hold.network(d.Driver) {
 			names[n] = true
 		}
 	}
 	for n, rec := range actual {
-		if slices.Contains(a.cfg.NetworkDrivers, rec.Driver) {
+		if a.hold.network(rec.Driver) {
 			names[n] = true
 		}
 	}
