@@ -49,6 +49,7 @@ func (m *fakeMounter) Unmount(_ context.Context, p string) error {
 type fakeFS struct {
 	size    int64
 	growErr error
+	sizeErr error
 }
 
 func (f *fakeFS) Probe(context.Context, string) ([]Signature, error)           { return nil, nil }
@@ -58,7 +59,7 @@ func (f *fakeFS) CheckReadOnly(context.Context, string, string) (FSCheck, error)
 	return FSCheckUnknown, nil
 }
 func (f *fakeFS) Grow(context.Context, string, string, string) error { return f.growErr }
-func (f *fakeFS) DeviceSize(string) (int64, error)                   { return f.size, nil }
+func (f *fakeFS) DeviceSize(string) (int64, error)                   { return f.size, f.sizeErr }
 
 func condition(v api.Volume, typ string) (api.Condition, bool) {
 	for _, c := range v.Conditions {

@@ -1,7 +1,10 @@
 package agent
 
 import (
+	"errors"
+	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/volumed/volumed/agent/manifest"
@@ -95,5 +98,30 @@ func TestDecideGrowth(t *testing.T) {
 				t.Fatalf("Decide = ops %v, settled %v; want %v, %v", kinds, dec.GrowSettled, c.wantOps, c.wantSettled)
 			}
 		})
+	}
+}
+
+// A device size that cannot be read is said (once, not at every check)
+// and grows nothing; it is never taken silently as 0.
+func TestGrowthCheckShowsUnreadableSize(t *testing.T) {
+	var buf syncBuffer
+	a := sessionAgent(t, &fakeTarget{})
+	a.cfg.Log = slog.New(slog.NewTextHandler(&buf, nil))
+	a.driftLog = newOnceLog(a.cfg.Log)
+	a.cfg.FS = &fakeFS{sizeErr: errors.New("sysfs size: no such device")}
+	d := &Desired{Name: "g", Driver: "fake", Spec: &manifest.VolumeSpec{Filesystem: &manifest.Filesystem{Type: "ext4", Grow: true}}}
+	rec := &store.Volume{Name: "g", Driver: "fake",
+		Attachment: &store.Attachment{Driver: "fake", Device: "/dev/fake-g", Identity: "fake:g"},
+		Staging:    &store.MountRecord{Path: "/s/g", Owned: true, DeviceBytes: 64 << 20, Options: stagingOptions(d)}}
+	desired, actual := map[string]*Desired{"g": d}, map[string]*store.Volume{"g": rec}
+	for range 2 {
+		a.askGrowthCheck()
+		dec := Decide(desired, actual, a.observe(desired, actual))
+		if len(dec.Ops) != 0 {
+			t.Fatalf("ops %+v with an unreadable size, want none", dec.Ops)
+		}
+	}
+	if n := strings.Count(buf.String(), "no such device"); n != 1 {
+		t.Fatalf("the size error was logged %d times over two checks, want once:\n%s", n, buf.String())
 	}
 }
