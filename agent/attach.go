@@ -26,7 +26,7 @@ func (a *Agent) opAttach(ctx context.Context, d *Desired) error {
 			return err
 		}
 		if f, ok := pick(found); ok {
-			rec.Attachment = a.attachmentOf(d, f, f.Ours)
+			rec.Attachment = a.attachmentOf(d, f)
 			return nil
 		}
 		if len(found) > 0 {
@@ -39,7 +39,7 @@ func (a *Agent) opAttach(ctx context.Context, d *Desired) error {
 		if err != nil {
 			return err
 		}
-		rec.Attachment = a.attachmentOf(d, f, f.Ours)
+		rec.Attachment = a.attachmentOf(d, f)
 		return nil
 	})
 }
@@ -57,10 +57,10 @@ func (a *Agent) stagingFree(name string) error {
 }
 
 // pick chooses, among attachments found in place, one the volume may
-// use: ours first, then one that may be shared.
+// use: an owned one first, then one that may be shared.
 func pick(found []Found) (Found, bool) {
 	for _, f := range found {
-		if f.Ours {
+		if f.Owned {
 			return f, true
 		}
 	}
@@ -73,43 +73,18 @@ func pick(found []Found) (Found, bool) {
 }
 
 // attachmentOf records f for d. The volume owns it (may tear it down)
-// when volumed made it, or when it rides a session another volume of
-// ours made: the last of them to go logs the session out.
-func (a *Agent) attachmentOf(d *Desired, f Found, made bool) *store.Attachment {
+// when volumed made it, or when it rides a session volumed made for
+// another volume: the last of them to go logs the session out.
+func (a *Agent) attachmentOf(d *Desired, f Found) *store.Attachment {
 	key := sessionKey(d.Driver, f.Session)
-	a.mu.Lock()
-	if made && key != "" {
-		// Known at once, before the record is: a volume reusing the
-		// session a moment later must see that it is ours.
-		a.madeSessions[key] = true
+	if f.Owned {
+		a.sessions.add(key)
 	}
-	ours := key != "" && a.madeSessions[key]
-	a.mu.Unlock()
-	owned := made || ours || a.sessionOwned(d.Name, d.Driver, f.Session)
+	owned := f.Owned || a.sessions.has(key) || sessionOwnedBy(a.sharers(d.Name, d.Driver), f.Session)
 	return &store.Attachment{
 		Driver: d.Driver, Device: f.Device, Identity: f.Identity, Session: f.Session,
 		Owned: owned && !f.Pinned, Pinned: f.Pinned, Source: sourceKey(d.Spec.Source),
 	}
-}
-
-// sessionKey names a shared kernel object across drivers; "" for none.
-func sessionKey(driver, session string) string {
-	if session == "" {
-		return ""
-	}
-	return driver + "\x00" + session
-}
-
-func (a *Agent) sessionOwned(name, driver, session string) bool {
-	if session == "" {
-		return false
-	}
-	for n, rec := range a.state.Snapshot() {
-		if n != name && rec.Attachment != nil && rec.Attachment.Driver == driver && rec.Attachment.Session == session && rec.Attachment.Owned {
-			return true
-		}
-	}
-	return false
 }
 
 // sharers are the attachments other volumes hold through the same driver.

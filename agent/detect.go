@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 
 	"github.com/volumed/volumed/internal/holders"
@@ -51,7 +50,7 @@ func (a *Agent) apply(volume, typ string, p *Problem, err error) {
 // detect runs the checks that need the kernel, at the resync's drift
 // check and at start-up, never in a reconcile pass: a stat per volume,
 // a statfs per image directory and a sysfs read per ext4 volume.
-func (a *Agent) detect(mounts []*mountinfo.Info) {
+func (a *Agent) detect(mounts MountTable) {
 	desired := a.desiredSnapshot()
 	spaces := map[string]dirSpace{}
 	for name, rec := range a.state.Snapshot() {
@@ -126,7 +125,7 @@ func checkBackingSpace(d *Desired, rec *store.Volume, seen map[string]dirSpace) 
 // checkFilesystem looks for a volume filesystem the kernel gave up on:
 // read-only although the manifest wants it writable (errors=remount-ro
 // after an error), or errors ext4 has recorded.
-func (a *Agent) checkFilesystem(d *Desired, rec *store.Volume, mounts []*mountinfo.Info) (*Problem, error) {
+func (a *Agent) checkFilesystem(d *Desired, rec *store.Volume, mounts MountTable) (*Problem, error) {
 	if d == nil || d.Spec.Filesystem == nil || rec.Staging == nil || rec.Attachment == nil {
 		return nil, nil
 	}

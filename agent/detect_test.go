@@ -13,6 +13,7 @@ import (
 
 	"github.com/volumed/volumed/agent/api"
 	"github.com/volumed/volumed/agent/manifest"
+	"github.com/volumed/volumed/drivers/mount"
 	"github.com/volumed/volumed/store"
 )
 
@@ -21,6 +22,8 @@ import (
 type fakeMounter struct {
 	mounted    map[string]bool
 	unmountErr error
+	// table is what the mount table shows.
+	table []*mountinfo.Info
 }
 
 func (m *fakeMounter) MountDevice(string, string, string, []string) error { return nil }
@@ -29,7 +32,7 @@ func (m *fakeMounter) EnsureDir(string) error                             { retu
 func (m *fakeMounter) Remount(string, int, []string, []string) error      { return nil }
 func (m *fakeMounter) SetBindOptions(string, int, BindOptions) error      { return nil }
 func (m *fakeMounter) Entries(string) (int, error)                        { return 0, nil }
-func (m *fakeMounter) Mounts() ([]*mountinfo.Info, error)                 { return nil, nil }
+func (m *fakeMounter) Mounts() (MountTable, error)                        { return mount.NewTable(m.table), nil }
 func (m *fakeMounter) At(p string) (MountPoint, error) {
 	return MountPoint{MountID: 7, Root: m.mounted[p]}, nil
 }
@@ -46,6 +49,7 @@ func (m *fakeMounter) Unmount(_ context.Context, p string) error {
 type fakeFS struct {
 	size    int64
 	growErr error
+	sizeErr error
 }
 
 func (f *fakeFS) Probe(context.Context, string) ([]Signature, error)           { return nil, nil }
@@ -55,7 +59,7 @@ func (f *fakeFS) CheckReadOnly(context.Context, string, string) (FSCheck, error)
 	return FSCheckUnknown, nil
 }
 func (f *fakeFS) Grow(context.Context, string, string, string) error { return f.growErr }
-func (f *fakeFS) DeviceSize(string) (int64, error)                   { return f.size, nil }
+func (f *fakeFS) DeviceSize(string) (int64, error)                   { return f.size, f.sizeErr }
 
 func condition(v api.Volume, typ string) (api.Condition, bool) {
 	for _, c := range v.Conditions {
@@ -84,7 +88,7 @@ func TestGrowFailedRaisedAndCleared(t *testing.T) {
 	a := sessionAgent(t, &fakeTarget{})
 	a.cfg.FS, a.cfg.Mounter = fs, &fakeMounter{}
 	d := &Desired{Name: "g", Driver: "fake", Spec: &manifest.VolumeSpec{Filesystem: &manifest.Filesystem{Type: "ext4", Grow: true}}}
-	a.desired = map[string]*Desired{"g": d}
+	a.manifests.replace(map[string]*Desired{"g": d}, nil)
 	rec := &store.Volume{Name: "g", Driver: "fake",
 		Attachment: &store.Attachment{Driver: "fake", Device: "/dev/fake-g", Identity: "fake:g"},
 		Staging:    &store.MountRecord{Path: "/s/g", Owned: true, DeviceBytes: 64 << 20, Options: stagingOptions(d)}}

@@ -36,12 +36,13 @@ type Found struct {
 	// Session names the kernel object the attachment shares with others
 	// of the same driver (an iSCSI session, an NVMe controller); "" if none.
 	Session string
-	// Ours: the kernel object carries volumed's marker (e.g. a loop
-	// device's tag), so it was made by volumed even if the state file was lost.
-	Ours bool
+	// Owned: volumed made the kernel object (it carries volumed's marker,
+	// e.g. a loop device's tag, or this Attach made it), so volumed may
+	// tear it down, even if the state file was lost.
+	Owned bool
 	// Reusable: an attachment found in place may be used as it is (a
 	// session another tool or the firmware made, a local disk). Unless it
-	// is ours, it is then never torn down. A loop device volumed did not
+	// is owned, it is then never torn down. A loop device volumed did not
 	// make is not reusable: two writers on one image corrupt it.
 	Reusable bool
 	// Pinned: the host booted from it (firmware tables); it is never torn
@@ -155,10 +156,23 @@ type Mounter interface {
 	// Entries counts what the directory at path holds (0 if missing).
 	Entries(path string) (int, error)
 	// Mounts reads the whole mount table (start-up, drift checks).
-	Mounts() ([]*mountinfo.Info, error)
+	Mounts() (MountTable, error)
 	// At says, in one syscall, which mount a path lands on and whether
 	// something is mounted exactly there: the operations' hot path.
 	At(path string) (MountPoint, error)
+}
+
+// MountTable is one consistent read of the kernel's mount table.
+type MountTable interface {
+	// Top is the mount a lookup of path lands on, among those mounted
+	// exactly there: the top of the stack by parent links (file order is
+	// not enough: propagation can tuck a mount underneath), or nil.
+	Top(path string) *mountinfo.Info
+	// All lists every mount in the kernel's order.
+	All() []*mountinfo.Info
+	// SameSource: m shows the filesystem of the mount of, at subPath
+	// inside it (a target bound from a staging mount).
+	SameSource(m, of *mountinfo.Info, subPath string) bool
 }
 
 // MountPoint is what the kernel says about where a path lands.

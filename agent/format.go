@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/volumed/volumed/agent/manifest"
 )
@@ -103,19 +104,44 @@ func (a *Agent) resumeFormat(ctx context.Context, d *Desired, dev string, sigs [
 	return false, nil
 }
 
+// formatMemory is what the agent remembers of formats between
+// operations: those a crash left uncertain (with the filesystem UUID
+// each was making) and those refused after a failed mkfs.
+type formatMemory struct {
+	mu          sync.Mutex
+	interrupted map[string]string
+	refused     map[string]refusedFormat
+}
+
+func newFormatMemory() *formatMemory {
+	return &formatMemory{interrupted: map[string]string{}, refused: map[string]refusedFormat{}}
+}
+
+func (m *formatMemory) setInterrupted(name, uuid string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.interrupted[name] = uuid
+}
+
+func (m *formatMemory) forgetRefused(name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.refused, name)
+}
+
 // formatInterrupted returns the UUID of the format a crash left
 // uncertain for the volume, if one did.
 func (a *Agent) formatInterrupted(name string) (string, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	uuid, ok := a.interruptedFormats[name]
+	a.formats.mu.Lock()
+	defer a.formats.mu.Unlock()
+	uuid, ok := a.formats.interrupted[name]
 	return uuid, ok
 }
 
 func (a *Agent) clearFormatInterrupted(name string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	delete(a.interruptedFormats, name)
+	a.formats.mu.Lock()
+	defer a.formats.mu.Unlock()
+	delete(a.formats.interrupted, name)
 }
 
 func mkfsArgs(fs *manifest.Filesystem, force bool) []string {
@@ -155,6 +181,20 @@ func decideFormat(sigs []Signature, fs *manifest.Filesystem, readOnly bool) (boo
 		return false, fmt.Errorf("is blank and the source is read-only: cannot format")
 	}
 	return true, nil
+}
+
+// decideMkfs is the format-or-not decision. It is made in the
+// operation, not at planning, because it rests on the probe made right
+// before mkfs, under the operation's intent: a device written to between
+// a plan and its act is never formatted over. redo says the half-made
+// filesystem of an interrupted format was found damaged (resumeFormat):
+// only that is formatted again, with force, over a signature.
+func decideMkfs(redo bool, sigs []Signature, fs *manifest.Filesystem, readOnly bool) (mkfs, force bool, err error) {
+	if redo {
+		return true, true, nil
+	}
+	mkfs, err = decideFormat(sigs, fs, readOnly)
+	return mkfs, false, err
 }
 
 func compatibleFS(found, want string) bool {

@@ -1,6 +1,10 @@
 package agent
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/volumed/volumed/agent/manifest"
+)
 
 func TestDecideResume(t *testing.T) {
 	ext4 := []Signature{{Type: "ext4", Usage: "filesystem"}}
@@ -36,5 +40,30 @@ func TestNewUUIDIsVersion4(t *testing.T) {
 	u := newUUID()
 	if len(u) != 36 || u[14] != '4' || u == newUUID() {
 		t.Errorf("newUUID() = %q", u)
+	}
+}
+
+// decideMkfs: the interrupted format's own damaged filesystem is the one
+// signature formatted over (forced); otherwise decideFormat decides.
+func TestDecideMkfs(t *testing.T) {
+	ext4 := &manifest.Filesystem{Type: "ext4", Format: manifest.FormatIfBlank}
+	fsSig := []Signature{{Type: "ext4", Usage: "filesystem"}}
+	cases := []struct {
+		name              string
+		redo              bool
+		sigs              []Signature
+		ro                bool
+		mkfs, force, fail bool
+	}{
+		{name: "redo over the half-made filesystem", redo: true, sigs: fsSig, mkfs: true, force: true},
+		{name: "blank: made, not forced", mkfs: true},
+		{name: "a filesystem there: kept", sigs: fsSig},
+		{name: "blank read-only: refused", ro: true, fail: true},
+	}
+	for _, c := range cases {
+		mkfs, force, err := decideMkfs(c.redo, c.sigs, ext4, c.ro)
+		if mkfs != c.mkfs || force != c.force || (err != nil) != c.fail {
+			t.Errorf("%s: decideMkfs = %v, %v, %v; want %v, %v, failure %v", c.name, mkfs, force, err, c.mkfs, c.force, c.fail)
+		}
 	}
 }

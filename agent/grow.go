@@ -3,8 +3,6 @@ package agent
 import (
 	"context"
 	"fmt"
-	"path/filepath"
-	"sort"
 
 	"github.com/volumed/volumed/store"
 )
@@ -63,11 +61,12 @@ func (a *Agent) refreshSizes(ctx context.Context) {
 
 // observeSizes reads the sizes growNeeded compares; cheap (a stat and a
 // sysfs read), but only done at resync, on device events and on
-// manifest changes.
-func (a *Agent) observeSizes(d *Desired, rec *store.Volume) sizes {
+// manifest changes. A size that cannot be read is left unknown (0, -1),
+// which never asks for growth, and the error is returned.
+func (a *Agent) observeSizes(d *Desired, rec *store.Volume) (sizes, error) {
 	s := sizes{image: -1}
 	if rec == nil || rec.Attachment == nil || rec.Staging == nil {
-		return s
+		return s, nil
 	}
 	if l := d.Spec.Source.Loop; l != nil && l.Create != nil {
 		if n, err := fileSize(l.File); err == nil {
@@ -75,9 +74,13 @@ func (a *Agent) observeSizes(d *Desired, rec *store.Volume) sizes {
 		}
 	}
 	if _, staged := a.cfg.Attachers[rec.Attachment.Driver].(Stager); !staged {
-		s.device = a.deviceSize(rec.Attachment.Device)
+		n, err := a.cfg.FS.DeviceSize(rec.Attachment.Device)
+		if err != nil {
+			return s, fmt.Errorf("size of %s: %w", rec.Attachment.Device, err)
+		}
+		s.device = n
 	}
-	return s
+	return s, nil
 }
 
 // opGrow makes the device as large as the manifest wants (a loop image
@@ -119,64 +122,4 @@ func (a *Agent) grow(ctx context.Context, d *Desired) error {
 		}
 		return nil
 	})
-}
-
-func (a *Agent) askGrowthCheck() { a.askGrowthCheckOf("") }
-
-// askGrowthCheckOf asks the next pass to check the volume on device
-// (its kernel name), or every volume when device is "": a device event
-// costs one volume's check, not all of them.
-func (a *Agent) askGrowthCheckOf(device string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if device == "" {
-		a.checkGrowth = true
-		return
-	}
-	if a.growDevices == nil {
-		a.growDevices = map[string]bool{}
-	}
-	a.growDevices[device] = true
-}
-
-// growthOps adds a grow operation for each converged volume whose device
-// or image should grow, when a check was asked for.
-func (a *Agent) growthOps(desired map[string]*Desired, actual map[string]*store.Volume, planned []Op) []Op {
-	a.mu.Lock()
-	all, devices := a.checkGrowth, a.growDevices
-	a.checkGrowth, a.growDevices = false, nil
-	a.mu.Unlock()
-	if !all && len(devices) == 0 {
-		return nil
-	}
-	busy := map[string]bool{}
-	for _, op := range planned {
-		busy[op.Volume] = true
-	}
-	names := make([]string, 0, len(desired))
-	for n := range desired {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	var ops []Op
-	for _, n := range names {
-		if _, running := a.exec.Running(n); busy[n] || running {
-			continue
-		}
-		if a.conds.Has(n, CondBackingChanged) {
-			continue // the file at the image's path is not the device's: growing it would grow the wrong one
-		}
-		d, rec := desired[n], actual[n]
-		if !all && (rec == nil || rec.Attachment == nil || !devices[filepath.Base(rec.Attachment.Device)]) {
-			continue
-		}
-		if growNeeded(d, rec, a.observeSizes(d, rec)) {
-			ops = append(ops, Op{Volume: n, Kind: OpGrow})
-		} else {
-			// Nothing to grow (the size asked for was lowered back): a
-			// failure of an earlier grow no longer matters.
-			a.apply(n, CondGrowFailed, nil, nil)
-		}
-	}
-	return ops
 }

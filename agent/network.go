@@ -6,10 +6,57 @@ import (
 	"context"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/volumed/volumed/agent/api"
 )
+
+// networkHold: `volumed shutdown --network` was asked; the network
+// volumes are torn down and stay down until the agent exits (or
+// ResumeNetwork).
+type networkHold struct {
+	drivers []string // the drivers whose volumes need the network
+
+	mu   sync.Mutex
+	held bool
+}
+
+// set holds or lets go and returns what it was.
+func (h *networkHold) set(on bool) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	was := h.held
+	h.held = on
+	return was
+}
+
+func (h *networkHold) on() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.held
+}
+
+// network: the driver's volumes need the network.
+func (h *networkHold) network(driver string) bool { return slices.Contains(h.drivers, driver) }
+
+// apply returns desired as the passes must see it: while held, every
+// network volume is wanted absent. desired itself is not changed.
+func (h *networkHold) apply(desired map[string]*Desired) map[string]*Desired {
+	if !h.on() {
+		return desired
+	}
+	held := make(map[string]*Desired, len(desired))
+	for n, d := range desired {
+		if h.network(d.Driver) && !d.Absent {
+			c := *d
+			c.Absent = true
+			d = &c
+		}
+		held[n] = d
+	}
+	return held
+}
 
 // ShutdownNetwork tears down every network volume that is not pinned
 // and keeps them down until the agent exits: at poweroff they must be
@@ -22,11 +69,7 @@ func (a *Agent) ShutdownNetwork(ctx context.Context) api.ShutdownReply {
 	case <-ctx.Done():
 		return api.ShutdownReply{Down: []string{}, Pinned: []string{}, Remaining: []string{errStarting}}
 	}
-	a.mu.Lock()
-	first := !a.holdNetwork
-	a.holdNetwork = true
-	a.mu.Unlock()
-	if first {
+	if first := !a.hold.set(true); first {
 		a.cfg.Log.Info("shutdown --network: tearing down network volumes and keeping them down")
 	}
 	a.Trigger()
@@ -48,14 +91,10 @@ func (a *Agent) ShutdownNetwork(ctx context.Context) api.ShutdownReply {
 // ResumeNetwork undoes ShutdownNetwork: network volumes are set up
 // again (the network unit started again after a manual stop).
 func (a *Agent) ResumeNetwork() {
-	a.mu.Lock()
-	was := a.holdNetwork
-	a.holdNetwork = false
-	a.mu.Unlock()
-	if was {
+	if was := a.hold.set(false); was {
 		a.cfg.Log.Info("resume --network: network volumes are set up again")
 		for n, d := range a.desiredSnapshot() {
-			if slices.Contains(a.cfg.NetworkDrivers, d.Driver) {
+			if a.hold.network(d.Driver) {
 				a.exec.Reset(n)
 			}
 		}
@@ -71,12 +110,12 @@ func (a *Agent) networkDown() (api.ShutdownReply, bool) {
 	// manifest is gone is held still.
 	names := map[string]bool{}
 	for n, d := range a.desiredSnapshot() {
-		if slices.Contains(a.cfg.NetworkDrivers, d.Driver) {
+		if a.hold.network(d.Driver) {
 			names[n] = true
 		}
 	}
 	for n, rec := range actual {
-		if slices.Contains(a.cfg.NetworkDrivers, rec.Driver) {
+		if a.hold.network(rec.Driver) {
 			names[n] = true
 		}
 	}

@@ -6,10 +6,51 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 )
 
 const statusEvery = 250 * time.Millisecond
+
+// systemdStatus is what systemd was told and when: whether the agent has
+// settled (READY=1 once), and the last STATUS= line.
+type systemdStatus struct {
+	mu         sync.Mutex
+	settled    bool
+	line       string
+	lastReport time.Time
+}
+
+// passDone notes how a pass left things: first says the agent has just
+// settled, report that the STATUS= line is due. The line costs a status
+// of every volume: while operations run, it is refreshed at most every
+// statusEvery, and always once things settle.
+func (s *systemdStatus) passDone(settled bool, now time.Time) (first, report bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	first = settled && !s.settled
+	s.settled = settled
+	report = settled || now.Sub(s.lastReport) >= statusEvery
+	if report {
+		s.lastReport = now
+	}
+	return first, report
+}
+
+func (s *systemdStatus) isSettled() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.settled
+}
+
+// setLine keeps line and reports whether it differs from the last.
+func (s *systemdStatus) setLine(line string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	changed := line != s.line
+	s.line = line
+	return changed
+}
 
 func (a *Agent) notify(state string) {
 	if a.cfg.Notify != nil {
@@ -37,10 +78,7 @@ func (a *Agent) reportStatus(firstSettle bool) {
 	if len(parts) > 0 {
 		line = strings.Join(parts, ", ")
 	}
-	a.mu.Lock()
-	changed := line != a.statusLine
-	a.statusLine = line
-	a.mu.Unlock()
+	changed := a.systemd.setLine(line)
 	if firstSettle {
 		a.cfg.Log.Info("converged", "status", line)
 		a.notify("READY=1\nSTATUS=" + line)

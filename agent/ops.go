@@ -73,19 +73,13 @@ func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
 	if err != nil {
 		return err
 	}
-	if redo {
-		if err := format(true); err != nil {
+	mkfs, force, err := decideMkfs(redo, sigs, fs, readOnlySource(d))
+	if err != nil {
+		return fmt.Errorf("%s: %w", dev, err)
+	}
+	if mkfs {
+		if err := format(force); err != nil {
 			return a.formatFailed(ctx, d, dev, err)
-		}
-	} else {
-		needFormat, err := decideFormat(sigs, fs, readOnlySource(d))
-		if err != nil {
-			return fmt.Errorf("%s: %w", dev, err)
-		}
-		if needFormat {
-			if err := format(false); err != nil {
-				return a.formatFailed(ctx, d, dev, err)
-			}
 		}
 	}
 	a.clearFormatInterrupted(d.Name)
@@ -119,7 +113,7 @@ func (a *Agent) mountStaging(d *Desired, dev string) error {
 				return fmt.Errorf("staging path %s has a mount that volumed did not make; left alone", p)
 			}
 			rec.Staging = stagingRecord(p, top.ID, dev, fs.Type, nil)
-			rec.Staging.DeviceBytes = a.deviceSize(dev)
+			rec.Staging.DeviceBytes = a.fittedSize(d.Name, dev)
 			return nil
 		}
 		if err := a.cfg.Mounter.EnsureDir(p); err != nil {
@@ -137,16 +131,19 @@ func (a *Agent) mountStaging(d *Desired, dev string) error {
 			return fmt.Errorf("mount of %s at %s succeeded but the kernel does not show it", dev, p)
 		}
 		rec.Staging = stagingRecord(p, pt.MountID, dev, fs.Type, opts)
-		rec.Staging.DeviceBytes = a.deviceSize(dev)
+		rec.Staging.DeviceBytes = a.fittedSize(d.Name, dev)
 		return nil
 	})
 }
 
-// deviceSize is the device's size now, 0 when unknown (growth is then
-// decided at the next check).
-func (a *Agent) deviceSize(dev string) int64 {
+// fittedSize is the size a filesystem just mounted on dev is fitted to,
+// for the record. When it cannot be read the mount still stands (its
+// record must not be lost): the record keeps 0, the failure is logged,
+// and the next growth check reads the size again.
+func (a *Agent) fittedSize(name, dev string) int64 {
 	n, err := a.cfg.FS.DeviceSize(dev)
 	if err != nil {
+		a.cfg.Log.Warn("size of the device unknown; growth is decided at the next check", "volume", name, "device", dev, "error", err)
 		return 0
 	}
 	return n
@@ -188,7 +185,7 @@ func (a *Agent) mountInfoAt(p string) (*mountinfo.Info, error) {
 	if err != nil {
 		return nil, err
 	}
-	return topAt(mounts, p), nil
+	return mounts.Top(p), nil
 }
 
 func readOnlySource(d *Desired) bool {
@@ -390,26 +387,21 @@ func (a *Agent) opDetach(ctx context.Context, name, driver string) error {
 		}
 		at := *rec.Attachment
 		key := sessionKey(at.Driver, at.Session)
-		// A session volumed made is released by whichever of its
-		// volumes goes last, even one that found it already there.
-		a.mu.Lock()
-		ours := key != "" && a.madeSessions[key]
-		a.mu.Unlock()
-		if (at.Owned || ours) && !at.Pinned {
+		// Observed here, under the volume's intent, not at planning: a
+		// volume that joined the session since the pass began keeps it.
+		sharers := a.sharers(name, at.Driver)
+		if mayRelease(at, sharers, a.sessions.has(key)) {
 			att, err := a.attacher(at.Driver)
 			if err != nil {
 				return err
 			}
-			sharers := a.sharers(name, at.Driver)
 			at.Owned = true
 			detach := func(ctx context.Context) error { return att.Detach(ctx, at, sharers) }
 			if err := a.teardownStep(ctx, name, "detach", at.Device, 0, detach); err != nil {
 				return err
 			}
-			if key != "" && !slices.ContainsFunc(sharers, func(o store.Attachment) bool { return o.Session == at.Session }) {
-				a.mu.Lock()
-				delete(a.madeSessions, key)
-				a.mu.Unlock()
+			if key != "" {
+				a.sessions.drop(key)
 			}
 		}
 		rec.Attachment = nil
@@ -417,35 +409,17 @@ func (a *Agent) opDetach(ctx context.Context, name, driver string) error {
 	})
 }
 
-// topAt returns the topmost mount whose mount point is exactly p.
-// mountinfo lists a mount after the one it covers, so the last wins.
-func topAt(mounts []*mountinfo.Info, p string) *mountinfo.Info {
-	var top *mountinfo.Info
-	for _, m := range mounts {
-		if m.Mountpoint == p {
-			top = m
-		}
-	}
-	return top
-}
-
-func stagingInfo(mounts []*mountinfo.Info, rec *store.Volume) *mountinfo.Info {
+// stagingInfo is the recorded staging mount as the table shows it, nil
+// when it is gone.
+func stagingInfo(mounts MountTable, rec *store.Volume) *mountinfo.Info {
 	if rec == nil || rec.Staging == nil {
 		return nil
 	}
-	top := topAt(mounts, rec.Staging.Path)
+	top := mounts.Top(rec.Staging.Path)
 	if top == nil || (top.ID != rec.Staging.MountID && !sameDevice(top, rec.Staging.Device)) {
 		return nil
 	}
 	return top
-}
-
-// sameSource: m shows the filesystem of the staging mount st, at subPath.
-func sameSource(m, st *mountinfo.Info, subPath string) bool {
-	if m == nil || st == nil {
-		return false
-	}
-	return m.Major == st.Major && m.Minor == st.Minor && filepath.Clean(m.Root) == filepath.Join(st.Root, subPath)
 }
 
 // sameDevice: m is a mount of the block device dev.

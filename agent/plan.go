@@ -2,8 +2,8 @@ package agent
 
 import (
 	"sort"
-	"strings"
 
+	"github.com/volumed/volumed/internal/safepath"
 	"github.com/volumed/volumed/store"
 )
 
@@ -20,7 +20,6 @@ const (
 	// OpRemount applies changed mount options in place: to the staging
 	// mount (Op.Target.Path empty) or to one target.
 	OpRemount = "remount"
-	OpVerify  = "verify"
 )
 
 // Op is the next step for one volume.
@@ -148,7 +147,7 @@ func hasTarget(a *store.Volume, p string) bool {
 // p would fail busy (or hide it); p waits until that one is gone.
 func coversHeld(p string, held map[string]string) bool {
 	for q := range held {
-		if q != p && within(q, p) {
+		if q != p && safepath.Within(q, p) {
 			return true
 		}
 	}
@@ -158,13 +157,9 @@ func coversHeld(p string, held map[string]string) bool {
 // enclosedBy: volume holds a published target that p lies inside.
 func enclosedBy(p, volume string, held map[string]string) bool {
 	for q, holder := range held {
-		if holder == volume && q != p && within(p, q) {
+		if holder == volume && q != p && safepath.Within(p, q) {
 			return true
 		}
 	}
 	return false
-}
-
-func within(p, dir string) bool {
-	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }

@@ -17,7 +17,7 @@ import (
 // attachment carrying volumed's marker, so that one left behind by a
 // crash for a volume nobody wants any more can be torn down.
 type OrphanLister interface {
-	ListOurs(ctx context.Context) ([]store.Attachment, error)
+	ListOwned(ctx context.Context) ([]store.Attachment, error)
 }
 
 // reconstruct rebuilds the actual state before the first pass: the
@@ -68,7 +68,7 @@ func (a *Agent) reconstruct(ctx context.Context) error {
 	// What carries our marker, listed once: a volume with no record need
 	// not be looked for in the kernel (one scan per volume) when nothing
 	// of ours is unaccounted for by the records, the usual case.
-	ours := a.listOurs(ctx)
+	ownedLists := a.listOwned(ctx)
 	recorded := map[string]bool{}
 	for _, r := range recs {
 		if r.Attachment != nil {
@@ -76,7 +76,7 @@ func (a *Agent) reconstruct(ctx context.Context) error {
 		}
 	}
 	strays := map[string]bool{} // drivers with marked attachments no record names
-	for driver, list := range ours {
+	for driver, list := range ownedLists {
 		for _, o := range list {
 			if !recorded[o.Identity] {
 				strays[driver] = true
@@ -89,11 +89,11 @@ func (a *Agent) reconstruct(ctx context.Context) error {
 		if d == nil {
 			d = leftovers[name]
 		}
-		v := a.probeVolume(ctx, name, recs[name], d, mounts, pending[name], ours, strays)
+		v := a.probeVolume(ctx, name, recs[name], d, mounts, pending[name], ownedLists, strays)
 		if v.Attachment != nil {
 			claimed[v.Attachment.Identity] = true
-			if k := sessionKey(v.Attachment.Driver, v.Attachment.Session); k != "" && v.Attachment.Owned {
-				a.madeSessions[k] = true
+			if v.Attachment.Owned {
+				a.sessions.add(sessionKey(v.Attachment.Driver, v.Attachment.Session))
 			}
 		}
 		if err := a.state.AdoptKnown(v, recs[name]); err != nil {
@@ -103,10 +103,10 @@ func (a *Agent) reconstruct(ctx context.Context) error {
 		}
 		if uuid, ok := formatInterruptedIntent(intents, name); ok && v.Staging == nil {
 			// A volume found mounted has a finished format.
-			a.interruptedFormats[name] = uuid
+			a.formats.setInterrupted(name, uuid)
 		}
 	}
-	a.detachOrphans(ctx, ours, claimed, mounts)
+	a.detachOrphans(ctx, ownedLists, claimed, mounts)
 	// A restarted agent sees at once what went wrong while it was away
 	// (an image deleted under its device), not a minute later.
 	a.detect(mounts)
@@ -133,7 +133,7 @@ func formatInterruptedIntent(intents []store.Intent, name string) (string, bool)
 }
 
 // probeVolume finds what of one volume is really in the kernel.
-func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume, d *Desired, mounts []*mountinfo.Info, pending []string, ours map[string][]store.Attachment, strays map[string]bool) *store.Volume {
+func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume, d *Desired, mounts MountTable, pending []string, ownedLists map[string][]store.Attachment, strays map[string]bool) *store.Volume {
 	v := &store.Volume{Name: name}
 	switch {
 	case d != nil:
@@ -144,7 +144,7 @@ func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume,
 	log := a.cfg.Log.With("volume", name)
 
 	// The attachment: a recorded one is checked by identity; without a
-	// record, one carrying our marker is ours (the state file may have
+	// record, one carrying our marker is owned (the state file may have
 	// been lost, or we died between attaching and recording).
 	if rec != nil && rec.Attachment != nil {
 		if att, err := a.attacher(rec.Attachment.Driver); err == nil {
@@ -162,7 +162,7 @@ func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume,
 			}
 		}
 	}
-	if v.Attachment == nil && d != nil && a.mayHaveUnrecorded(d.Driver, ours, strays, pending) {
+	if v.Attachment == nil && d != nil && a.mayHaveUnrecorded(d.Driver, ownedLists, strays, pending) {
 		if att, err := a.attacher(d.Driver); err == nil {
 			found, err := att.Find(ctx, d)
 			if err != nil {
@@ -170,12 +170,12 @@ func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume,
 			}
 			if f, ok := pick(found); ok {
 				// A session carries no marker of ours: when a crash caught
-				// us attaching it, we take it as ours (else it would leak);
+				// us attaching it, we take it as owned (else it would leak);
 				// otherwise it was there before us and is only used.
-				made := f.Ours || (f.Reusable && slices.Contains(pending, OpAttach))
+				owned := f.Owned || (f.Reusable && slices.Contains(pending, OpAttach))
 				v.Attachment = &store.Attachment{
 					Driver: d.Driver, Device: f.Device, Identity: f.Identity, Session: f.Session,
-					Owned: made && !f.Pinned, Pinned: f.Pinned, Source: sourceKey(d.Spec.Source),
+					Owned: owned && !f.Pinned, Pinned: f.Pinned, Source: sourceKey(d.Spec.Source),
 				}
 				log.Info("adopting attachment found in the kernel", "device", f.Device, "identity", f.Identity, "owned", v.Attachment.Owned)
 			}
@@ -189,14 +189,14 @@ func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume,
 		// volume's, even when its image was deleted or moved away (so it
 		// is not found by the file): adopting it keeps the data and stops
 		// a second device (and a format) on whatever is at the path now.
-		if o, ok := ownedAt(ours[d.Driver], topAt(mounts, p)); ok {
+		if o, ok := ownedAt(ownedLists[d.Driver], mounts.Top(p)); ok {
 			v.Attachment = &o
 			log.Info("adopting our attachment mounted at the staging path", "device", o.Device, "identity", o.Identity)
 		}
 	}
 	var st *mountinfo.Info
 	stager, staged := a.cfg.Attachers[v.Driver].(Stager)
-	if top := topAt(mounts, p); top != nil {
+	if top := mounts.Top(p); top != nil {
 		if staged && d != nil && v.Attachment != nil && stager.IsStaged(d, p) {
 			st = top
 			v.Staging = &store.MountRecord{Path: p, Device: v.Attachment.Device, FSType: v.Driver, MountID: top.ID, Owned: true}
@@ -214,7 +214,7 @@ func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume,
 	}
 
 	// Targets: a recorded or wanted target whose top mount shows our
-	// staging filesystem is adopted; anything else there is not ours.
+	// staging filesystem is adopted; anything else there is not owned.
 	var paths []string
 	subPaths := map[string]string{}
 	recorded := map[string]store.MountRecord{}
@@ -237,8 +237,8 @@ func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume,
 		}
 	}
 	for _, tp := range paths {
-		top := topAt(mounts, tp)
-		if top == nil || !sameSource(top, st, subPaths[tp]) {
+		top := mounts.Top(tp)
+		if top == nil || !mounts.SameSource(top, st, subPaths[tp]) {
 			continue
 		}
 		m := store.MountRecord{Path: tp, SubPath: subPaths[tp], ReadOnly: mountReadOnly(top), MountID: top.ID, Owned: true}
@@ -289,24 +289,24 @@ func hasOption(opts, want string) bool {
 }
 
 // mayHaveUnrecorded: a volume with no recorded attachment may still have
-// one in the kernel, unless its driver lists what is ours and all of that
+// one in the kernel, unless its driver lists what is owned and all of that
 // is accounted for by records (and no crash left this volume uncertain).
-func (a *Agent) mayHaveUnrecorded(driver string, ours map[string][]store.Attachment, strays map[string]bool, pending []string) bool {
-	_, listed := ours[driver]
+func (a *Agent) mayHaveUnrecorded(driver string, ownedLists map[string][]store.Attachment, strays map[string]bool, pending []string) bool {
+	_, listed := ownedLists[driver]
 	return !listed || strays[driver] || len(pending) > 0
 }
 
-// listOurs lists, per driver that can, the attachments carrying our
+// listOwned lists, per driver that can, the attachments carrying our
 // marker. A driver whose list failed is left out (and so looked for
 // volume by volume, and its orphans left for the next start).
-func (a *Agent) listOurs(ctx context.Context) map[string][]store.Attachment {
+func (a *Agent) listOwned(ctx context.Context) map[string][]store.Attachment {
 	out := map[string][]store.Attachment{}
 	for driver, att := range a.cfg.Attachers {
 		lister, ok := att.(OrphanLister)
 		if !ok {
 			continue
 		}
-		list, err := lister.ListOurs(ctx)
+		list, err := lister.ListOwned(ctx)
 		if err != nil {
 			a.cfg.Log.Warn("list own attachments", "driver", driver, "error", err)
 			continue
@@ -319,11 +319,11 @@ func (a *Agent) listOurs(ctx context.Context) map[string][]store.Attachment {
 // detachOrphans tears down attachments carrying our marker that no
 // volume claims: left by a crash between attaching and recording, for a
 // volume that is no longer wanted.
-func (a *Agent) detachOrphans(ctx context.Context, ours map[string][]store.Attachment, claimed map[string]bool, mounts []*mountinfo.Info) {
-	for driver, list := range ours {
+func (a *Agent) detachOrphans(ctx context.Context, ownedLists map[string][]store.Attachment, claimed map[string]bool, mounts MountTable) {
+	for driver, list := range ownedLists {
 		att := a.cfg.Attachers[driver]
 		for _, o := range list {
-			if claimed[o.Identity] {
+			if claimed[o.Identity] || !mayRelease(o, nil, false) {
 				continue
 			}
 			if inUse(mounts, o.Device) {
@@ -339,11 +339,11 @@ func (a *Agent) detachOrphans(ctx context.Context, ours map[string][]store.Attac
 	}
 }
 
-func ownedAt(ours []store.Attachment, top *mountinfo.Info) (store.Attachment, bool) {
+func ownedAt(owned []store.Attachment, top *mountinfo.Info) (store.Attachment, bool) {
 	if top == nil {
 		return store.Attachment{}, false
 	}
-	for _, o := range ours {
+	for _, o := range owned {
 		if sameDevice(top, o.Device) {
 			return o, true
 		}
@@ -351,8 +351,8 @@ func ownedAt(ours []store.Attachment, top *mountinfo.Info) (store.Attachment, bo
 	return store.Attachment{}, false
 }
 
-func inUse(mounts []*mountinfo.Info, dev string) bool {
-	for _, m := range mounts {
+func inUse(mounts MountTable, dev string) bool {
+	for _, m := range mounts.All() {
 		if sameDevice(m, dev) {
 			return true
 		}
@@ -365,12 +365,16 @@ func inUse(mounts []*mountinfo.Info, dev string) bool {
 // back by the next pass. Volumes with a running operation are skipped
 // (only the reconciler starts operations, and it is the caller).
 func (a *Agent) verify(ctx context.Context) {
+	// The records first, then the kernel: a correction is made only to a
+	// record no operation changed since (State.Correct), so the table,
+	// read after, is never older than the record it corrects.
+	seen := a.state.Snapshot()
 	mounts, err := a.cfg.Mounter.Mounts()
 	if err != nil {
 		a.cfg.Log.Warn("drift check: read mount table", "error", err)
 		return
 	}
-	for name, rec := range a.state.Snapshot() {
+	for name, rec := range seen {
 		if _, busy := a.exec.Running(name); busy {
 			continue
 		}
@@ -378,13 +382,20 @@ func (a *Agent) verify(ctx context.Context) {
 		var changes []string
 		if fixed.Attachment != nil {
 			if att, err := a.attacher(fixed.Attachment.Driver); err == nil {
-				if dev, ok, err := att.Verify(ctx, *fixed.Attachment); err == nil {
-					if !ok {
-						fixed.Attachment = nil
-						changes = append(changes, "attachment gone")
-					} else {
-						fixed.Attachment.Device = dev
-					}
+				dev, ok, err := att.Verify(ctx, *fixed.Attachment)
+				switch {
+				case err != nil:
+					// Unknown is not gone: the record stays as it is.
+					a.driftLog.failed("verify "+name, "drift check: cannot verify the attachment; its record is kept", err,
+						"volume", name, "device", fixed.Attachment.Device)
+				case !ok:
+					fixed.Attachment = nil
+					changes = append(changes, "attachment gone")
+				default:
+					fixed.Attachment.Device = dev
+				}
+				if err == nil {
+					a.driftLog.ok("verify "+name, "drift check: the attachment verifies again", "volume", name)
 				}
 			}
 		}
@@ -395,8 +406,8 @@ func (a *Agent) verify(ctx context.Context) {
 		}
 		kept := fixed.Targets[:0]
 		for _, t := range fixed.Targets {
-			top := topAt(mounts, t.Path)
-			if top != nil && (top.ID == t.MountID || sameSource(top, st, t.SubPath)) {
+			top := mounts.Top(t.Path)
+			if top != nil && (top.ID == t.MountID || mounts.SameSource(top, st, t.SubPath)) {
 				t.MountID = top.ID
 				kept = append(kept, t)
 				continue
@@ -407,9 +418,15 @@ func (a *Agent) verify(ctx context.Context) {
 		if len(changes) == 0 {
 			continue
 		}
-		a.cfg.Log.Warn("drift: repairing what changed behind volumed's back", "volume", name, "changes", changes)
-		if err := a.state.Adopt(fixed); err != nil {
+		done, err := a.state.Correct(rec, fixed)
+		switch {
+		case !done:
+			// An operation of the volume recorded since: its own checks
+			// are newer than this one; the next resync looks again.
+		case err != nil:
 			a.cfg.Log.Error("record drift", "volume", name, "error", err)
+		default:
+			a.cfg.Log.Warn("drift: repairing what changed behind volumed's back", "volume", name, "changes", changes)
 		}
 	}
 	a.detect(mounts)

@@ -23,7 +23,7 @@ type fakeTarget struct {
 }
 
 func (f *fakeTarget) found(d *Desired, made bool) Found {
-	return Found{Device: "/dev/fake-" + d.Name, Identity: "fake:" + d.Name, Session: "t", Ours: made, Reusable: true}
+	return Found{Device: "/dev/fake-" + d.Name, Identity: "fake:" + d.Name, Session: "t", Owned: made, Reusable: true}
 }
 
 func (f *fakeTarget) Find(_ context.Context, d *Desired) ([]Found, error) {

@@ -269,6 +269,21 @@ func (s *State) Adopt(v *store.Volume) error {
 	return nil
 }
 
+// Correct records fixed, a drift check's correction of seen, only if the
+// volume's record is still seen: under the volume's lock, so it never
+// interleaves with an operation (Do) of the volume, and never undoes
+// what one recorded after the check read the record. It reports whether
+// it made the correction.
+func (s *State) Correct(seen, fixed *store.Volume) (bool, error) {
+	l := s.lockOf(seen.Name)
+	l.Lock()
+	defer l.Unlock()
+	if cur := s.Get(seen.Name); cur == nil || !sameRecord(cur, seen) {
+		return false, nil
+	}
+	return true, s.Adopt(fixed)
+}
+
 // AdoptKnown is Adopt for start-up: a reconstructed record equal to the
 // one the store already holds is only taken into memory, so a restart
 // with everything in place writes (and fsyncs) nothing.

@@ -124,9 +124,7 @@ func (a *Agent) volumeStatus(name string, d *Desired, rec *store.Volume, next ma
 	if v.Phase == api.PhaseReady && len(v.Conditions) > 0 {
 		v.Phase = api.PhaseDegraded
 	}
-	a.mu.Lock()
-	v.Events = append([]api.Event(nil), a.events[name]...)
-	a.mu.Unlock()
+	v.Events = a.history.of(name)
 	return v
 }
 
@@ -143,13 +141,8 @@ func waitingCondition(since, now time.Time) api.Condition {
 
 // StatusReply is the full answer of the local API.
 func (a *Agent) StatusReply() api.Status {
-	a.mu.Lock()
-	problems := append([]string{}, a.problems...)
-	settled := a.settled
-	held := a.holdNetwork
-	a.mu.Unlock()
 	return api.Status{
-		Volumes: a.Status(), Problems: problems, StateRecovery: a.cfg.StateRecovery, Settled: settled,
-		Host: a.cfg.Host, BootVolumes: a.cfg.BootVolumes, NetworkHeld: held,
+		Volumes: a.Status(), Problems: a.manifests.problemList(), StateRecovery: a.cfg.StateRecovery, Settled: a.systemd.isSettled(),
+		Host: a.cfg.Host, BootVolumes: a.cfg.BootVolumes, NetworkHeld: a.hold.on(),
 	}
 }

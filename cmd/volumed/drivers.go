@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/moby/sys/mountinfo"
-
 	"github.com/volumed/volumed/agent"
 	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/drivers/blockfs"
@@ -66,7 +64,7 @@ func (l loopAttacher) Find(_ context.Context, d *agent.Desired) ([]agent.Found, 
 	}
 	out := make([]agent.Found, 0, len(devs))
 	for _, dev := range devs {
-		out = append(out, agent.Found{Device: dev.Path, Identity: dev.Identity(), Ours: dev.Tag == l.tag})
+		out = append(out, agent.Found{Device: dev.Path, Identity: dev.Identity(), Owned: dev.Tag == l.tag})
 	}
 	return out, nil
 }
@@ -89,7 +87,7 @@ func (l loopAttacher) Attach(ctx context.Context, d *agent.Desired) (agent.Found
 		return agent.Found{}, err
 	}
 	l.idx.Note(*dev)
-	return agent.Found{Device: dev.Path, Identity: dev.Identity(), Ours: true}, nil
+	return agent.Found{Device: dev.Path, Identity: dev.Identity(), Owned: true}, nil
 }
 
 // byIdentity finds the bound loop device with the given identity: the
@@ -218,7 +216,7 @@ func (loopAttacher) Detach(ctx context.Context, a store.Attachment, _ []store.At
 	return markBusy(loop.Detach(ctx, *dev), loop.ErrBusy)
 }
 
-func (l loopAttacher) ListOurs(context.Context) ([]store.Attachment, error) {
+func (l loopAttacher) ListOwned(context.Context) ([]store.Attachment, error) {
 	devs, err := loop.List()
 	if err != nil {
 		return nil, err
@@ -299,9 +297,15 @@ func (mounter) SetBindOptions(target string, mountID int, o agent.BindOptions) e
 	return mount.SetBindOptions(target, mountID, mount.BindOptions(o))
 }
 
-func (mounter) Entries(path string) (int, error)   { return mount.Entries(path) }
-func (mounter) EnsureDir(path string) error        { return mount.EnsureDir(path) }
-func (mounter) Mounts() ([]*mountinfo.Info, error) { return mountinfo.GetMounts(nil) }
+func (mounter) Entries(path string) (int, error) { return mount.Entries(path) }
+func (mounter) EnsureDir(path string) error      { return mount.EnsureDir(path) }
+func (mounter) Mounts() (agent.MountTable, error) {
+	t, err := mount.ReadTable()
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
 
 func (mounter) Unmount(ctx context.Context, target string) error {
 	return markBusy(mount.Unmount(ctx, target), mount.ErrBusy)

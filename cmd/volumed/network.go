@@ -36,7 +36,7 @@ func nvmeTarget(s *agent.Desired) nvme.Target {
 func (a nvmeAttacher) found(ns nvme.Namespace, made bool) agent.Found {
 	return agent.Found{
 		Device: ns.Device, Identity: ns.Identity(), Session: ns.Target.Key(),
-		Ours: made, Reusable: true, Pinned: firmware.PinnedNVMe(a.boot, ns.Target.NQN),
+		Owned: made, Reusable: true, Pinned: firmware.PinnedNVMe(a.boot, ns.Target.NQN),
 	}
 }
 
@@ -129,7 +129,7 @@ func parseISCSIIdentity(id string) (iscsi.Target, int, error) {
 func (a iscsiAttacher) found(t iscsi.Target, disk iscsi.Disk, made bool) agent.Found {
 	return agent.Found{
 		Device: disk.Device, Identity: disk.Identity(), Session: t.Key(),
-		Ours: made, Reusable: true, Pinned: firmware.PinnedISCSI(a.boot, t.IQN),
+		Owned: made, Reusable: true, Pinned: firmware.PinnedISCSI(a.boot, t.IQN),
 	}
 }
 

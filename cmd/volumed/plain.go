@@ -11,7 +11,7 @@ import (
 	"github.com/volumed/volumed/agent"
 	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/drivers/mount"
-	"github.com/volumed/volumed/drivers/mount/safepath"
+	"github.com/volumed/volumed/internal/safepath"
 	"github.com/volumed/volumed/store"
 )
 
@@ -21,7 +21,7 @@ import (
 type dirAttacher struct{}
 
 func (dirAttacher) found(p string) agent.Found {
-	return agent.Found{Device: p, Identity: "directory:" + p, Ours: true}
+	return agent.Found{Device: p, Identity: "directory:" + p, Owned: true}
 }
 
 func (a dirAttacher) Find(_ context.Context, d *agent.Desired) ([]agent.Found, error) {
@@ -98,7 +98,7 @@ func (dirAttacher) IsStaged(d *agent.Desired, staging string) bool {
 type tmpfsAttacher struct{}
 
 func (tmpfsAttacher) found(d *agent.Desired) agent.Found {
-	return agent.Found{Device: "tmpfs", Identity: "tmpfs:" + d.Name, Ours: true}
+	return agent.Found{Device: "tmpfs", Identity: "tmpfs:" + d.Name, Owned: true}
 }
 
 func (t tmpfsAttacher) Find(_ context.Context, d *agent.Desired) ([]agent.Found, error) {

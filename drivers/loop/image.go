@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/volumed/volumed/drivers/mount/safepath"
+	"github.com/volumed/volumed/internal/safepath"
 )
 
 // EnsureImage creates a sparse image file of size bytes (mode 0600,

@@ -28,8 +28,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/volumed/volumed/drivers/mount/safepath"
 	"github.com/volumed/volumed/internal/keyed"
+	"github.com/volumed/volumed/internal/safepath"
 )
 
 var (

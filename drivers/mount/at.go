@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/volumed/volumed/drivers/mount/safepath"
+	"github.com/volumed/volumed/internal/safepath"
 )
 
 // ErrNoMountAPI is wrapped when the kernel lacks the mount API that

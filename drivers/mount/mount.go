@@ -17,7 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/volumed/volumed/drivers/mount/safepath"
+	"github.com/volumed/volumed/internal/safepath"
 )
 
 // ErrBusy is wrapped by Unmount when the target stayed busy.

@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/volumed/volumed/drivers/mount/safepath"
+	"github.com/volumed/volumed/internal/safepath"
 )
 
 // ErrNotThatMount is wrapped when the mount at a path is not the one the

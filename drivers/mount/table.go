@@ -24,6 +24,9 @@ func ReadTable() (*Table, error) {
 	return newTable(infos), nil
 }
 
+// NewTable indexes mounts read elsewhere (a test's table).
+func NewTable(infos []*mountinfo.Info) *Table { return newTable(infos) }
+
 func newTable(infos []*mountinfo.Info) *Table {
 	t := &Table{
 		all:     infos,
@@ -112,6 +115,9 @@ func Lookup(p string) (*mountinfo.Info, error) {
 	}
 	return newTable(infos).Top(p), nil
 }
+
+// SameSource is the function SameSource, for callers that hold a table.
+func (*Table) SameSource(a, b *mountinfo.Info, subPath string) bool { return SameSource(a, b, subPath) }
 
 // SameSource reports whether a (a bind mount at a target) shows the same
 // filesystem as b (the staging mount) at b.Root+subPath: same device

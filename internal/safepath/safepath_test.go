@@ -246,3 +246,20 @@ func TestOpenFile(t *testing.T) {
 		t.Error("OpenFile with O_CREAT succeeded")
 	}
 }
+
+func TestWithin(t *testing.T) {
+	for _, tc := range []struct {
+		p, dir string
+		want   bool
+	}{
+		{"/a", "/a", true},
+		{"/a/b", "/a", true},
+		{"/ab", "/a", false},
+		{"/a", "/a/b", false},
+		{"/x", "/", true},
+	} {
+		if got := Within(tc.p, tc.dir); got != tc.want {
+			t.Errorf("Within(%q, %q) = %v, want %v", tc.p, tc.dir, got, tc.want)
+		}
+	}
+}

@@ -219,3 +219,9 @@ func relComponents(sub string) ([]string, error) {
 	}
 	return comps, nil
 }
+
+// Within reports whether p is dir or lies under it; both are clean and
+// absolute. It compares names only: a mount point's or a manifest's path.
+func Within(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
+}

@@ -1,0 +1,252 @@
+// The reconcile loop: each pass observes, decides (pure), then acts
+// through the executor.
+
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/volumed/volumed/agent/api"
+	"github.com/volumed/volumed/store"
+)
+
+// Run reconstructs the actual state from the store and the kernel, then
+// reconciles until ctx is cancelled. On return every mount is left in
+// place: stopping the agent never tears anything down.
+func (a *Agent) Run(ctx context.Context) error {
+	// Watch before the first read, so that an edit made while the agent
+	// starts is never missed.
+	watcher := a.watch()
+	if watcher != nil {
+		defer watcher.Close()
+	}
+	start := a.cfg.Now()
+	a.loadManifests()
+	loaded := a.cfg.Now()
+	if err := a.reconstruct(ctx); err != nil {
+		return fmt.Errorf("reconstruct actual state: %w", err)
+	}
+	close(a.startedc)
+	a.cfg.Log.Info("actual state reconstructed", "volumes", len(a.state.Snapshot()),
+		"manifests", loaded.Sub(start), "reconstruct", a.cfg.Now().Sub(loaded))
+
+	go a.settleLoop(ctx)
+
+	// Operations get a context of their own so that SIGTERM lets them
+	// finish (within the grace period) instead of cutting a mkfs short.
+	opCtx, cancelOps := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelOps()
+
+	var watchEvents <-chan fsnotify.Event
+	var watchErrors <-chan error
+	if watcher != nil {
+		watchEvents, watchErrors = watcher.Events, watcher.Errors
+	}
+
+	resync := time.NewTicker(a.cfg.Resync)
+	defer resync.Stop()
+	retry := time.NewTimer(time.Hour)
+	defer retry.Stop()
+	var watchdog <-chan time.Time
+	if a.cfg.WatchdogInterval > 0 {
+		t := time.NewTicker(a.cfg.WatchdogInterval)
+		defer t.Stop()
+		watchdog = t.C
+		a.notify("WATCHDOG=1")
+	}
+	debounce := time.NewTimer(time.Hour)
+	debounce.Stop()
+	defer debounce.Stop()
+
+	for {
+		a.pass(opCtx)
+		retry.Stop()
+		if t := a.exec.NextRetry(); !t.IsZero() {
+			retry.Reset(max(t.Sub(a.cfg.Now()), time.Millisecond))
+		}
+		// A kernel event about nothing of ours goes back to waiting
+		// without a pass: a host with busy disks pays nothing for them.
+		for idle := true; idle; {
+			idle = false
+			select {
+			case <-ctx.Done():
+				return a.shutdown(cancelOps)
+			case <-a.trigger:
+			case <-retry.C:
+			case <-resync.C:
+				a.loadManifests()
+				a.verify(ctx)
+				a.refreshSizes(ctx)
+				a.askGrowthCheck()
+				a.addWatches(watcher)
+				a.refreshUsage()
+			case w := <-a.cfg.Wake:
+				idle = !a.wake(ctx, w)
+			case <-watchdog:
+				a.notify("WATCHDOG=1")
+				idle = true
+			case <-a.reload:
+				a.loadManifests()
+				a.notify("READY=1")
+			case ev := <-watchEvents:
+				a.cfg.Log.Debug("manifest change", "path", ev.Name, "op", ev.Op.String())
+				debounce.Reset(100 * time.Millisecond)
+				idle = true // the debounce timer brings the pass
+			case err := <-watchErrors:
+				// An overflow loses events: read everything again.
+				a.cfg.Log.Warn("manifest watch", "error", err)
+				a.loadManifests()
+			case <-debounce.C:
+				a.loadManifests()
+			}
+		}
+	}
+}
+
+func (a *Agent) shutdown(cancelOps context.CancelFunc) error {
+	a.notify("STOPPING=1")
+	done := make(chan struct{})
+	go func() { a.exec.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(a.cfg.ShutdownGrace):
+		// Abandoning is safe: every running operation has a durable
+		// intent that the next start resolves by probing the kernel.
+		a.cfg.Log.Warn("operations still running at shutdown; abandoning them", "grace", a.cfg.ShutdownGrace)
+		cancelOps()
+		select {
+		case <-done:
+		case <-time.After(abandonWait):
+			// Stuck where a context does not reach: a write to a frozen
+			// or hung state filesystem. Its intent is durable or it never
+			// started, so the next start resolves it.
+			a.cfg.Log.Warn("operations stuck in the kernel; not waiting for them", "waiting", a.stuckOn())
+		}
+	}
+	a.cfg.Log.Info("stopped; every mount stays in place")
+	return nil
+}
+
+// pass is one reconcile pass: observe, then decide (Decide, pure), then
+// act (the executor starts what is not already running or backing off).
+func (a *Agent) pass(ctx context.Context) {
+	start := a.cfg.Now()
+	desired := a.desiredSnapshot()
+	actual := a.state.Snapshot()
+	obs := a.observe(desired, actual)
+	dec := Decide(desired, actual, obs)
+	a.updatePending(desired, actual)
+	started := a.act(ctx, dec, desired, actual)
+	if a.cfg.Metrics != nil {
+		a.cfg.Metrics.reconcile.Observe(a.cfg.Now().Sub(start).Seconds())
+	}
+	a.forgetGone(desired, actual)
+	first, report := a.systemd.passDone(started == 0 && a.exec.Busy() == 0, a.cfg.Now())
+	if first {
+		a.refreshUsage()
+	}
+	if report {
+		a.reportStatus(first)
+	}
+}
+
+// act carries a decision out: each operation goes to the executor, which
+// runs it under the volume's intent unless one is running or backing off.
+func (a *Agent) act(ctx context.Context, dec Decision, desired map[string]*Desired, actual map[string]*store.Volume) int {
+	for _, n := range dec.GrowSettled {
+		// Nothing to grow (the size asked for was lowered back): a
+		// failure of an earlier grow no longer matters.
+		a.apply(n, CondGrowFailed, nil, nil)
+	}
+	started := 0
+	for _, op := range dec.Ops {
+		fn := a.opFunc(op, desired[op.Volume], actual[op.Volume])
+		driver := driverOf(desired[op.Volume], actual[op.Volume])
+		ok, _ := a.exec.Start(ctx, op.Volume, op.Kind, func(ctx context.Context) error {
+			err := a.run(ctx, op.Volume, driver, op.Kind, fn)
+			if errors.Is(err, errRetryNow) {
+				return nil
+			}
+			return err
+		}, func(error) { a.Trigger() })
+		if ok {
+			started++
+		}
+	}
+	return started
+}
+
+// forgetGone: a volume gone from both manifests and kernel starts afresh
+// if it comes back: its history and failures go with it.
+func (a *Agent) forgetGone(desired map[string]*Desired, actual map[string]*store.Volume) {
+	for _, name := range a.history.volumes() {
+		if desired[name] != nil || actual[name] != nil {
+			continue
+		}
+		if _, busy := a.exec.Running(name); !busy {
+			a.history.forget(name)
+			a.formats.forgetRefused(name)
+			a.conds.Forget(name)
+		}
+	}
+}
+
+func driverOf(d *Desired, rec *store.Volume) string {
+	if d != nil {
+		return d.Driver
+	}
+	if rec != nil {
+		return rec.Driver
+	}
+	return ""
+}
+
+func (a *Agent) opFunc(op Op, d *Desired, rec *store.Volume) func(context.Context) error {
+	driver := driverOf(d, rec)
+	switch op.Kind {
+	case OpAttach:
+		return func(ctx context.Context) error { return a.opAttach(ctx, d) }
+	case OpMountDevice:
+		return func(ctx context.Context) error { return a.opMountDevice(ctx, d) }
+	case OpPublish:
+		return func(ctx context.Context) error { return a.opPublish(ctx, d, op.Target) }
+	case OpUnpublish:
+		return func(ctx context.Context) error { return a.opUnpublish(ctx, op.Volume, driver, op.Target.Path) }
+	case OpUnmountDevice:
+		return func(ctx context.Context) error { return a.opUnmountDevice(ctx, op.Volume, driver) }
+	case OpDetach:
+		return func(ctx context.Context) error { return a.opDetach(ctx, op.Volume, driver) }
+	case OpGrow:
+		return func(ctx context.Context) error { return a.opGrow(ctx, d) }
+	case OpRemount:
+		return func(ctx context.Context) error { return a.opRemount(ctx, d, op.Target) }
+	}
+	return func(context.Context) error { return fmt.Errorf("unknown operation %q", op.Kind) }
+}
+
+// run logs, measures and records one operation.
+func (a *Agent) run(ctx context.Context, volume, driver, op string, fn func(context.Context) error) error {
+	start := a.cfg.Now()
+	a.cfg.Log.Info("operation started", "volume", volume, "operation", op, "driver", driver)
+	err := fn(ctx)
+	d := a.cfg.Now().Sub(start)
+	if errors.Is(err, errRetryNow) {
+		a.cfg.Log.Info("operation found the record stale; replanning", "volume", volume, "operation", op, "driver", driver)
+		return err
+	}
+	ev := api.Event{Time: start, Op: op, Result: "success", Duration: d.Seconds()}
+	if err != nil {
+		ev.Result, ev.Error = "error", err.Error()
+		a.cfg.Log.Error("operation failed", "volume", volume, "operation", op, "driver", driver, "duration", d, "error", err)
+	} else {
+		a.cfg.Log.Info("operation finished", "volume", volume, "operation", op, "driver", driver, "duration", d)
+	}
+	a.cfg.Metrics.observeOp(op, driver, d, err)
+	a.history.add(volume, ev)
+	return err
+}

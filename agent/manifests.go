@@ -1,0 +1,80 @@
+// The desired state: the manifests as last read, and their problems.
+
+package agent
+
+import (
+	"slices"
+	"sync"
+)
+
+// desiredState is what the manifests want, replaced whole at each read.
+type desiredState struct {
+	mu       sync.Mutex
+	volumes  map[string]*Desired
+	problems []string
+}
+
+// replace installs a new read and returns the one it replaces.
+func (s *desiredState) replace(volumes map[string]*Desired, problems []string) (map[string]*Desired, []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, oldProblems := s.volumes, s.problems
+	s.volumes, s.problems = volumes, problems
+	return old, oldProblems
+}
+
+// get returns the desired volumes; the map is never changed in place.
+func (s *desiredState) get() map[string]*Desired {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.volumes
+}
+
+func (s *desiredState) problemList() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string{}, s.problems...)
+}
+
+// loadManifests re-reads the manifests and replaces the desired state.
+// A volume whose manifest changed gets a fresh backoff.
+func (a *Agent) loadManifests() {
+	res := a.cfg.Manifests.Load()
+	desired := buildDesired(res)
+	problems := make([]string, 0, len(res.Problems))
+	for _, p := range res.Problems {
+		problems = append(problems, p.Error())
+	}
+	old, oldProblems := a.manifests.replace(desired, problems)
+
+	for name, d := range desired {
+		if o := old[name]; o == nil || o.Generation != d.Generation {
+			a.exec.Reset(name)
+			a.askGrowthCheck()
+			if o != nil {
+				a.cfg.Log.Info("manifest changed", "volume", name, "file", d.File)
+			}
+		}
+	}
+	for name := range old {
+		if desired[name] == nil {
+			a.exec.Reset(name)
+			a.cfg.Log.Info("manifest removed", "volume", name)
+		}
+	}
+	if !slices.Equal(oldProblems, problems) {
+		for _, p := range problems {
+			a.cfg.Log.Error("manifest refused", "problem", p)
+		}
+	}
+	if a.cfg.Metrics != nil {
+		a.cfg.Metrics.manifestErrors.Set(float64(len(res.BadFiles)))
+	}
+	a.Trigger()
+}
+
+// desiredSnapshot is the desired state as the passes see it: the
+// manifests, with the network hold applied.
+func (a *Agent) desiredSnapshot() map[string]*Desired {
+	return a.hold.apply(a.manifests.get())
+}
