@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/volumed/volumed/agent/manifest"
+	"github.com/volumed/volumed/kinds"
 )
 
 // TestExamples holds the shipped examples to what `volumed validate
@@ -17,7 +18,7 @@ func TestExamples(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no examples (%v)", err)
 	}
-	opts := manifest.Options{StateDir: "/var/lib/volumed"}
+	opts := manifest.Options{StateDir: "/var/lib/volumed", Kinds: kinds.Manifest(kinds.All())}
 	for _, p := range manifest.Validate([]string{"examples"}, opts) {
 		t.Errorf("%v (warning: %v)", p, p.Warning)
 	}

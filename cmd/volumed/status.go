@@ -16,6 +16,7 @@ import (
 
 	"github.com/volumed/volumed/agent/api"
 	"github.com/volumed/volumed/agent/manifest"
+	"github.com/volumed/volumed/kinds"
 )
 
 func cmdStatus(ctx context.Context, args []string, stdout io.Writer) error {
@@ -320,7 +321,7 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	}
 	// Ownership is checked as root only: an image build tree may belong
 	// to the builder, and the agent checks again on the host.
-	probs := manifest.Validate(paths, manifest.Options{StateDir: *stateDir, CheckOwnership: os.Geteuid() == 0})
+	probs := manifest.Validate(paths, manifest.Options{StateDir: *stateDir, CheckOwnership: os.Geteuid() == 0, Kinds: kinds.Manifest(kinds.All())})
 	failed := 0
 	for _, p := range probs {
 		if p.Warning {

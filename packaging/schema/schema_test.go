@@ -17,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/volumed/volumed/agent/manifest"
+	"github.com/volumed/volumed/kinds"
 )
 
 // TestSchemaUpToDate fails when agent/manifest's types (or their comments)
@@ -216,7 +217,7 @@ func TestSchemaAgreesWithParser(t *testing.T) {
 		{"mount of a bad volume name", "apiVersion: volumed/v1\nkind: Mount\nmetadata: {name: app-logs}\nspec: {volume: Data_1, path: /srv/app/logs}\n", false},
 		{"volume with a mount spec", volumeHead + "spec: {volume: data, path: /srv/x}\n", false},
 	}
-	opts := manifest.Options{StateDir: "/var/lib/volumed"}
+	opts := manifest.Options{StateDir: "/var/lib/volumed", Kinds: kinds.Manifest(kinds.All())}
 	for _, c := range cases {
 		_, probs := manifest.ParseBytes(c.name+".yaml", []byte(c.doc), opts)
 		parserOK := len(probs) == 0
