@@ -22,10 +22,22 @@ func TestExamples(t *testing.T) {
 	for _, p := range manifest.Validate([]string{"examples"}, opts) {
 		t.Errorf("%v (warning: %v)", p, p.Warning)
 	}
+	shown := map[string]bool{}
 	for _, f := range files {
 		objs, probs := manifest.ParseFile(f, opts)
 		if len(objs) == 0 && len(probs) == 0 {
 			t.Errorf("%s declares nothing", f)
+		}
+		for _, o := range objs {
+			if o.Volume != nil {
+				shown[o.Volume.Source.Kind] = true
+			}
+		}
+	}
+	// A kind added to kinds.All comes with its example.
+	for _, k := range kinds.All() {
+		if !shown[k.Name()] {
+			t.Errorf("no example in examples/ has a %s source", k.Name())
 		}
 	}
 }

@@ -15,6 +15,10 @@ import (
 type SourceKind interface {
 	// Name is the key under spec.source and the driver's name.
 	Name() string
+	// Staged: not a block device; the kind puts the source at the
+	// staging path itself, and a filesystem block is refused (a block
+	// source needs one).
+	Staged() bool
 	// New returns a pointer to a zero value of the kind's manifest type,
 	// which the strict decoder fills.
 	New() any
@@ -28,9 +32,6 @@ type SourceKind interface {
 // computed once when it is validated: the core reads these, never a
 // kind's own fields.
 type Caps struct {
-	// Staged: not a block device; the kind puts the source at the
-	// staging path itself, and a filesystem block is refused.
-	Staged bool
 	// ReadOnly: the source can only be used read-only.
 	ReadOnly bool
 	// ImageFile is the host file the device reads, if any (its

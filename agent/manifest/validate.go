@@ -106,18 +106,19 @@ func (v *validator) volume(s *VolumeSpec) {
 		}
 		v.report("spec.source", fmt.Sprintf("%s is allowed, got %s", oneOf, strings.Join(members, " and ")))
 	}
+	staged := false
 	for i, m := range src.more {
 		caps := m.kind.Check(m.spec, &Check{v: v, prefix: "spec.source." + m.kind.Name()})
 		if i == 0 {
-			src.Caps = caps
+			src.Caps, staged = caps, m.kind.Staged()
 		}
 	}
 
 	switch fs := s.Filesystem; {
 	case len(src.more) == 0:
-	case fs != nil && src.Caps.Staged:
+	case fs != nil && staged:
 		v.report("spec.filesystem", fmt.Sprintf("not allowed with a %s source", src.Kind))
-	case fs == nil && !src.Caps.Staged:
+	case fs == nil && !staged:
 		// Raw block volumes are not supported: without this the volume
 		// would be accepted and then never come up.
 		v.report("spec.filesystem", fmt.Sprintf("required with source.%s, a block device: add one with type ext4, xfs or btrfs (raw block volumes are not supported)", src.Kind))

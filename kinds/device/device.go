@@ -17,7 +17,8 @@ import (
 // Name is the manifest key and the driver's name.
 const Name = "device"
 
-// Source is `source.device`: exactly one of its fields.
+// Source is `source.device`: a local disk, selected by exactly one of
+// path, serial or wwn; never detached.
 type Source struct {
 	Path   string `yaml:"path,omitempty" json:"path,omitempty"`
 	Serial string `yaml:"serial,omitempty" json:"serial,omitempty"`
@@ -28,6 +29,7 @@ type Source struct {
 type Kind struct{}
 
 func (Kind) Name() string     { return Name }
+func (Kind) Staged() bool     { return false }
 func (Kind) AwaitsDisk() bool { return true }
 func (Kind) Network() bool    { return false }
 func (Kind) New() any         { return new(Source) }
@@ -76,7 +78,7 @@ func (Kind) Attacher(kind.Env) agent.Attacher { return attacher{} }
 type attacher struct{ f devicedrv.Finder }
 
 func selector(d *agent.Desired) (devicedrv.Selector, error) {
-	s, err := kind.Spec[Source](d)
+	s, err := kind.Spec[Source](d, Name)
 	if err != nil {
 		return devicedrv.Selector{}, err
 	}

@@ -26,7 +26,7 @@ func (attacher) found(p string) agent.Found {
 }
 
 func (a attacher) Find(_ context.Context, d *agent.Desired) ([]agent.Found, error) {
-	src, err := kind.Spec[Source](d)
+	src, err := kind.Spec[Source](d, Name)
 	if err != nil {
 		return nil, err
 	}
@@ -43,7 +43,7 @@ func (a attacher) Find(_ context.Context, d *agent.Desired) ([]agent.Found, erro
 }
 
 func (a attacher) Attach(_ context.Context, d *agent.Desired) (agent.Found, error) {
-	src, err := kind.Spec[Source](d)
+	src, err := kind.Spec[Source](d, Name)
 	if err != nil {
 		return agent.Found{}, err
 	}
@@ -89,7 +89,7 @@ func (attacher) Verify(_ context.Context, a store.Attachment) (string, bool, err
 func (attacher) Detach(context.Context, store.Attachment, []store.Attachment) error { return nil }
 
 func (attacher) Stage(_ context.Context, d *agent.Desired, staging string) error {
-	src, err := kind.Spec[Source](d)
+	src, err := kind.Spec[Source](d, Name)
 	if err != nil {
 		return err
 	}
@@ -97,7 +97,7 @@ func (attacher) Stage(_ context.Context, d *agent.Desired, staging string) error
 }
 
 func (attacher) IsStaged(d *agent.Desired, staging string) bool {
-	src, err := kind.Spec[Source](d)
+	src, err := kind.Spec[Source](d, Name)
 	if err != nil {
 		return false
 	}

@@ -14,7 +14,8 @@ import (
 // Name is the manifest key and the driver's name.
 const Name = "directory"
 
-// Source is `source.directory`.
+// Source is `source.directory`: a host directory bound at the volume's
+// staging path; made when create is set and it is missing, never removed.
 type Source struct {
 	Path   string  `yaml:"path" json:"path"`
 	Create *Create `yaml:"create,omitempty" json:"create,omitempty"`
@@ -30,6 +31,7 @@ type Create struct {
 type Kind struct{}
 
 func (Kind) Name() string     { return Name }
+func (Kind) Staged() bool     { return true }
 func (Kind) AwaitsDisk() bool { return false }
 func (Kind) Network() bool    { return false }
 func (Kind) New() any         { return new(Source) }
@@ -52,7 +54,6 @@ func (Kind) Check(spec any, c *manifest.Check) manifest.Caps {
 		}
 	}
 	return manifest.Caps{
-		Staged: true,
 		Key:    "directory " + d.Path,
 		Claims: []manifest.Claim{{Key: d.Path, Field: "path", What: "directory " + d.Path}},
 	}

@@ -30,7 +30,7 @@ func (a attacher) found(t iscsidrv.Target, disk iscsidrv.Disk, made bool) agent.
 }
 
 func (a attacher) Find(_ context.Context, d *agent.Desired) ([]agent.Found, error) {
-	s, err := kind.Spec[Source](d)
+	s, err := kind.Spec[Source](d, Name)
 	if err != nil {
 		return nil, err
 	}
@@ -48,7 +48,7 @@ func (a attacher) hasSession(t iscsidrv.Target) bool {
 }
 
 func (a attacher) Attach(ctx context.Context, d *agent.Desired) (agent.Found, error) {
-	s, err := kind.Spec[Source](d)
+	s, err := kind.Spec[Source](d, Name)
 	if err != nil {
 		return agent.Found{}, err
 	}

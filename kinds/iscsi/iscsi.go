@@ -17,7 +17,8 @@ import (
 // Name is the manifest key and the driver's name.
 const Name = "iscsi"
 
-// Source is `source.iscsi`.
+// Source is `source.iscsi`: a LUN of an iSCSI target; the session is
+// shared with the other volumes on the target.
 type Source struct {
 	Portal string `yaml:"portal" json:"portal"`
 	IQN    string `yaml:"iqn" json:"iqn"`
@@ -43,6 +44,7 @@ type CHAP struct {
 type Kind struct{}
 
 func (Kind) Name() string     { return Name }
+func (Kind) Staged() bool     { return false }
 func (Kind) AwaitsDisk() bool { return true }
 func (Kind) Network() bool    { return true }
 func (Kind) New() any         { return new(Source) }

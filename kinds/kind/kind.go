@@ -49,20 +49,24 @@ type Env struct {
 // oneOf:a|b|c (packaging/schema applies them; an unknown one fails it).
 type Rule struct{ Type, Prop, Check string }
 
-// Spec returns the kind's value of a desired volume's source. A volume
-// rebuilt from the state file holds it as raw JSON, decoded here.
-func Spec[T any](d *agent.Desired) (*T, error) {
-	switch s := d.Spec.Source.Spec.(type) {
+// Spec returns the value of a desired volume's source of kind name. A
+// volume rebuilt from the state file holds it as raw JSON, decoded here.
+func Spec[T any](d *agent.Desired, name string) (*T, error) {
+	src := d.Spec.Source
+	if src.Kind != name {
+		return nil, fmt.Errorf("volume %s has a %s source, not %s", d.Name, src.Kind, name)
+	}
+	switch s := src.Spec.(type) {
 	case *T:
 		return s, nil
 	case json.RawMessage:
 		v := new(T)
 		if err := json.Unmarshal(s, v); err != nil {
-			return nil, fmt.Errorf("source %s of %s: %w", d.Spec.Source.Kind, d.Name, err)
+			return nil, fmt.Errorf("source %s of %s: %w", name, d.Name, err)
 		}
 		return v, nil
 	}
-	return nil, fmt.Errorf("volume %s has no %T source", d.Name, *new(T))
+	return nil, fmt.Errorf("volume %s: source %s holds a %T", d.Name, name, src.Spec)
 }
 
 // busyError lets the core see a driver's busy error as agent.ErrBusy

@@ -27,7 +27,7 @@ type attacher struct {
 func newIndex() *loopdev.Index { return new(loopdev.Index) }
 
 func (l attacher) Find(_ context.Context, d *agent.Desired) ([]agent.Found, error) {
-	src, err := kind.Spec[Source](d)
+	src, err := kind.Spec[Source](d, Name)
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +46,7 @@ func (l attacher) Find(_ context.Context, d *agent.Desired) ([]agent.Found, erro
 }
 
 func (l attacher) Attach(ctx context.Context, d *agent.Desired) (agent.Found, error) {
-	src, err := kind.Spec[Source](d)
+	src, err := kind.Spec[Source](d, Name)
 	if err != nil {
 		return agent.Found{}, err
 	}
@@ -110,7 +110,7 @@ func (attacher) CheckBacking(d *agent.Desired, a store.Attachment) (*agent.Probl
 		return nil, fmt.Errorf("recorded identity %q is not a loop device's", a.Identity)
 	}
 	if d != nil {
-		if src, err := kind.Spec[Source](d); err == nil {
+		if src, err := kind.Spec[Source](d, Name); err == nil {
 			file = src.File
 		}
 	}
@@ -146,7 +146,7 @@ func (attacher) Verify(_ context.Context, a store.Attachment) (string, bool, err
 // Grow extends the image to the manifest's size (never shrinks it) and
 // has the loop device pick the new size up.
 func (attacher) Grow(ctx context.Context, d *agent.Desired, a store.Attachment) error {
-	src, err := kind.Spec[Source](d)
+	src, err := kind.Spec[Source](d, Name)
 	if err != nil || src.Create == nil {
 		return err
 	}

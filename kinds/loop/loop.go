@@ -13,7 +13,8 @@ import (
 // Name is the manifest key and the driver's name.
 const Name = "loop"
 
-// Source is `source.loop`.
+// Source is `source.loop`: an image file attached to a loop device;
+// created sparse when create is set and it is missing, never truncated.
 type Source struct {
 	File     string  `yaml:"file" json:"file"`
 	Create   *Create `yaml:"create,omitempty" json:"create,omitempty"`
@@ -35,6 +36,7 @@ type Create struct {
 type Kind struct{}
 
 func (Kind) Name() string     { return Name }
+func (Kind) Staged() bool     { return false }
 func (Kind) AwaitsDisk() bool { return false }
 func (Kind) Network() bool    { return false }
 func (Kind) New() any         { return new(Source) }

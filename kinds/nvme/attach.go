@@ -30,7 +30,7 @@ func (a attacher) found(ns nvmedrv.Namespace, made bool) agent.Found {
 }
 
 func (a attacher) Find(ctx context.Context, d *agent.Desired) ([]agent.Found, error) {
-	n, err := kind.Spec[Source](d)
+	n, err := kind.Spec[Source](d, Name)
 	if err != nil {
 		return nil, err
 	}
@@ -42,7 +42,7 @@ func (a attacher) Find(ctx context.Context, d *agent.Desired) ([]agent.Found, er
 }
 
 func (a attacher) Attach(ctx context.Context, d *agent.Desired) (agent.Found, error) {
-	n, err := kind.Spec[Source](d)
+	n, err := kind.Spec[Source](d, Name)
 	if err != nil {
 		return agent.Found{}, err
 	}

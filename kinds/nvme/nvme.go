@@ -17,7 +17,8 @@ import (
 // Name is the manifest key and the driver's name.
 const Name = "nvme"
 
-// Source is `source.nvme`.
+// Source is `source.nvme`: a namespace of an NVMe over Fabrics subsystem;
+// the controller is shared with the other volumes on it.
 type Source struct {
 	Transport string `yaml:"transport" json:"transport"`
 	Address   string `yaml:"address" json:"address"`
@@ -42,6 +43,7 @@ type Source struct {
 type Kind struct{}
 
 func (Kind) Name() string     { return Name }
+func (Kind) Staged() bool     { return false }
 func (Kind) AwaitsDisk() bool { return true }
 func (Kind) Network() bool    { return true }
 func (Kind) New() any         { return new(Source) }

@@ -17,7 +17,8 @@ import (
 // Name is the manifest key and the driver's name.
 const Name = "tmpfs"
 
-// Source is `source.tmpfs`.
+// Source is `source.tmpfs`: a tmpfs of the given size; its content goes
+// when the volume is torn down.
 type Source struct {
 	Size      string `yaml:"size" json:"size"`
 	SizeBytes int64  `yaml:"-" json:"-"`
@@ -27,6 +28,7 @@ type Source struct {
 type Kind struct{}
 
 func (Kind) Name() string     { return Name }
+func (Kind) Staged() bool     { return true }
 func (Kind) AwaitsDisk() bool { return false }
 func (Kind) Network() bool    { return false }
 func (Kind) New() any         { return new(Source) }
@@ -35,7 +37,7 @@ func (Kind) Tools() []string  { return nil }
 func (Kind) Check(spec any, c *manifest.Check) manifest.Caps {
 	t := spec.(*Source)
 	t.SizeBytes = c.Size("size", t.Size)
-	return manifest.Caps{Staged: true}
+	return manifest.Caps{}
 }
 
 func (Kind) Rules() []kind.Rule {
@@ -66,7 +68,7 @@ func (attacher) Verify(_ context.Context, a store.Attachment) (string, bool, err
 func (attacher) Detach(context.Context, store.Attachment, []store.Attachment) error { return nil }
 
 func (attacher) Stage(_ context.Context, d *agent.Desired, staging string) error {
-	t, err := kind.Spec[Source](d)
+	t, err := kind.Spec[Source](d, Name)
 	if err != nil {
 		return err
 	}
