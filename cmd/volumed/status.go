@@ -139,7 +139,7 @@ func reason(v api.Volume) string {
 
 func describe(w io.Writer, v api.Volume) {
 	fmt.Fprintf(w, "Name:      %s\nPhase:     %s\nDriver:    %s\nManifest:  %s\nDevice:    %s\nStaging:   %s\n",
-		v.Name, v.Phase, v.Driver, dash(v.Source), dash(v.Device), v.StagingPath)
+		v.Name, v.Phase, v.Driver, dash(v.File), dash(v.Device), v.StagingPath)
 	if v.CapacityBytes > 0 {
 		fmt.Fprintf(w, "Usage:     %s used of %s\n", humanBytes(v.UsedBytes), humanBytes(v.CapacityBytes))
 	}
@@ -277,7 +277,7 @@ func missingVolumes(st *api.Status, names []string) []string {
 	var missing []string
 	for _, n := range names {
 		i := slices.IndexFunc(st.Volumes, func(v api.Volume) bool { return v.Name == n })
-		if i < 0 || st.Volumes[i].Source == "" {
+		if i < 0 || st.Volumes[i].File == "" {
 			missing = append(missing, n)
 		}
 	}
