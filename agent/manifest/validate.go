@@ -117,7 +117,7 @@ func (v *validator) volume(s *VolumeSpec) {
 	switch fs := s.Filesystem; {
 	case len(src.more) == 0:
 	case fs != nil && staged:
-		v.report("spec.filesystem", fmt.Sprintf("not allowed with a %s source", src.Kind))
+		v.report("spec.filesystem", fmt.Sprintf("not allowed with %s %s source", article(src.Kind), src.Kind))
 	case fs == nil && !staged:
 		// Raw block volumes are not supported: without this the volume
 		// would be accepted and then never come up.
@@ -193,6 +193,14 @@ func (v *validator) duration(field, s string) time.Duration {
 		return 0
 	}
 	return d
+}
+
+// article is "an" before a kind's name that starts with a vowel.
+func article(word string) string {
+	if word != "" && strings.ContainsRune("aeiou", rune(word[0])) {
+		return "an"
+	}
+	return "a"
 }
 
 func (v *validator) size(field, s string) int64 {
