@@ -5,6 +5,7 @@
 package kind
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -89,3 +90,26 @@ func MarkBusy(err, driverBusy error) error {
 func SessionShared(a store.Attachment, others []store.Attachment) bool {
 	return a.Session != "" && slices.ContainsFunc(others, func(o store.Attachment) bool { return o.Session == a.Session })
 }
+
+// Unattached is the attacher half of a kind with nothing to attach (a
+// tmpfs, an overlay): it is ours, always there, and its Stage does the
+// work. Identity names the volume, as nothing else does.
+type Unattached struct{ Kind string }
+
+func (u Unattached) found(d *agent.Desired) agent.Found {
+	return agent.Found{Device: u.Kind, Identity: u.Kind + ":" + d.Name, Ours: true}
+}
+
+func (u Unattached) Find(_ context.Context, d *agent.Desired) ([]agent.Found, error) {
+	return []agent.Found{u.found(d)}, nil
+}
+
+func (u Unattached) Attach(_ context.Context, d *agent.Desired) (agent.Found, error) {
+	return u.found(d), nil
+}
+
+func (Unattached) Verify(_ context.Context, a store.Attachment) (string, bool, error) {
+	return a.Device, true, nil
+}
+
+func (Unattached) Detach(context.Context, store.Attachment, []store.Attachment) error { return nil }

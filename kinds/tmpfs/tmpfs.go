@@ -11,7 +11,6 @@ import (
 	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/drivers/mount"
 	"github.com/volumed/volumed/kinds/kind"
-	"github.com/volumed/volumed/store"
 )
 
 // Name is the manifest key and the driver's name.
@@ -44,28 +43,10 @@ func (Kind) Rules() []kind.Rule {
 	return []kind.Rule{{Type: "Source", Prop: "size", Check: "size"}}
 }
 
-func (Kind) Attacher(kind.Env) agent.Attacher { return attacher{} }
+func (Kind) Attacher(kind.Env) agent.Attacher { return attacher{kind.Unattached{Kind: Name}} }
 
 // attacher has nothing to attach: Stage mounts the tmpfs.
-type attacher struct{}
-
-func (attacher) found(d *agent.Desired) agent.Found {
-	return agent.Found{Device: "tmpfs", Identity: "tmpfs:" + d.Name, Ours: true}
-}
-
-func (t attacher) Find(_ context.Context, d *agent.Desired) ([]agent.Found, error) {
-	return []agent.Found{t.found(d)}, nil
-}
-
-func (t attacher) Attach(_ context.Context, d *agent.Desired) (agent.Found, error) {
-	return t.found(d), nil
-}
-
-func (attacher) Verify(_ context.Context, a store.Attachment) (string, bool, error) {
-	return a.Device, true, nil
-}
-
-func (attacher) Detach(context.Context, store.Attachment, []store.Attachment) error { return nil }
+type attacher struct{ kind.Unattached }
 
 func (attacher) Stage(_ context.Context, d *agent.Desired, staging string) error {
 	t, err := kind.Spec[Source](d, Name)
