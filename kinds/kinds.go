@@ -16,6 +16,7 @@ import (
 	"github.com/volumed/volumed/kinds/kind"
 	"github.com/volumed/volumed/kinds/loop"
 	"github.com/volumed/volumed/kinds/nvme"
+	"github.com/volumed/volumed/kinds/overlay"
 	"github.com/volumed/volumed/kinds/tmpfs"
 )
 
@@ -28,6 +29,7 @@ func All() []kind.Kind {
 		device.Kind{},
 		directory.Kind{},
 		tmpfs.Kind{},
+		overlay.Kind{},
 	}
 }
 
