@@ -54,8 +54,11 @@ func (Kind) Check(spec any, c *manifest.Check) manifest.Caps {
 	caps := manifest.Caps{
 		ReadOnly:  l.ReadOnly,
 		ImageFile: l.File,
-		Key:       "loop file " + l.File + map[bool]string{true: " (read-only)"}[l.ReadOnly],
+		Key:       "loop file " + l.File,
 		Claims:    []manifest.Claim{{Key: l.File, Field: "file", What: "loop file " + l.File}},
+	}
+	if l.ReadOnly {
+		caps.Key += " (read-only)"
 	}
 	if l.Create != nil {
 		l.Create.SizeBytes = c.Size("create.size", l.Create.Size)
