@@ -34,21 +34,19 @@ type Condition struct {
 
 // Volume is one entry of `volumed status -o json`.
 type Volume struct {
-	Name        string     `json:"name"`
-	Kind        string     `json:"kind"`
-	Driver      string     `json:"driver"`
-	Phase       string     `json:"phase"`
-	Device      string     `json:"device"`
-	StagingPath string     `json:"stagingPath"`
-	Targets     []Target   `json:"targets"`
-	LastError   string     `json:"lastError"`
-	Retries     int        `json:"retries"`
-	NextRetryAt *time.Time `json:"nextRetryAt"`
-	// File is the manifest file that declares the volume; "" when no
-	// manifest does any more (a record being torn down).
-	File          string `json:"file"`
-	CapacityBytes int64  `json:"capacityBytes"`
-	UsedBytes     int64  `json:"usedBytes"`
+	Name          string     `json:"name"`
+	Kind          string     `json:"kind"`
+	Driver        string     `json:"driver"`
+	Phase         string     `json:"phase"`
+	Device        string     `json:"device"`
+	StagingPath   string     `json:"stagingPath"`
+	Targets       []Target   `json:"targets"`
+	LastError     string     `json:"lastError"`
+	Retries       int        `json:"retries"`
+	NextRetryAt   *time.Time `json:"nextRetryAt"`
+	File          string     `json:"file"` // the manifest file that declares it; "" when none does any more
+	CapacityBytes int64      `json:"capacityBytes"`
+	UsedBytes     int64      `json:"usedBytes"`
 	// Wanted is false for a volume whose manifest is gone or says absent
 	// and which is being (or has been) torn down.
 	Wanted bool `json:"wanted"`

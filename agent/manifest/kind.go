@@ -170,5 +170,9 @@ func (s *Source) UnmarshalJSON(data []byte) error {
 }
 
 func oneOf(ks Kinds) string {
+	if len(ks) == 0 {
+		// A caller that passed no kinds: say so rather than list nothing.
+		return "exactly one source kind (this loader was given none)"
+	}
 	return "exactly one of " + strings.Join(ks.Names(), ", ")
 }

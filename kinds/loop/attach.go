@@ -58,7 +58,7 @@ func (l attacher) Attach(ctx context.Context, d *agent.Desired) (agent.Found, er
 			return agent.Found{}, err
 		}
 	} else if _, err := os.Stat(src.File); err != nil {
-		return agent.Found{}, fmt.Errorf("image %s: %w (set source.loopdev.create.size to have it created)", src.File, err)
+		return agent.Found{}, fmt.Errorf("image %s: %w (set source.loop.create.size to have it created)", src.File, err)
 	}
 	dev, err := loopdev.Attach(ctx, loopdev.Options{File: src.File, ReadOnly: src.ReadOnly, Tag: l.tag})
 	if err != nil {
@@ -177,7 +177,7 @@ func checkRoom(src *Source, growing bool) error {
 	}
 	err := loopdev.CheckRoom(src.File, src.Create.SizeBytes)
 	if errors.Is(err, loopdev.ErrNoRoom) {
-		return fmt.Errorf("source.loopdev.create.size %s refused: %w; a sparse image that runs out of room corrupts the filesystem inside it: free space, lower the size, or set create.overcommit: true", src.Create.Size, err)
+		return fmt.Errorf("source.loop.create.size %s refused: %w; a sparse image that runs out of room corrupts the filesystem inside it: free space, lower the size, or set create.overcommit: true", src.Create.Size, err)
 	}
 	return err
 }
