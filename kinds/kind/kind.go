@@ -51,7 +51,10 @@ type Env struct {
 type Rule struct{ Type, Prop, Check string }
 
 // Spec returns the value of a desired volume's source of kind name. A
-// volume rebuilt from the state file holds it as raw JSON, decoded here.
+// volume rebuilt from an attach intent holds it as the raw JSON the
+// intent kept, decoded here: what identifies the source is there, the
+// values validation derives (parsed sizes, durations) are not, and such a
+// volume is only ever found and torn down.
 func Spec[T any](d *agent.Desired, name string) (*T, error) {
 	src := d.Spec.Source
 	if src.Kind != name {
