@@ -83,7 +83,7 @@ func (a *Agent) attachmentOf(d *Desired, f Found) *store.Attachment {
 	owned := f.Owned || a.sessions.has(key) || sessionOwnedBy(a.sharers(d.Name, d.Driver), f.Session)
 	return &store.Attachment{
 		Driver: d.Driver, Device: f.Device, Identity: f.Identity, Session: f.Session,
-		Owned: owned && !f.Pinned, Pinned: f.Pinned, Source: sourceKey(d.Spec.Source),
+		Owned: owned && !f.Pinned, Pinned: f.Pinned, Source: d.Caps.Key,
 	}
 }
 

@@ -16,6 +16,9 @@ type Desired struct {
 	Driver string
 	File   string // the manifest file that declares it
 	Spec   *manifest.VolumeSpec
+	// Caps is what the source's kind said of it: the core decides by
+	// these, never by the kind's name or fields.
+	Caps manifest.Caps
 	// Absent: the manifest says `state: absent`; the volume is torn down
 	// but stays listed.
 	Absent  bool
@@ -63,6 +66,7 @@ func buildDesired(res *manifest.Result) map[string]*Desired {
 			Driver: spec.Source.Driver(),
 			File:   o.File,
 			Spec:   spec,
+			Caps:   spec.Source.Caps,
 			Absent: spec.State == "absent",
 		}
 		for _, m := range spec.Mounts {

@@ -100,10 +100,10 @@ func (s dirSpace) low() bool {
 // checkBackingSpace statfs's the directory of a writable loop image once
 // per detect (seen), however many images it holds.
 func checkBackingSpace(d *Desired, rec *store.Volume, seen map[string]dirSpace) (*Problem, error) {
-	if d == nil || rec.Attachment == nil || d.Spec.Source.Loop == nil || d.Spec.Source.Loop.ReadOnly {
+	if d == nil || rec.Attachment == nil || d.Caps.ImageFile == "" || d.Caps.ReadOnly {
 		return nil, nil
 	}
-	file := d.Spec.Source.Loop.File
+	file := d.Caps.ImageFile
 	dir := filepath.Dir(file)
 	s, ok := seen[dir]
 	if !ok {

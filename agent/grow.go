@@ -29,7 +29,7 @@ func growNeeded(d *Desired, rec *store.Volume, now sizes) bool {
 	if !d.Wanted() || rec == nil || rec.Staging == nil || rec.Attachment == nil {
 		return false
 	}
-	if l := d.Spec.Source.Loop; l != nil && l.Create != nil && now.image >= 0 && now.image < l.Create.SizeBytes {
+	if d.Caps.Size > 0 && now.image >= 0 && now.image < d.Caps.Size {
 		return true
 	}
 	fs := d.Spec.Filesystem
@@ -68,8 +68,8 @@ func (a *Agent) observeSizes(d *Desired, rec *store.Volume) (sizes, error) {
 	if rec == nil || rec.Attachment == nil || rec.Staging == nil {
 		return s, nil
 	}
-	if l := d.Spec.Source.Loop; l != nil && l.Create != nil {
-		if n, err := fileSize(l.File); err == nil {
+	if d.Caps.Size > 0 {
+		if n, err := fileSize(d.Caps.ImageFile); err == nil {
 			s.image = n
 		}
 	}

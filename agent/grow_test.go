@@ -15,7 +15,7 @@ func TestGrowNeeded(t *testing.T) {
 	const mi = 1 << 20
 	loopVol := func(size int64, grow bool) *Desired {
 		d := want("a")
-		d.Spec.Source.Loop = &manifest.LoopSource{File: "/i", Create: &manifest.LoopCreate{SizeBytes: size}}
+		d.Caps = manifest.Caps{ImageFile: "/i", Size: size}
 		d.Spec.Filesystem.Grow = grow
 		return d
 	}

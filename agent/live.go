@@ -9,7 +9,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/store"
 )
 
@@ -22,25 +21,6 @@ func bindWords(o BindOptions) []string {
 		flagWord(o.NoDev, "nodev", "dev"),
 		flagWord(o.NoExec, "noexec", "exec"),
 	}
-}
-
-// sourceKey names what a source attaches: the fields that cannot change
-// under a live attachment (tunables such as timeouts, and a loop image's
-// size, which grows, are left out).
-func sourceKey(s manifest.Source) string {
-	switch {
-	case s.Loop != nil:
-		return "loop file " + s.Loop.File + flagWord(s.Loop.ReadOnly, " (read-only)", "")
-	case s.ISCSI != nil:
-		return fmt.Sprintf("iscsi %s %s lun %d", s.ISCSI.Portal, s.ISCSI.IQN, s.ISCSI.LUN)
-	case s.NVMe != nil:
-		return fmt.Sprintf("nvme %s %s:%d %s namespace %d", s.NVMe.Transport, s.NVMe.Address, s.NVMe.Port, s.NVMe.NQN, s.NVMe.Namespace)
-	case s.Device != nil:
-		return "device " + s.Device.Path + s.Device.Serial + s.Device.WWN
-	case s.Directory != nil:
-		return "directory " + s.Directory.Path
-	}
-	return ""
 }
 
 // remountOp finds a mount of a converged volume whose options the
@@ -143,7 +123,7 @@ func pendingChanges(d *Desired, rec *store.Volume) []pending {
 	}
 	var out []pending
 	if at := rec.Attachment; at != nil && at.Source != "" {
-		if now := sourceKey(d.Spec.Source); now != at.Source {
+		if now := d.Caps.Key; now != at.Source {
 			out = append(out, pending{"SourceChanged", fmt.Sprintf(
 				"source (now %s) not applied: %s is still attached as %s; to switch, set state: absent, then present again (or reboot)",
 				now, at.Source, at.Device)})

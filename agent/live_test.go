@@ -18,7 +18,7 @@ import (
 // madeWith is a converged volume whose mounts were made for d.
 func madeWith(d *Desired) *store.Volume {
 	v := have(d.Name, true, true)
-	v.Attachment.Source = sourceKey(d.Spec.Source)
+	v.Attachment.Source = d.Caps.Key
 	v.Staging.FSType = d.Spec.Filesystem.Type
 	v.Staging.Options = stagingOptions(d)
 	for _, t := range d.Targets {
@@ -29,8 +29,13 @@ func madeWith(d *Desired) *store.Volume {
 
 func loopWant(name string, targets ...DesiredTarget) *Desired {
 	d := want(name, targets...)
-	d.Spec.Source.Loop = &manifest.LoopSource{File: "/img/" + name + ".img"}
+	d.Caps = loopCaps("/img/" + name + ".img")
 	return d
+}
+
+// loopCaps is what kinds/loop says of an image (the core sees no more).
+func loopCaps(file string) manifest.Caps {
+	return manifest.Caps{ImageFile: file, Key: "loop file " + file}
 }
 
 func TestPlanRemountsChangedOptions(t *testing.T) {
@@ -84,7 +89,7 @@ func TestPlanRemountsChangedOptions(t *testing.T) {
 func TestPendingChanges(t *testing.T) {
 	base := loopWant("a", tgt("/t", false))
 	otherFile := loopWant("a", tgt("/t", false))
-	otherFile.Spec.Source.Loop.File = "/img/new.img"
+	otherFile.Caps = loopCaps("/img/new.img")
 	xfs := loopWant("a", tgt("/t", false))
 	xfs.Spec.Filesystem = &manifest.Filesystem{Type: "xfs"}
 	journal := loopWant("a", tgt("/t", false))

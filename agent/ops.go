@@ -189,7 +189,7 @@ func (a *Agent) mountInfoAt(p string) (*mountinfo.Info, error) {
 }
 
 func readOnlySource(d *Desired) bool {
-	return d.Spec.Source.Loop != nil && d.Spec.Source.Loop.ReadOnly
+	return d.Caps.ReadOnly
 }
 
 // stagingOptions are the options of the staging mount. suid and dev are

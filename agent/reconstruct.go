@@ -175,7 +175,7 @@ func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume,
 				owned := f.Owned || (f.Reusable && slices.Contains(pending, OpAttach))
 				v.Attachment = &store.Attachment{
 					Driver: d.Driver, Device: f.Device, Identity: f.Identity, Session: f.Session,
-					Owned: owned && !f.Pinned, Pinned: f.Pinned, Source: sourceKey(d.Spec.Source),
+					Owned: owned && !f.Pinned, Pinned: f.Pinned, Source: d.Caps.Key,
 				}
 				log.Info("adopting attachment found in the kernel", "device", f.Device, "identity", f.Identity, "owned", v.Attachment.Owned)
 			}

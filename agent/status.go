@@ -59,7 +59,7 @@ func (a *Agent) Status() []api.Volume {
 func (a *Agent) volumeStatus(name string, d *Desired, rec *store.Volume, next map[string]Op) api.Volume {
 	v := api.Volume{Name: name, Kind: "Volume", Wanted: d.Wanted(), StagingPath: a.stagingPath(name), Targets: []api.Target{}}
 	if d != nil {
-		v.Driver, v.Source = d.Driver, d.File
+		v.Driver, v.File = d.Driver, d.File
 		for _, t := range d.Targets {
 			v.Targets = append(v.Targets, api.Target{Path: t.Path, ReadOnly: t.ReadOnly, SubPath: t.SubPath, Mounted: rec != nil && hasTarget(rec, t.Path)})
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/internal/testtool"
+	"github.com/volumed/volumed/kinds"
 )
 
 const (
@@ -360,7 +361,7 @@ func TestTmpfilesMakeDirectoriesTheAgentAccepts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	opts := manifest.Options{CheckOwnership: true}
+	opts := manifest.Options{CheckOwnership: true, Kinds: kinds.Manifest(kinds.All())}
 	files, probs := manifest.EffectiveFiles(dirs, opts)
 	if len(files) == 1 {
 		_, ps := manifest.ParseFile(files[0], opts)

@@ -44,7 +44,7 @@ type Volume struct {
 	LastError     string     `json:"lastError"`
 	Retries       int        `json:"retries"`
 	NextRetryAt   *time.Time `json:"nextRetryAt"`
-	Source        string     `json:"source"`
+	File          string     `json:"file"` // the manifest file that declares it; "" when none does any more
 	CapacityBytes int64      `json:"capacityBytes"`
 	UsedBytes     int64      `json:"usedBytes"`
 	// Wanted is false for a volume whose manifest is gone or says absent

@@ -224,32 +224,12 @@ func claims(o *Object) []claim {
 	cs := []claim{{key: "name\x00" + o.Kind + "\x00" + o.Metadata.Name, field: "metadata.name"}}
 	if s := o.Volume; s != nil {
 		src := s.Source
-		add := func(key, field, what string) {
-			cs = append(cs, claim{key: "source\x00" + key, field: field, what: what})
-		}
-		switch {
-		case src.Loop != nil:
-			add("loop\x00"+src.Loop.File, "spec.source.loop.file", "loop file "+src.Loop.File)
-		case src.ISCSI != nil:
-			i := src.ISCSI
-			add(fmt.Sprintf("iscsi\x00%s\x00%s\x00%d", i.Portal, i.IQN, i.LUN), "spec.source.iscsi",
-				fmt.Sprintf("iSCSI LUN %d of %s at %s", i.LUN, i.IQN, i.Portal))
-		case src.NVMe != nil:
-			n := src.NVMe
-			add(fmt.Sprintf("nvme\x00%s\x00%d", n.NQN, n.Namespace), "spec.source.nvme",
-				fmt.Sprintf("NVMe namespace %d of %s", n.Namespace, n.NQN))
-		case src.Device != nil:
-			d := src.Device
-			switch {
-			case d.Path != "":
-				add("device-path\x00"+d.Path, "spec.source.device.path", "device "+d.Path)
-			case d.Serial != "":
-				add("device-serial\x00"+d.Serial, "spec.source.device.serial", "device with serial "+d.Serial)
-			case d.WWN != "":
-				add("device-wwn\x00"+d.WWN, "spec.source.device.wwn", "device with WWN "+d.WWN)
+		for _, c := range src.Caps.Claims {
+			field := "spec.source." + src.Kind
+			if c.Field != "" {
+				field += "." + c.Field
 			}
-		case src.Directory != nil:
-			add("directory\x00"+src.Directory.Path, "spec.source.directory.path", "directory "+src.Directory.Path)
+			cs = append(cs, claim{key: "source\x00" + src.Kind + "\x00" + c.Key, field: field, what: c.What})
 		}
 		for i, m := range s.Mounts {
 			cs = append(cs, claim{key: "target\x00" + m.Path, field: fmt.Sprintf("spec.mounts[%d].path", i), what: "target " + m.Path})

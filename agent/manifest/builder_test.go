@@ -1,4 +1,4 @@
-package manifest
+package manifest_test
 
 import (
 	"fmt"
@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	. "github.com/volumed/volumed/agent/manifest"
 )
 
 // summary renders accepted objects as "name(file) target...", the parts a
@@ -55,15 +57,21 @@ func check(t *testing.T, root string, res *Result, w want) {
 }
 
 func loopVolume(name, file string, mounts ...string) string {
-	return strings.Replace(tmpfsVolume(name, mounts...), "{tmpfs: {size: 1Mi}}", "{loop: {file: "+file+"}}", 1)
+	return strings.Replace(tmpfsVolume(name, mounts...), "{tmpfs: {size: 1Mi}}", "{loop: {file: "+file+"}}", 1) + ext4
 }
 
 func mountObj(name, volume, path string) string {
 	return "apiVersion: volumed/v1\nkind: Mount\nmetadata:\n  name: " + name + "\nspec:\n  volume: " + volume + "\n  path: " + path + "\n"
 }
 
+// withSource makes a volume of source; a block source gets a filesystem
+// on the last line.
 func withSource(name, source string) string {
-	return strings.Replace(tmpfsVolume(name), "{tmpfs: {size: 1Mi}}", source, 1)
+	v := strings.Replace(tmpfsVolume(name), "{tmpfs: {size: 1Mi}}", source, 1)
+	if strings.HasPrefix(source, "{directory:") || strings.HasPrefix(source, "{tmpfs:") {
+		return v
+	}
+	return v + ext4
 }
 
 func TestBuilderConflicts(t *testing.T) {
@@ -119,10 +127,10 @@ func TestBuilderConflicts(t *testing.T) {
 				volumes: []string{"i1(d/a.yaml)", "n1(d/a.yaml)", "d1(d/a.yaml)", "d2(d/a.yaml)", "s1(d/a.yaml)", "i3(d/b.yaml)"},
 				problems: []string{
 					`d/b.yaml:6:12: spec.source.iscsi: iSCSI LUN 1 of iqn.2026-01.x:t at 192.0.2.1:3260 is already used by Volume "i1" (d/a.yaml:1)`,
-					`d/b.yaml:20:12: spec.source.nvme: NVMe namespace 2 of nqn.2026-01.x:t is already used by Volume "n1" (d/a.yaml:8)`,
-					`d/b.yaml:27:26: spec.source.device.wwn: device with WWN 0x5000c500a1b2c3d4 is already used by Volume "d1" (d/a.yaml:15)`,
-					`d/b.yaml:34:27: spec.source.device.path: device /dev/disk/by-id/ata-X is already used by Volume "d2" (d/a.yaml:22)`,
-					`d/b.yaml:41:30: spec.source.directory.path: directory /srv/shared is already used by Volume "s1" (d/a.yaml:29)`,
+					`d/b.yaml:22:12: spec.source.nvme: NVMe namespace 2 of nqn.2026-01.x:t is already used by Volume "n1" (d/a.yaml:9)`,
+					`d/b.yaml:30:26: spec.source.device.wwn: device with WWN 0x5000c500a1b2c3d4 is already used by Volume "d1" (d/a.yaml:17)`,
+					`d/b.yaml:38:27: spec.source.device.path: device /dev/disk/by-id/ata-X is already used by Volume "d2" (d/a.yaml:25)`,
+					`d/b.yaml:46:30: spec.source.directory.path: directory /srv/shared is already used by Volume "s1" (d/a.yaml:33)`,
 				},
 			},
 		},
@@ -205,7 +213,7 @@ func TestBuilderPrecedence(t *testing.T) {
 	usr := mkdir(t, root, "usr")
 	etc := mkdir(t, root, "etc")
 	run := filepath.Join(root, "run") // created later, like /run at boot
-	b := NewBuilder([]string{usr, etc, run}, Options{StateDir: "/var/lib/volumed", CheckOwnership: true})
+	b := NewBuilder([]string{usr, etc, run}, Options{StateDir: "/var/lib/volumed", CheckOwnership: true, Kinds: testKinds})
 
 	write(t, usr, "data.yaml", tmpfsVolume("data", "/srv/shipped"))
 	write(t, usr, "logs.yaml", tmpfsVolume("logs", "/srv/logs"))
@@ -229,7 +237,7 @@ func TestBuilderLastGood(t *testing.T) {
 	root := t.TempDir()
 	usr := mkdir(t, root, "usr")
 	etc := mkdir(t, root, "etc")
-	b := NewBuilder([]string{usr, etc}, Options{CheckOwnership: true})
+	b := NewBuilder([]string{usr, etc}, Options{CheckOwnership: true, Kinds: testKinds})
 
 	good := tmpfsVolume("data", "/srv/data") + "---\n" + mountObj("logs", "data", "/srv/logs")
 	file := write(t, etc, "data.yaml", good)
@@ -321,7 +329,7 @@ func TestBuilderLastGoodAcrossOverride(t *testing.T) {
 	root := t.TempDir()
 	usr := mkdir(t, root, "usr")
 	etc := mkdir(t, root, "etc")
-	b := NewBuilder([]string{usr, etc}, Options{})
+	b := NewBuilder([]string{usr, etc}, Options{Kinds: testKinds})
 	write(t, usr, "data.yaml", tmpfsVolume("data", "/srv/shipped"))
 	b.Load()
 	// The operator's override is broken: the name keeps what it declared last.
@@ -432,7 +440,7 @@ func TestSecretFiles(t *testing.T) {
 	write(t, dir, "a.yaml", withSource("good", src(tight)))
 	write(t, dir, "b.yaml", withSource("later", strings.Replace(src(filepath.Join(root, "not-yet")), "lun: 1", "lun: 3", 1)))
 	write(t, dir, "c.yaml", withSource("bad", strings.Replace(src(loose), "lun: 1", "lun: 2", 1)))
-	res := NewBuilder([]string{dir}, Options{StateDir: "/var/lib/volumed", CheckOwnership: true}).Load()
+	res := NewBuilder([]string{dir}, Options{StateDir: "/var/lib/volumed", CheckOwnership: true, Kinds: testKinds}).Load()
 	check(t, root, res, want{
 		volumes:  []string{"good(d/a.yaml)", "later(d/b.yaml)"},
 		problems: []string{`d/c.yaml:6:112: spec.source.iscsi.chap.passwordFile: mode 0644 lets group or others read it, must be 0600 or stricter: insecure secret file`},

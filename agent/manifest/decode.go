@@ -27,7 +27,10 @@ type document struct {
 	Spec       *yaml.Node `yaml:"spec"`
 }
 
-var nodeType = reflect.TypeOf((*yaml.Node)(nil))
+var (
+	nodeType   = reflect.TypeOf((*yaml.Node)(nil))
+	sourceType = reflect.TypeOf(Source{})
+)
 
 // ParseBytes decodes and validates the manifest documents in data as if
 // they were read from the file name. It does what ParseFile does except
@@ -154,6 +157,7 @@ func invalidUTF8At(data []byte) (line, col int) {
 // tags, so that every problem names the full field path and its position.
 type decoder struct {
 	file  string
+	kinds Kinds
 	probs []Problem
 	pos   map[string]position
 	bad   map[string]bool // paths that failed to decode; validation skips them
@@ -165,7 +169,7 @@ func (d *decoder) problem(n *yaml.Node, path, reason string) {
 }
 
 func decodeObject(file string, n *yaml.Node, opts Options) (*Object, []Problem) {
-	d := &decoder{file: file, pos: map[string]position{}, bad: map[string]bool{}}
+	d := &decoder{file: file, kinds: opts.Kinds, pos: map[string]position{}, bad: map[string]bool{}}
 	d.pos[""] = position{n.Line, n.Column}
 	if !d.checkTree(n, "", 1) {
 		return nil, d.probs
@@ -268,6 +272,8 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 	switch {
 	case t == nodeType:
 		v.Set(reflect.ValueOf(n))
+	case t == sourceType:
+		d.source(n, v.Addr().Interface().(*Source), path)
 	case t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Struct:
 		nv := reflect.New(t.Elem())
 		d.value(n, nv.Elem(), path)
@@ -351,6 +357,53 @@ func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path string) {
 			d.pos[p] = position{k.Line, k.Column}
 		}
 		d.value(val, v.Field(idx), p)
+	}
+}
+
+// source decodes spec.source: each key names a registered kind, whose
+// own type its value is decoded into. More than one member is kept for
+// the validator to refuse (and check each).
+func (d *decoder) source(n *yaml.Node, src *Source, path string) {
+	if n.Kind != yaml.MappingNode {
+		d.problem(n, path, "expected a mapping, got "+describe(n))
+		return
+	}
+	names := map[string]int{}
+	for i, name := range d.kinds.Names() {
+		names[name] = i
+	}
+	seen := map[string]*yaml.Node{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			d.problem(k, path, "a key must be a string, got "+describe(k))
+			continue
+		}
+		p := joinPath(path, k.Value)
+		if first, dup := seen[k.Value]; dup {
+			d.problem(k, p, fmt.Sprintf("duplicate key (first at %d:%d)", first.Line, first.Column))
+			continue
+		}
+		seen[k.Value] = k
+		kind, ok := d.kinds.Lookup(k.Value)
+		if !ok {
+			d.problem(k, p, unknownField(k.Value, names))
+			continue
+		}
+		if val.Kind == yaml.ScalarNode {
+			d.pos[p] = position{val.Line, val.Column}
+		} else {
+			d.pos[p] = position{k.Line, k.Column}
+		}
+		if isNull(val) {
+			continue // as for any other field: null is absent
+		}
+		spec := kind.New()
+		d.value(val, reflect.ValueOf(spec).Elem(), p)
+		src.more = append(src.more, member{kind, spec})
+	}
+	if len(src.more) > 0 {
+		src.Kind, src.Spec = src.more[0].kind.Name(), src.more[0].spec
 	}
 }
 

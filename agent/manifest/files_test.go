@@ -1,4 +1,4 @@
-package manifest
+package manifest_test
 
 import (
 	"os"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	. "github.com/volumed/volumed/agent/manifest"
 )
 
 func mkdir(t *testing.T, parts ...string) string {
@@ -86,7 +88,7 @@ func TestEffectiveFiles(t *testing.T) {
 	// A masking link with no earlier file to mask is simply nothing.
 	symlink(t, "/dev/null", filepath.Join(run, "z.yaml"))
 
-	files, probs := EffectiveFiles([]string{usr, etc, filepath.Join(root, "missing"), run}, Options{})
+	files, probs := EffectiveFiles([]string{usr, etc, filepath.Join(root, "missing"), run}, Options{Kinds: testKinds})
 	if len(probs) > 0 {
 		t.Errorf("problems: %q", rel(root, probs))
 	}
@@ -109,7 +111,7 @@ func TestEffectiveFilesBadDir(t *testing.T) {
 	}
 	notDir := write(t, root, "file", "")
 
-	files, probs := EffectiveFiles([]string{usr, etc, notDir}, Options{CheckOwnership: true})
+	files, probs := EffectiveFiles([]string{usr, etc, notDir}, Options{CheckOwnership: true, Kinds: testKinds})
 	wantProbs := []string{
 		"etc: refused: mode 0777 lets group or others write it",
 		"file: cannot read: not a directory",
@@ -123,7 +125,7 @@ func TestEffectiveFilesBadDir(t *testing.T) {
 		t.Errorf("effective files %q, want %q", got, want)
 	}
 	for _, f := range files {
-		objs, probs := ParseFile(f, Options{CheckOwnership: true})
+		objs, probs := ParseFile(f, Options{CheckOwnership: true, Kinds: testKinds})
 		if want := []string{"etc: refused: mode 0777 lets group or others write it"}; objs != nil || !slices.Equal(rel(root, probs), want) {
 			t.Errorf("ParseFile(%s): %d objects, problems %q; want %q", f, len(objs), rel(root, probs), want)
 		}
@@ -169,7 +171,7 @@ func TestParseFileOwnership(t *testing.T) {
 			dir := mkdir(t, root, "d")
 			file := write(t, dir, "a.yaml", tmpfsVolume("a"))
 			tt.setup(t, dir, file)
-			objs, probs := ParseFile(file, Options{CheckOwnership: true})
+			objs, probs := ParseFile(file, Options{CheckOwnership: true, Kinds: testKinds})
 			if got := rel(root, probs); !slices.Equal(got, tt.want) {
 				t.Errorf("problems %q, want %q", got, tt.want)
 			}
@@ -177,7 +179,7 @@ func TestParseFileOwnership(t *testing.T) {
 				t.Errorf("%d objects", len(objs))
 			}
 			// Without the check, the same file is accepted.
-			if objs, probs := ParseFile(file, Options{}); len(objs) != 1 || len(probs) > 0 {
+			if objs, probs := ParseFile(file, Options{Kinds: testKinds}); len(objs) != 1 || len(probs) > 0 {
 				t.Errorf("unchecked: %d objects, problems %q", len(objs), rel(root, probs))
 			}
 		})
@@ -212,7 +214,7 @@ func TestParseFileNotRegular(t *testing.T) {
 		{"zero.yaml", "zero.yaml: not a regular file"},
 		{"missing.yaml", "missing.yaml: cannot read: no such file or directory"},
 	} {
-		objs, probs := ParseFile(filepath.Join(root, tt.name), Options{})
+		objs, probs := ParseFile(filepath.Join(root, tt.name), Options{Kinds: testKinds})
 		if got := rel(root, probs); objs != nil || !slices.Equal(got, []string{tt.want}) {
 			t.Errorf("%s: %d objects, problems %q, want %q", tt.name, len(objs), got, tt.want)
 		}
@@ -226,7 +228,7 @@ func TestParseFileTooBig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, probs := ParseFile(p, Options{})
+	_, probs := ParseFile(p, Options{Kinds: testKinds})
 	want := []string{"big.yaml: too big: " + itoa64(st.Size()) + " bytes, the limit is 1 MiB"}
 	if got := rel(root, probs); !slices.Equal(got, want) {
 		t.Errorf("problems %q, want %q", got, want)
@@ -237,7 +239,7 @@ func TestParseFileNonUTF8(t *testing.T) {
 	root := t.TempDir()
 	// Latin-1, as an old editor might save it.
 	p := write(t, root, "latin1.yaml", "apiVersion: volumed/v1\nkind: Volume\nmetadata: {name: caf\xe9}\n")
-	_, probs := ParseFile(p, Options{})
+	_, probs := ParseFile(p, Options{Kinds: testKinds})
 	if got, want := rel(root, probs), []string{"latin1.yaml:3:21: not valid UTF-8"}; !slices.Equal(got, want) {
 		t.Errorf("problems %q, want %q", got, want)
 	}

@@ -1,8 +1,10 @@
-package manifest
+package manifest_test
 
 import (
 	"strings"
 	"testing"
+
+	. "github.com/volumed/volumed/agent/manifest"
 )
 
 // FuzzParse feeds arbitrary bytes to the decoder. Beyond not panicking, a
@@ -14,7 +16,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("a: &x [*x]\n"))
 	f.Add([]byte(`{"apiVersion": "volumed/v1", "kind": "Volume", "metadata": {"name": "a"}, "spec": {"source": {"tmpfs": {"size": "1Mi"}}}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		objs, probs := ParseBytes("f.yaml", data, Options{StateDir: "/var/lib/volumed"})
+		objs, probs := ParseBytes("f.yaml", data, testOpts)
 		if (len(probs) == 0) == (objs == nil) && len(objs) > 0 {
 			t.Fatalf("%d objects with %d problems", len(objs), len(probs))
 		}
@@ -24,7 +26,7 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 		for _, o := range objs {
-			if checkName(o.Metadata.Name) != "" {
+			if CheckName(o.Metadata.Name) != "" {
 				t.Fatalf("accepted bad name %q", o.Metadata.Name)
 			}
 			switch o.Kind {
@@ -36,12 +38,12 @@ func FuzzParse(f *testing.F) {
 					t.Fatalf("accepted format %q", fs.Format)
 				}
 				for _, m := range o.Volume.Mounts {
-					if checkTarget(m.Path, "/var/lib/volumed") != "" {
+					if CheckTarget(m.Path, "/var/lib/volumed") != "" {
 						t.Fatalf("accepted target %q", m.Path)
 					}
 				}
 			case KindMount:
-				if o.Mount == nil || o.Volume != nil || checkTarget(o.Mount.Path, "/var/lib/volumed") != "" {
+				if o.Mount == nil || o.Volume != nil || CheckTarget(o.Mount.Path, "/var/lib/volumed") != "" {
 					t.Fatalf("accepted mount %+v", o)
 				}
 			default:

@@ -1,19 +1,37 @@
-package manifest
+package manifest_test
 
 import (
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
+
+	. "github.com/volumed/volumed/agent/manifest"
+	"github.com/volumed/volumed/kinds"
+	"github.com/volumed/volumed/kinds/device"
+	"github.com/volumed/volumed/kinds/directory"
+	"github.com/volumed/volumed/kinds/iscsi"
+	"github.com/volumed/volumed/kinds/kind"
+	"github.com/volumed/volumed/kinds/loop"
+	"github.com/volumed/volumed/kinds/nvme"
+	"github.com/volumed/volumed/kinds/tmpfs"
 )
 
 // vol starts a Volume named data; spec's members begin on line 6, column 3.
 const vol = "apiVersion: volumed/v1\nkind: Volume\nmetadata:\n  name: data\nspec:\n"
 
 // mnt starts a Mount named app; spec's members begin on line 6, column 3.
+// ext4 ends a Volume whose block source is not what a case is about.
+const ext4 = "  filesystem: {type: ext4}\n"
+
 const mnt = "apiVersion: volumed/v1\nkind: Mount\nmetadata:\n  name: app\nspec:\n"
 
-var testOpts = Options{StateDir: "/var/lib/volumed"}
+var (
+	// The kinds the messages below list: these tests hold the loader,
+	// not the registry, so a kind added to kinds.All leaves them be.
+	testKinds = kinds.Manifest([]kind.Kind{loop.Kind{}, iscsi.Kind{}, nvme.Kind{}, device.Kind{}, directory.Kind{}, tmpfs.Kind{}})
+	testOpts  = Options{StateDir: "/var/lib/volumed", Kinds: testKinds}
+)
 
 func render(probs []Problem) []string {
 	out := []string{}
@@ -32,20 +50,20 @@ func TestParseBytesProblems(t *testing.T) {
 		{"unknown top-level field", vol + "  source: {tmpfs: {size: 1Mi}}\nstatus: {}\n", []string{
 			`x.yaml:7:1: status: unknown field`,
 		}},
-		{"misspelled field", vol + "  source:\n    loop:\n      fiel: /x.img\n", []string{
+		{"misspelled field", vol + "  source:\n    loop:\n      fiel: /x.img\n" + ext4, []string{
 			`x.yaml:7:5: spec.source.loop.file: required`,
 			`x.yaml:8:7: spec.source.loop.fiel: unknown field (did you mean "file"?)`,
 		}},
-		{"misspelled case", vol + "  source:\n    loop: {file: /x.img, readonly: true}\n", []string{
+		{"misspelled case", vol + "  source:\n    loop: {file: /x.img, readonly: true}\n" + ext4, []string{
 			`x.yaml:7:26: spec.source.loop.readonly: unknown field (did you mean "readOnly"?)`,
 		}},
 		{"misspelled plural", vol + "  source: {tmpfs: {size: 1Mi}}\n  mount: [{path: /srv/a}]\n", []string{
 			`x.yaml:7:3: spec.mount: unknown field (did you mean "mounts"?)`,
 		}},
-		{"wrong type integer", vol + "  source:\n    iscsi: {portal: \"192.0.2.1:3260\", iqn: iqn.2026-01.x:y, lun: abc}\n", []string{
+		{"wrong type integer", vol + "  source:\n    iscsi: {portal: \"192.0.2.1:3260\", iqn: iqn.2026-01.x:y, lun: abc}\n" + ext4, []string{
 			`x.yaml:7:66: spec.source.iscsi.lun: expected an integer, got "abc"`,
 		}},
-		{"wrong type quoted integer", vol + "  source:\n    nvme: {transport: tcp, address: a, nqn: nqn.x, namespace: \"1\"}\n", []string{
+		{"wrong type quoted integer", vol + "  source:\n    nvme: {transport: tcp, address: a, nqn: nqn.x, namespace: \"1\"}\n" + ext4, []string{
 			`x.yaml:7:63: spec.source.nvme.namespace: expected an integer, got "1"`,
 		}},
 		{"wrong type mapping", vol + "  source: /x.img\n", []string{
@@ -54,7 +72,7 @@ func TestParseBytesProblems(t *testing.T) {
 		{"wrong type list", vol + "  source: {tmpfs: {size: 1Mi}}\n  mounts: /srv/a\n", []string{
 			`x.yaml:7:11: spec.mounts: expected a list, got "/srv/a"`,
 		}},
-		{"wrong type string", vol + "  source:\n    loop: {file: [a, b]}\n", []string{
+		{"wrong type string", vol + "  source:\n    loop: {file: [a, b]}\n" + ext4, []string{
 			`x.yaml:7:18: spec.source.loop.file: expected a string, got a list`,
 		}},
 		{"wrong type bool", mnt + "  volume: data\n  path: /srv/a\n  readOnly: yes\n", []string{
@@ -72,7 +90,20 @@ func TestParseBytesProblems(t *testing.T) {
 		{"no name", "apiVersion: volumed/v1\nkind: Volume\nspec:\n  source: {tmpfs: {size: 1Mi}}\n", []string{
 			`x.yaml:1:1: metadata.name: required`,
 		}},
-		{"two sources", vol + "  source:\n    loop: {file: /x.img}\n    tmpfs: {size: 1Mi}\n", []string{
+		{"block source without filesystem", vol + "  source: {loop: {file: /x.img}}\n", []string{
+			`x.yaml:5:1: spec.filesystem: required with source.loop, a block device: add one with type ext4, xfs or btrfs (raw block volumes are not supported)`,
+		}},
+		{"block source without filesystem, absent", vol + "  state: absent\n  source: {device: {serial: X1}}\n", []string{
+			`x.yaml:5:1: spec.filesystem: required with source.device, a block device: add one with type ext4, xfs or btrfs (raw block volumes are not supported)`,
+		}},
+		{"unknown source kind", vol + "  source:\n    lop: {file: /x.img}\n" + ext4, []string{
+			`x.yaml:6:3: spec.source: exactly one of loop, iscsi, nvme, device, directory, tmpfs is required, got none`,
+			`x.yaml:7:5: spec.source.lop: unknown field (did you mean "loop"?)`,
+		}},
+		{"null source member", vol + "  source: {tmpfs: null}\n", []string{
+			`x.yaml:6:3: spec.source: exactly one of loop, iscsi, nvme, device, directory, tmpfs is required, got none`,
+		}},
+		{"two sources", vol + "  source:\n    loop: {file: /x.img}\n    tmpfs: {size: 1Mi}\n" + ext4, []string{
 			`x.yaml:6:3: spec.source: exactly one of loop, iscsi, nvme, device, directory, tmpfs is allowed, got loop and tmpfs`,
 		}},
 		{"no source", vol + "  mounts: [{path: /srv/a}]\n", []string{
@@ -85,22 +116,22 @@ func TestParseBytesProblems(t *testing.T) {
 			`x.yaml:1:1: spec: required`,
 			`x.yaml:1:1: spec.source: exactly one of loop, iscsi, nvme, device, directory, tmpfs is required, got none`,
 		}},
-		{"relative loop file", vol + "  source:\n    loop: {file: images/x.img}\n", []string{
+		{"relative loop file", vol + "  source:\n    loop: {file: images/x.img}\n" + ext4, []string{
 			`x.yaml:7:18: spec.source.loop.file: must be an absolute path, got "images/x.img"`,
 		}},
-		{"unclean loop file", vol + "  source:\n    loop: {file: /var//images/../x.img}\n", []string{
+		{"unclean loop file", vol + "  source:\n    loop: {file: /var//images/../x.img}\n" + ext4, []string{
 			`x.yaml:7:18: spec.source.loop.file: must be a clean path (did you mean "/var/x.img"?)`,
 		}},
-		{"loop file under /dev", vol + "  source:\n    loop: {file: /dev/shm/x.img}\n", []string{
+		{"loop file under /dev", vol + "  source:\n    loop: {file: /dev/shm/x.img}\n" + ext4, []string{
 			`x.yaml:7:18: spec.source.loop.file: must not be /dev or under it`,
 		}},
-		{"loop create size zero", vol + "  source:\n    loop: {file: /x.img, create: {size: 0}}\n", []string{
+		{"loop create size zero", vol + "  source:\n    loop: {file: /x.img, create: {size: 0}}\n" + ext4, []string{
 			`x.yaml:7:41: spec.source.loop.create.size: must be more than 0, got "0"`,
 		}},
-		{"loop create size bad unit", vol + "  source:\n    loop: {file: /x.img, create: {size: 10GB}}\n", []string{
+		{"loop create size bad unit", vol + "  source:\n    loop: {file: /x.img, create: {size: 10GB}}\n" + ext4, []string{
 			`x.yaml:7:41: spec.source.loop.create.size: invalid size "10GB": want a whole number with an optional suffix Ki, Mi, Gi, Ti, Pi, k, M, G, T or P`,
 		}},
-		{"loop create without size", vol + "  source:\n    loop: {file: /x.img, create: {}}\n", []string{
+		{"loop create without size", vol + "  source:\n    loop: {file: /x.img, create: {}}\n" + ext4, []string{
 			`x.yaml:7:26: spec.source.loop.create.size: required`,
 		}},
 		{"target /", vol + "  source: {tmpfs: {size: 1Mi}}\n  mounts:\n    - path: /\n", []string{
@@ -149,31 +180,31 @@ func TestParseBytesProblems(t *testing.T) {
 		{"bad state", vol + "  state: gone\n  source: {tmpfs: {size: 1Mi}}\n", []string{
 			`x.yaml:6:10: spec.state: must be present or absent, got "gone"`,
 		}},
-		{"iscsi", vol + "  source:\n    iscsi: {portal: 192.0.2.1, iqn: target1, lun: -1, chap: {username: u, passwordFile: chap}}\n", []string{
+		{"iscsi", vol + "  source:\n    iscsi: {portal: 192.0.2.1, iqn: target1, lun: -1, chap: {username: u, passwordFile: chap}}\n" + ext4, []string{
 			`x.yaml:7:21: spec.source.iscsi.portal: must be host:port, got "192.0.2.1"`,
 			`x.yaml:7:37: spec.source.iscsi.iqn: must start with "iqn.", "eui." or "naa.", got "target1"`,
 			`x.yaml:7:51: spec.source.iscsi.lun: must be 0 or more, got -1`,
 			`x.yaml:7:89: spec.source.iscsi.chap.passwordFile: must be an absolute path, got "chap"`,
 		}},
-		{"iscsi chap incomplete and bad port", vol + "  source:\n    iscsi: {portal: \"h:0\", iqn: eui.02004567A425678D, chap: {}}\n", []string{
+		{"iscsi chap incomplete and bad port", vol + "  source:\n    iscsi: {portal: \"h:0\", iqn: eui.02004567A425678D, chap: {}}\n" + ext4, []string{
 			`x.yaml:7:21: spec.source.iscsi.portal: port must be 1 to 65535, got "0"`,
 			`x.yaml:7:55: spec.source.iscsi.chap.username: required`,
 			`x.yaml:7:55: spec.source.iscsi.chap.passwordFile: required`,
 		}},
-		{"nvme", vol + "  source:\n    nvme: {transport: fc, port: 70000, nqn: data}\n", []string{
+		{"nvme", vol + "  source:\n    nvme: {transport: fc, port: 70000, nqn: data}\n" + ext4, []string{
 			`x.yaml:7:5: spec.source.nvme.address: required`,
 			`x.yaml:7:5: spec.source.nvme.namespace: must be 1 or more, got 0`,
 			`x.yaml:7:23: spec.source.nvme.transport: must be tcp or rdma, got "fc"`,
 			`x.yaml:7:33: spec.source.nvme.port: must be 1 to 65535, got 70000`,
 			`x.yaml:7:45: spec.source.nvme.nqn: must start with "nqn.", got "data"`,
 		}},
-		{"device two identities", vol + "  source:\n    device: {path: /dev/sdb, serial: S123}\n", []string{
+		{"device two identities", vol + "  source:\n    device: {path: /dev/sdb, serial: S123}\n" + ext4, []string{
 			`x.yaml:7:5: spec.source.device: exactly one of path, serial, wwn is required, got path and serial`,
 		}},
-		{"device none", vol + "  source:\n    device: {}\n", []string{
+		{"device none", vol + "  source:\n    device: {}\n" + ext4, []string{
 			`x.yaml:7:5: spec.source.device: exactly one of path, serial, wwn is required, got none`,
 		}},
-		{"device outside /dev", vol + "  source:\n    device: {path: /srv/disk}\n", []string{
+		{"device outside /dev", vol + "  source:\n    device: {path: /srv/disk}\n" + ext4, []string{
 			`x.yaml:7:20: spec.source.device.path: must be under /dev`,
 		}},
 		{"directory", vol + "  source:\n    directory: {path: /srv/../srv/x, create: {mode: \"0999\", uid: -1}}\n", []string{
@@ -320,7 +351,7 @@ spec:
 	if data.Volume.State != "present" {
 		t.Errorf("default state %q, want present", data.Volume.State)
 	}
-	if got := data.Volume.Source.Loop.Create.SizeBytes; got != 10<<30 {
+	if got := data.Volume.Source.Spec.(*loop.Source).Create.SizeBytes; got != 10<<30 {
 		t.Errorf("loop size %d, want %d", got, 10<<30)
 	}
 	if fs := data.Volume.Filesystem; fs.Format != FormatIfBlank || !fs.Grow || !slices.Equal(fs.MountOptions, []string{"noatime"}) {
@@ -330,15 +361,15 @@ spec:
 		t.Errorf("mounts %+v", m)
 	}
 	scratch := objs[1]
-	if scratch.Line != 20 || scratch.Volume.State != "absent" || scratch.Volume.Source.Tmpfs.SizeBytes != 64<<20 {
-		t.Errorf("scratch at line %d, state %q, size %d", scratch.Line, scratch.Volume.State, scratch.Volume.Source.Tmpfs.SizeBytes)
+	if scratch.Line != 20 || scratch.Volume.State != "absent" || scratch.Volume.Source.Spec.(*tmpfs.Source).SizeBytes != 64<<20 {
+		t.Errorf("scratch at line %d, state %q, size %d", scratch.Line, scratch.Volume.State, scratch.Volume.Source.Spec.(*tmpfs.Source).SizeBytes)
 	}
 	san := objs[2].Volume
-	if n := san.Source.NVMe; n.Port != 4420 || n.Namespace != 1 || san.Filesystem.Format != FormatNever {
+	if n := san.Source.Spec.(*nvme.Source); n.Port != 4420 || n.Namespace != 1 || san.Filesystem.Format != FormatNever {
 		t.Errorf("nvme %+v format %q, want default port 4420", *n, san.Filesystem.Format)
 	}
 	// An unquoted 0750 is an octal-looking YAML integer; it is kept as written.
-	if mode := objs[3].Volume.Source.Directory.Create.Mode; mode != "0750" {
+	if mode := objs[3].Volume.Source.Spec.(*directory.Source).Create.Mode; mode != "0750" {
 		t.Errorf("directory mode %q, want 0750", mode)
 	}
 	if m := objs[4].Mount; *m != (MountSpec{Volume: "data", Path: "/srv/app/logs"}) || objs[4].Volume != nil {
@@ -359,13 +390,13 @@ func TestParseBytesJSON(t *testing.T) {
 	// Tab-indented, as json.MarshalIndent writes it.
 	in := "{\n\t\"apiVersion\": \"volumed/v1\",\n\t\"kind\": \"Volume\",\n\t\"metadata\": {\"name\": \"data\"},\n" +
 		"\t\"spec\": {\n\t\t\"source\": {\"loop\": {\"file\": \"/x.img\", \"create\": {\"size\": \"1Gi\"}}},\n" +
-		"\t\t\"filesystem\": null,\n\t\t\"mounts\": [{\"path\": \"/srv/x\", \"readOnly\": true}]\n\t}\n}\n"
+		"\t\t\"filesystem\": {\"type\": \"ext4\"},\n\t\t\"mounts\": [{\"path\": \"/srv/x\", \"readOnly\": true}]\n\t}\n}\n"
 	objs, probs := ParseBytes("x.json", []byte(in), testOpts)
 	if len(probs) > 0 || len(objs) != 1 {
 		t.Fatalf("%d objects, problems %q", len(objs), render(probs))
 	}
 	v := objs[0].Volume
-	if v.Filesystem != nil || v.Source.Loop.Create.SizeBytes != 1<<30 || !v.Mounts[0].ReadOnly {
+	if v.Filesystem.Type != "ext4" || v.Source.Spec.(*loop.Source).Create.SizeBytes != 1<<30 || !v.Mounts[0].ReadOnly {
 		t.Errorf("decoded %+v", *v)
 	}
 

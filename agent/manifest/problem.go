@@ -47,6 +47,9 @@ type Options struct {
 	// writable by group or others (sshd's StrictModes). The agent and
 	// `validate` run as root set it; unit tests may leave it off.
 	CheckOwnership bool
+	// Kinds are the source kinds this build knows (kinds.All); a source
+	// of any other kind is refused.
+	Kinds Kinds
 }
 
 // DefaultDirs returns the drop-in directories in precedence order: a file

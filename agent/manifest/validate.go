@@ -93,54 +93,37 @@ func (v *validator) volume(s *VolumeSpec) {
 		v.report("spec.state", fmt.Sprintf("must be present or absent, got %q", s.State))
 	}
 
-	var members []string
 	src := &s.Source
-	for _, m := range []struct {
-		name string
-		set  bool
-	}{
-		{"loop", src.Loop != nil}, {"iscsi", src.ISCSI != nil}, {"nvme", src.NVMe != nil},
-		{"device", src.Device != nil}, {"directory", src.Directory != nil}, {"tmpfs", src.Tmpfs != nil},
-	} {
-		if m.set {
-			members = append(members, m.name)
-		}
-	}
-	const oneOf = "exactly one of loop, iscsi, nvme, device, directory, tmpfs"
-	switch len(members) {
+	oneOf := oneOf(v.opts.Kinds)
+	switch len(src.more) {
 	case 0:
 		v.report("spec.source", oneOf+" is required, got none")
 	case 1:
 	default:
+		var members []string
+		for _, m := range src.more {
+			members = append(members, m.kind.Name())
+		}
 		v.report("spec.source", fmt.Sprintf("%s is allowed, got %s", oneOf, strings.Join(members, " and ")))
 	}
-
-	if l := src.Loop; l != nil {
-		v.loop(l)
-	}
-	if s := src.ISCSI; s != nil {
-		v.iscsi(s)
-	}
-	if n := src.NVMe; n != nil {
-		v.nvme(n)
-	}
-	if d := src.Device; d != nil {
-		v.device(d)
-	}
-	if d := src.Directory; d != nil {
-		v.directory(d)
-	}
-	if t := src.Tmpfs; t != nil {
-		t.SizeBytes = v.size("spec.source.tmpfs.size", t.Size)
-	}
-
-	if fs := s.Filesystem; fs != nil {
-		switch {
-		case src.Directory != nil:
-			v.report("spec.filesystem", "not allowed with a directory source")
-		case src.Tmpfs != nil:
-			v.report("spec.filesystem", "not allowed with a tmpfs source")
+	staged := false
+	for i, m := range src.more {
+		caps := m.kind.Check(m.spec, &Check{v: v, prefix: "spec.source." + m.kind.Name()})
+		if i == 0 {
+			src.Caps, staged = caps, m.kind.Staged()
 		}
+	}
+
+	switch fs := s.Filesystem; {
+	case len(src.more) == 0:
+	case fs != nil && staged:
+		v.report("spec.filesystem", fmt.Sprintf("not allowed with %s %s source", article(src.Kind), src.Kind))
+	case fs == nil && !staged:
+		// Raw block volumes are not supported: without this the volume
+		// would be accepted and then never come up.
+		v.report("spec.filesystem", fmt.Sprintf("required with source.%s, a block device: add one with type ext4, xfs or btrfs (raw block volumes are not supported)", src.Kind))
+	}
+	if fs := s.Filesystem; fs != nil {
 		switch fs.Type {
 		case "ext4", "xfs", "btrfs":
 		case "":
@@ -175,52 +158,6 @@ func (v *validator) volume(s *VolumeSpec) {
 			}
 		}
 	}
-}
-
-func (v *validator) loop(l *LoopSource) {
-	const f = "spec.source.loop.file"
-	if r := checkPath(l.File); r != "" {
-		v.report(f, r)
-	} else {
-		for _, top := range []string{"/proc", "/sys", "/dev"} {
-			if within(l.File, top) {
-				v.report(f, fmt.Sprintf("must not be %s or under it", top))
-			}
-		}
-	}
-	if l.Create != nil {
-		l.Create.SizeBytes = v.size("spec.source.loop.create.size", l.Create.Size)
-	}
-}
-
-func (v *validator) iscsi(s *ISCSISource) {
-	if r := checkHostPort(s.Portal); r != "" {
-		v.report("spec.source.iscsi.portal", r)
-	}
-	switch {
-	case s.IQN == "":
-		v.report("spec.source.iscsi.iqn", "required")
-	case !strings.HasPrefix(s.IQN, "iqn.") && !strings.HasPrefix(s.IQN, "eui.") && !strings.HasPrefix(s.IQN, "naa."):
-		v.report("spec.source.iscsi.iqn", fmt.Sprintf(`must start with "iqn.", "eui." or "naa.", got %q`, s.IQN))
-	}
-	if s.LUN < 0 {
-		v.report("spec.source.iscsi.lun", fmt.Sprintf("must be 0 or more, got %d", s.LUN))
-	}
-	if c := s.CHAP; c != nil {
-		if c.Username == "" {
-			v.report("spec.source.iscsi.chap.username", "required")
-		}
-		v.secretFile("spec.source.iscsi.chap.passwordFile", c.PasswordFile, true)
-		switch {
-		case c.MutualUsername != "" && c.MutualPasswordFile == "":
-			v.report("spec.source.iscsi.chap.mutualPasswordFile", "required with mutualUsername")
-		case c.MutualUsername == "" && c.MutualPasswordFile != "":
-			v.report("spec.source.iscsi.chap.mutualUsername", "required with mutualPasswordFile")
-		case c.MutualPasswordFile != "":
-			v.secretFile("spec.source.iscsi.chap.mutualPasswordFile", c.MutualPasswordFile, true)
-		}
-	}
-	s.ReplacementTimeoutD = v.duration("spec.source.iscsi.replacementTimeout", s.ReplacementTimeout)
 }
 
 // secretFile checks a file named as holding a secret. A file that does not
@@ -258,81 +195,12 @@ func (v *validator) duration(field, s string) time.Duration {
 	return d
 }
 
-func (v *validator) nvme(n *NVMeSource) {
-	switch n.Transport {
-	case "tcp", "rdma":
-	case "":
-		v.report("spec.source.nvme.transport", "required (tcp or rdma)")
-	default:
-		v.report("spec.source.nvme.transport", fmt.Sprintf("must be tcp or rdma, got %q", n.Transport))
+// article is "an" before a kind's name that starts with a vowel.
+func article(word string) string {
+	if word != "" && strings.ContainsRune("aeiou", rune(word[0])) {
+		return "an"
 	}
-	if n.Address == "" {
-		v.report("spec.source.nvme.address", "required")
-	}
-	switch {
-	case n.Port == 0:
-		n.Port = 4420
-	case n.Port < 0 || n.Port > 65535:
-		v.report("spec.source.nvme.port", fmt.Sprintf("must be 1 to 65535, got %d", n.Port))
-	}
-	switch {
-	case n.NQN == "":
-		v.report("spec.source.nvme.nqn", "required")
-	case !strings.HasPrefix(n.NQN, "nqn."):
-		v.report("spec.source.nvme.nqn", fmt.Sprintf(`must start with "nqn.", got %q`, n.NQN))
-	}
-	if n.Namespace < 1 {
-		v.report("spec.source.nvme.namespace", fmt.Sprintf("must be 1 or more, got %d", n.Namespace))
-	}
-	n.CtrlLossTimeoutD = v.duration("spec.source.nvme.ctrlLossTimeout", n.CtrlLossTimeout)
-	n.ReconnectDelayD = v.duration("spec.source.nvme.reconnectDelay", n.ReconnectDelay)
-	n.KeepAliveTimeoutD = v.duration("spec.source.nvme.keepAliveTimeout", n.KeepAliveTimeout)
-	if n.NrIOQueues < 0 {
-		v.report("spec.source.nvme.nrIOQueues", fmt.Sprintf("must be 0 (the kernel's default) or more, got %d", n.NrIOQueues))
-	}
-	v.secretFile("spec.source.nvme.dhchapSecretFile", n.DHCHAPSecretFile, false)
-}
-
-func (v *validator) device(d *DeviceSource) {
-	var set []string
-	for _, m := range []struct{ name, val string }{{"path", d.Path}, {"serial", d.Serial}, {"wwn", d.WWN}} {
-		if m.val != "" {
-			set = append(set, m.name)
-		}
-	}
-	if len(set) != 1 {
-		got := "none"
-		if len(set) > 1 {
-			got = strings.Join(set, " and ")
-		}
-		v.report("spec.source.device", "exactly one of path, serial, wwn is required, got "+got)
-	}
-	if d.Path != "" {
-		if r := checkPath(d.Path); r != "" {
-			v.report("spec.source.device.path", r)
-		} else if !strings.HasPrefix(d.Path, "/dev/") {
-			v.report("spec.source.device.path", "must be under /dev")
-		}
-	}
-}
-
-func (v *validator) directory(d *DirectorySource) {
-	if r := checkPath(d.Path); r != "" {
-		v.report("spec.source.directory.path", r)
-	}
-	if c := d.Create; c != nil {
-		if c.Mode != "" {
-			if _, err := ParseMode(c.Mode); err != nil {
-				v.report("spec.source.directory.create.mode", err.Error())
-			}
-		}
-		if c.UID < 0 {
-			v.report("spec.source.directory.create.uid", fmt.Sprintf("must be 0 or more, got %d", c.UID))
-		}
-		if c.GID < 0 {
-			v.report("spec.source.directory.create.gid", fmt.Sprintf("must be 0 or more, got %d", c.GID))
-		}
-	}
+	return "a"
 }
 
 func (v *validator) size(field, s string) int64 {

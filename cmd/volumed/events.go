@@ -10,11 +10,8 @@ import (
 	"github.com/volumed/volumed/firmware"
 	"github.com/volumed/volumed/internal/linkwatch"
 	"github.com/volumed/volumed/internal/uevent"
+	"github.com/volumed/volumed/kinds/iscsi"
 )
-
-// networkDrivers need the network: a link coming up retries them, and
-// `volumed shutdown --network` takes them down.
-var networkDrivers = []string{"iscsi", "nvme"}
 
 // watchKernel turns kernel events into wakes for the agent: a block
 // device that appears may be a disk or LUN a volume waits for, one that
@@ -22,7 +19,10 @@ var networkDrivers = []string{"iscsi", "nvme"}
 // up lets network volumes retry now instead of at the end of a backoff.
 // Both watchers stop with ctx. Without them the agent still converges,
 // at its retries and resyncs.
-func watchKernel(ctx context.Context, log *slog.Logger) <-chan agent.Wake {
+//
+// awaitDisk names the drivers whose volumes wait for a block device,
+// networkDrivers those that need the network (kinds.AwaitDisk, kinds.Network).
+func watchKernel(ctx context.Context, log *slog.Logger, awaitDisk, networkDrivers []string) <-chan agent.Wake {
 	wakes := make(chan agent.Wake, 16)
 	send := func(w agent.Wake) {
 		select {
@@ -32,7 +32,6 @@ func watchKernel(ctx context.Context, log *slog.Logger) <-chan agent.Wake {
 			// waiting volume, and the resync checks sizes and drift.
 		}
 	}
-	all := append([]string{"device"}, networkDrivers...)
 	l, err := uevent.Listen(ctx, func(e uevent.Event) bool { return e.Subsystem == "block" || e.Action == uevent.Overflow })
 	if err != nil {
 		log.Warn("no kernel uevents; device arrival is noticed at retries and resyncs", "error", err)
@@ -41,9 +40,9 @@ func watchKernel(ctx context.Context, log *slog.Logger) <-chan agent.Wake {
 			for ev := range l.C() {
 				switch ev.Action {
 				case uevent.Overflow:
-					send(agent.Wake{Reason: "uevents lost: rescan", Drivers: all, Verify: true, Grow: true})
+					send(agent.Wake{Reason: "uevents lost: rescan", Drivers: awaitDisk, Verify: true, Grow: true})
 				case "add":
-					send(agent.Wake{Reason: "block device added: " + ev.DevName, Drivers: all})
+					send(agent.Wake{Reason: "block device added: " + ev.DevName, Drivers: awaitDisk})
 				case "remove":
 					send(agent.Wake{Reason: "block device removed: " + ev.DevName, Verify: true, Device: ev.DevName})
 				case "change":
@@ -77,7 +76,7 @@ func apiHost(h firmware.HostIdentity) api.HostIdentity {
 }
 
 func bootTarget(b firmware.BootVolume) string {
-	if b.Driver == "iscsi" {
+	if b.Driver == iscsi.Name {
 		return fmt.Sprintf("%s at %s lun %d", b.IQN, b.Portal, b.LUN)
 	}
 	return fmt.Sprintf("%s at %s %s:%d nsid %d", b.NQN, b.Transport, b.Address, b.Port, b.NSID)

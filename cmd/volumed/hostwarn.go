@@ -11,6 +11,8 @@ import (
 
 	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/internal/hostcheck"
+	"github.com/volumed/volumed/kinds"
+	nvmekind "github.com/volumed/volumed/kinds/nvme"
 )
 
 // need is one thing a manifest asks of the host, and where it asks it.
@@ -29,7 +31,7 @@ type need struct {
 func hostNeeds(paths []string) []need {
 	var out []need
 	for _, f := range manifestFiles(paths) {
-		objs, _ := manifest.ParseFile(f, manifest.Options{})
+		objs, _ := manifest.ParseFile(f, manifest.Options{Kinds: kinds.Manifest(kinds.All())})
 		for _, o := range objs {
 			v := o.Volume
 			if v == nil {
@@ -38,13 +40,12 @@ func hostNeeds(paths []string) []need {
 			if v.Filesystem != nil && v.Filesystem.Type != "" {
 				out = append(out, need{file: f, obj: o, field: "spec.filesystem.type", fstype: v.Filesystem.Type})
 			}
-			switch s := v.Source; {
-			case s.Loop != nil:
-				out = append(out, need{file: f, obj: o, field: "spec.source.loop", kind: "loop"})
-			case s.ISCSI != nil:
-				out = append(out, need{file: f, obj: o, field: "spec.source.iscsi", kind: "iscsi"})
-			case s.NVMe != nil:
-				out = append(out, need{file: f, obj: o, field: "spec.source.nvme", kind: "nvme", extra: s.NVMe.Transport})
+			if k := v.Source.Kind; k != "" {
+				nd := need{file: f, obj: o, field: "spec.source." + k, kind: k}
+				if s, ok := v.Source.Spec.(*nvmekind.Source); ok {
+					nd.extra = s.Transport
+				}
+				out = append(out, nd)
 			}
 		}
 	}

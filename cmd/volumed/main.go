@@ -11,6 +11,9 @@ import (
 	"os"
 	"runtime"
 	"strings"
+
+	"github.com/volumed/volumed/kinds"
+	"github.com/volumed/volumed/kinds/kind"
 )
 
 // version is stamped by the Makefile (-ldflags -X main.version=...).
@@ -69,6 +72,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdShutdown(ctx, rest, stdout)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "volumed %s %s %s/%s\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		fmt.Fprintf(stdout, "sources: %s\n", describeKinds(kinds.All()))
 	case "completion":
 		return cmdCompletion(rest, stdout, stderr)
 	case completeVolumesCommand:
@@ -128,3 +132,17 @@ type multiFlag []string
 
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+// describeKinds lists the source kinds of this build and the host tools
+// each needs, e.g. "loop, iscsi (needs iscsiadm), ...".
+func describeKinds(ks []kind.Kind) string {
+	var out []string
+	for _, k := range ks {
+		s := k.Name()
+		if t := k.Tools(); len(t) > 0 {
+			s += " (needs " + strings.Join(t, ", ") + ")"
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, ", ")
+}

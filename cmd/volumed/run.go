@@ -18,6 +18,8 @@ import (
 	"github.com/volumed/volumed/agent"
 	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/firmware"
+	"github.com/volumed/volumed/kinds"
+	"github.com/volumed/volumed/kinds/kind"
 	"github.com/volumed/volumed/store"
 )
 
@@ -130,18 +132,19 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	wakes := watchKernel(ctx, log)
+	ks := kinds.All()
+	wakes := watchKernel(ctx, log, kinds.AwaitDisk(ks), kinds.Network(ks))
 
 	a := agent.New(agent.Config{
 		StateDir:         *stateDir,
-		Manifests:        manifest.NewBuilder(dirs, manifest.Options{StateDir: *stateDir, CheckOwnership: true}),
+		Manifests:        manifest.NewBuilder(dirs, manifest.Options{StateDir: *stateDir, CheckOwnership: true, Kinds: kinds.Manifest(ks)}),
 		WatchDirs:        dirs,
 		Store:            st,
-		Attachers:        attachers(*stateDir, host, boot),
+		Attachers:        attachers(ks, kind.Env{LoopTag: loopTag(*stateDir), Host: host, Boot: boot}),
 		Host:             apiHost(host),
 		BootVolumes:      apiBoot(boot),
 		Wake:             wakes,
-		NetworkDrivers:   networkDrivers,
+		NetworkDrivers:   kinds.Network(ks),
 		FS:               filesystems{},
 		Mounter:          mounter{},
 		Log:              log,

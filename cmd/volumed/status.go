@@ -17,6 +17,7 @@ import (
 	"github.com/volumed/volumed/agent/api"
 	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/internal/hostcheck"
+	"github.com/volumed/volumed/kinds"
 )
 
 func cmdStatus(ctx context.Context, args []string, stdout io.Writer) error {
@@ -139,7 +140,7 @@ func reason(v api.Volume) string {
 
 func describe(w io.Writer, v api.Volume) {
 	fmt.Fprintf(w, "Name:      %s\nPhase:     %s\nDriver:    %s\nManifest:  %s\nDevice:    %s\nStaging:   %s\n",
-		v.Name, v.Phase, v.Driver, dash(v.Source), dash(v.Device), v.StagingPath)
+		v.Name, v.Phase, v.Driver, dash(v.File), dash(v.Device), v.StagingPath)
 	if v.CapacityBytes > 0 {
 		fmt.Fprintf(w, "Usage:     %s used of %s\n", humanBytes(v.UsedBytes), humanBytes(v.CapacityBytes))
 	}
@@ -281,7 +282,7 @@ func missingVolumes(st *api.Status, names []string) []string {
 	var missing []string
 	for _, n := range names {
 		i := slices.IndexFunc(st.Volumes, func(v api.Volume) bool { return v.Name == n })
-		if i < 0 || st.Volumes[i].Source == "" {
+		if i < 0 || st.Volumes[i].File == "" {
 			missing = append(missing, n)
 		}
 	}
@@ -329,7 +330,7 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	}
 	// Ownership is checked as root only: an image build tree may belong
 	// to the builder, and the agent checks again on the host.
-	probs := manifest.Validate(paths, manifest.Options{StateDir: *stateDir, CheckOwnership: os.Geteuid() == 0})
+	probs := manifest.Validate(paths, manifest.Options{StateDir: *stateDir, CheckOwnership: os.Geteuid() == 0, Kinds: kinds.Manifest(kinds.All())})
 	failed, warned := 0, 0
 	for _, p := range probs {
 		if p.Warning {

@@ -75,6 +75,26 @@ func Identity(s Selector) string {
 	}
 }
 
+// ParseIdentity reads an Identity back into a selector that selects the
+// same disk.
+func ParseIdentity(id string) (Selector, error) {
+	kind, val, _ := strings.Cut(strings.TrimPrefix(id, "device:"), ":")
+	var s Selector
+	switch {
+	case !strings.HasPrefix(id, "device:"):
+	case kind == "path":
+		s.Path = val
+	case kind == "serial":
+		s.Serial = val
+	case kind == "wwn":
+		s.WWN = val
+	}
+	if s == (Selector{}) || s.Validate() != nil {
+		return Selector{}, fmt.Errorf("not a device identity: %q", id)
+	}
+	return s, nil
+}
+
 // Disk is a block device as the kernel reports it.
 type Disk struct {
 	Device    string // node path, e.g. /dev/vdb (symlinks resolved)

@@ -415,6 +415,17 @@ func TestIdentity(t *testing.T) {
 			t.Errorf("Identity(%+v), Identity(%+v) = %q, %q; want %q", c.a, c.b, a, b, c.want)
 		}
 	}
+	for _, c := range []Selector{{Path: "/dev/disk/by-id/wwn-0x5000"}, {Serial: "S_N_1"}, {WWN: "0x5000c500a1b2c3d4"}} {
+		got, err := ParseIdentity(Identity(c))
+		if err != nil || Identity(got) != Identity(c) {
+			t.Errorf("ParseIdentity(%q) = %+v, %v", Identity(c), got, err)
+		}
+	}
+	for _, bad := range []string{"", "device:", "device:path:", "device:label:x", "loop:path:/dev/sda", "device:path:dev/sda", "device:serial:  "} {
+		if got, err := ParseIdentity(bad); err == nil {
+			t.Errorf("ParseIdentity(%q) = %+v; want an error", bad, got)
+		}
+	}
 	if Identity(Selector{Serial: "X"}) == Identity(Selector{WWN: "X"}) {
 		t.Error("a serial and a WWN with the same text share an identity")
 	}

@@ -146,6 +146,36 @@ func Identity(t Target, lun int) string {
 	return "iscsi:" + t.Key() + ":lun" + strconv.Itoa(lun)
 }
 
+// ParseIdentity reads an Identity back into the target and LUN, and
+// checks the target like Target.Validate: a record that does not read
+// back is refused, never half understood.
+func ParseIdentity(id string) (Target, int, error) {
+	bad := func(why string) (Target, int, error) {
+		return Target{}, 0, fmt.Errorf("iscsi identity %q: %s", id, why)
+	}
+	rest, ok := strings.CutPrefix(id, "iscsi:")
+	if !ok {
+		return bad(`does not start with "iscsi:"`)
+	}
+	lunAt := strings.LastIndex(rest, ":lun")
+	if lunAt < 0 {
+		return bad("no LUN")
+	}
+	lun, err := strconv.Atoi(rest[lunAt+len(":lun"):])
+	if err != nil || lun < 0 || strconv.Itoa(lun) != rest[lunAt+len(":lun"):] {
+		return bad("LUN is not a number")
+	}
+	iqn, portal, ok := strings.Cut(rest[:lunAt], "@")
+	if !ok {
+		return bad("no portal")
+	}
+	t := Target{IQN: iqn, Portal: portal}
+	if err := t.Validate(); err != nil {
+		return bad(err.Error())
+	}
+	return t, lun, nil
+}
+
 // CHAP names the credentials of a login. Passwords are read from files
 // with internal/secret (root-owned, mode 0600 or stricter) at every Login,
 // so a rotated secret is picked up by the next login.

@@ -3,11 +3,15 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/invopop/jsonschema"
 
 	"github.com/volumed/volumed/agent/manifest"
+	"github.com/volumed/volumed/kinds/kind"
 )
 
 // Patterns for what agent/manifest/validate.go checks by hand. The test
@@ -15,16 +19,15 @@ import (
 const (
 	namePattern = `^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	// ParseSize: a whole number, more than 0, with an optional suffix.
-	sizePattern    = `^0*[1-9][0-9]*(k|K|M|G|T|P|Ki|Mi|Gi|Ti|Pi)?$`
-	modePattern    = `^[0-7]{3,4}$`
-	absPattern     = `^/`
-	devPattern     = `^/dev/`
-	portalPattern  = `^([^:\[\]]+|\[[0-9A-Fa-f:.]+\]):0*[1-9][0-9]{0,4}$`
-	iqnPattern     = `^(iqn|eui|naa)\.`
-	nqnPattern     = `^nqn\.`
-	maxNameLength  = 63
-	maxPortNumber  = 65535
-	minNamespaceID = 1
+	sizePattern   = `^0*[1-9][0-9]*(k|K|M|G|T|P|Ki|Mi|Gi|Ti|Pi)?$`
+	modePattern   = `^[0-7]{3,4}$`
+	absPattern    = `^/`
+	devPattern    = `^/dev/`
+	portalPattern = `^([^:\[\]]+|\[[0-9A-Fa-f:.]+\]):0*[1-9][0-9]{0,4}$`
+	iqnPattern    = `^(iqn|eui|naa)\.`
+	nqnPattern    = `^nqn\.`
+	maxNameLength = 63
+	maxPortNumber = 65535
 )
 
 // rule is one constraint the Go types cannot carry: prop names a property
@@ -38,30 +41,73 @@ var manifestRules = []rule{
 	{"Metadata", "name", name},
 	{"MountSpec", "volume", name},
 	{"VolumeSpec", "state", enum("present", "absent")},
-	{"VolumeSpec", "", filesystemOnlyOnBlock},
 	{"Source", "", exactlyOneProperty},
-	{"LoopSource", "file", stringPattern(absPattern)},
-	{"LoopCreate", "size", size},
-	{"TmpfsSource", "size", size},
-	{"ISCSISource", "portal", stringPattern(portalPattern)},
-	{"ISCSISource", "iqn", stringPattern(iqnPattern)},
-	{"ISCSISource", "lun", minimum(0)},
-	{"ISCSISource", "", optional("lun")}, // 0 when left out
-	{"CHAP", "passwordFile", stringPattern(absPattern)},
-	{"NVMeSource", "transport", enum("tcp", "rdma")},
-	{"NVMeSource", "port", portRange},
-	{"NVMeSource", "nqn", stringPattern(nqnPattern)},
-	{"NVMeSource", "namespace", minimum(minNamespaceID)},
-	{"DeviceSource", "", oneRequired("path", "serial", "wwn")},
-	{"DeviceSource", "path", stringPattern(devPattern)},
-	{"DirectorySource", "path", stringPattern(absPattern)},
-	{"DirCreate", "mode", mode},
-	{"DirCreate", "uid", minimum(0)},
-	{"DirCreate", "gid", minimum(0)},
 	{"Filesystem", "type", enum("ext4", "xfs", "btrfs")},
 	{"Filesystem", "format", enum(manifest.FormatIfBlank, manifest.FormatNever)},
 	{"Target", "path", stringPattern(absPattern)},
 	{"MountSpec", "path", stringPattern(absPattern)},
+}
+
+// sourceRules depend on the set of kinds: a block source needs a
+// filesystem block, a staged one (directory, tmpfs) has none.
+func sourceRules(ks []kind.Kind) []rule {
+	var staged, block []string
+	for _, k := range ks {
+		if k.Staged() {
+			staged = append(staged, k.Name())
+		} else {
+			block = append(block, k.Name())
+		}
+	}
+	return []rule{
+		{"VolumeSpec", "", filesystemIf(staged, false)},
+		{"VolumeSpec", "", filesystemIf(block, true)},
+	}
+}
+
+// checks are what a kind's rules (kind.Rule) may name.
+var checks = map[string]func(*jsonschema.Schema){
+	"abs":    stringPattern(absPattern),
+	"dev":    stringPattern(devPattern),
+	"size":   size,
+	"mode":   mode,
+	"portal": stringPattern(portalPattern),
+	"iqn":    stringPattern(iqnPattern),
+	"nqn":    stringPattern(nqnPattern),
+	"port":   portRange,
+}
+
+// kindRules turns a kind's rules into the generator's; a check it does
+// not know stops the generator.
+func kindRules(k kind.Kind) ([]rule, error) {
+	var out []rule
+	prefix := defName(reflect.TypeOf(k.New()).Elem())
+	prefix = strings.TrimSuffix(prefix, "Source") // e.g. Loop
+	for _, r := range k.Rules() {
+		var apply func(*jsonschema.Schema)
+		name, arg, _ := strings.Cut(r.Check, ":")
+		switch name {
+		case "min":
+			n, err := strconv.Atoi(arg)
+			if err != nil {
+				return nil, fmt.Errorf("kind %s: rule %q: %v", k.Name(), r.Check, err)
+			}
+			apply = minimum(n)
+		case "enum":
+			apply = enum(strings.Split(arg, "|")...)
+		case "optional":
+			apply = optional(arg)
+		case "oneOf":
+			apply = oneRequired(strings.Split(arg, "|")...)
+		default:
+			apply = checks[r.Check]
+		}
+		if apply == nil {
+			return nil, fmt.Errorf("kind %s: unknown check %q", k.Name(), r.Check)
+		}
+		out = append(out, rule{prefix + r.Type, r.Prop, apply})
+	}
+	return out, nil
 }
 
 // constrain applies the rules. A rule whose definition or property is gone
@@ -158,15 +204,26 @@ func exactlyOneProperty(s *jsonschema.Schema) {
 	oneRequired(props...)(s)
 }
 
-// filesystemOnlyOnBlock: a directory or tmpfs source has no filesystem block.
-func filesystemOnlyOnBlock(s *jsonschema.Schema) {
-	src := jsonschema.NewProperties()
-	src.Set("source", &jsonschema.Schema{AnyOf: []*jsonschema.Schema{
-		{Required: []string{"directory"}},
-		{Required: []string{"tmpfs"}},
-	}})
-	s.AllOf = append(s.AllOf, &jsonschema.Schema{
-		If:   &jsonschema.Schema{Required: []string{"source"}, Properties: src},
-		Then: &jsonschema.Schema{Not: &jsonschema.Schema{Required: []string{"filesystem"}}},
-	})
+// filesystemIf: a source of one of kinds has a filesystem block (want)
+// or has none.
+func filesystemIf(kinds []string, want bool) func(*jsonschema.Schema) {
+	return func(s *jsonschema.Schema) {
+		if len(kinds) == 0 {
+			return
+		}
+		var any []*jsonschema.Schema
+		for _, k := range kinds {
+			any = append(any, &jsonschema.Schema{Required: []string{k}})
+		}
+		src := jsonschema.NewProperties()
+		src.Set("source", &jsonschema.Schema{AnyOf: any})
+		then := &jsonschema.Schema{Required: []string{"filesystem"}}
+		if !want {
+			then = &jsonschema.Schema{Not: then}
+		}
+		s.AllOf = append(s.AllOf, &jsonschema.Schema{
+			If:   &jsonschema.Schema{Required: []string{"source"}, Properties: src},
+			Then: then,
+		})
+	}
 }

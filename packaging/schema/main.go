@@ -1,6 +1,6 @@
 // Command schema writes the JSON Schema of volumed's manifest format,
 // generated from the Go types the agent decodes manifests into
-// (agent/manifest), to packaging/schema/volumed-manifest.schema.json:
+// (agent/manifest, and each source kind's type in kinds/*), to packaging/schema/volumed-manifest.schema.json:
 //
 //	go run ./packaging/schema        # or: make schema
 //	go run ./packaging/schema -o -   # to stdout
@@ -12,6 +12,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -22,6 +23,8 @@ import (
 
 	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/internal/generated"
+	"github.com/volumed/volumed/kinds"
+	"github.com/volumed/volumed/kinds/kind"
 )
 
 // schemaFile is where the generated schema is committed, from the module root.
@@ -45,7 +48,7 @@ func run(out string) error {
 	if err := os.Chdir(root); err != nil {
 		return err
 	}
-	data, err := generate()
+	data, err := generate(kinds.All())
 	if err != nil {
 		return err
 	}
@@ -106,13 +109,60 @@ func unwrapDescriptions(defs jsonschema.Definitions) {
 	}
 }
 
+// defName names a definition after its Go type; a kind's types are
+// prefixed with the kind's package (kinds/loop's Source is LoopSource).
+func defName(t reflect.Type) string {
+	n := t.Name() // empty for []string and the like
+	if n == "" {
+		return ""
+	}
+	if pkg, ok := strings.CutPrefix(t.PkgPath(), module+"/kinds/"); ok {
+		return title(pkg) + title(n)
+	}
+	return title(n)
+}
+
+func title(s string) string { return strings.ToUpper(s[:1]) + s[1:] }
+
+const module = "github.com/volumed/volumed"
+
+// addKinds gives the Source definition one property per kind, each the
+// kind's own type with its comments.
+func addKinds(r *jsonschema.Reflector, defs jsonschema.Definitions, ks []kind.Kind) error {
+	src, ok := defs["Source"]
+	if !ok {
+		return errors.New("no Source definition (renamed in agent/manifest?)")
+	}
+	src.Properties = jsonschema.NewProperties()
+	src.Description = "Where the volume comes from: exactly one of its members, each a kind of source."
+	for _, k := range ks {
+		t := reflect.TypeOf(k.New()).Elem()
+		dir, ok := strings.CutPrefix(t.PkgPath(), module+"/")
+		if !ok {
+			return fmt.Errorf("kind %s: type %s is not in this module", k.Name(), t)
+		}
+		if err := r.AddGoComments(module, dir); err != nil {
+			return fmt.Errorf("read comments of %s: %w", dir, err)
+		}
+		ks := r.ReflectFromType(t)
+		for name, d := range ks.Definitions {
+			if _, dup := defs[name]; dup {
+				return fmt.Errorf("kind %s: definition %s is defined twice", k.Name(), name)
+			}
+			defs[name] = d
+		}
+		src.Properties.Set(k.Name(), &jsonschema.Schema{Ref: "#/$defs/" + defName(t)})
+	}
+	return nil
+}
+
 // documents only gathers both wrappers into one set of definitions.
 type documents struct {
 	Volume volumeManifest `yaml:"volume"`
 	Mount  mountManifest  `yaml:"mount"`
 }
 
-func generate() (data []byte, err error) {
+func generate(ks []kind.Kind) (data []byte, err error) {
 	defer func() {
 		// invopop/jsonschema panics on a Go type it cannot map (a new
 		// field of a kind it does not know); say which, do not crash.
@@ -123,13 +173,7 @@ func generate() (data []byte, err error) {
 	r := &jsonschema.Reflector{
 		FieldNameTag: "yaml", // what the decoder matches keys against
 		Anonymous:    true,
-		Namer: func(t reflect.Type) string {
-			n := t.Name() // empty for []string and the like
-			if n == "" {
-				return ""
-			}
-			return strings.ToUpper(n[:1]) + n[1:]
-		},
+		Namer:        defName,
 		Mapper: func(t reflect.Type) *jsonschema.Schema {
 			if t.Kind() != reflect.String {
 				return nil
@@ -140,12 +184,23 @@ func generate() (data []byte, err error) {
 			return &jsonschema.Schema{Extras: map[string]any{"type": []string{"string", "integer"}}}
 		},
 	}
-	if err := r.AddGoComments("github.com/volumed/volumed", "agent/manifest"); err != nil {
+	if err := r.AddGoComments(module, "agent/manifest"); err != nil {
 		return nil, fmt.Errorf("read comments of agent/manifest: %w", err)
 	}
 	s := r.Reflect(&documents{})
 	delete(s.Definitions, "Documents")
-	if err := constrain(s.Definitions, manifestRules); err != nil {
+	if err := addKinds(r, s.Definitions, ks); err != nil {
+		return nil, err
+	}
+	rules := append(manifestRules, sourceRules(ks)...)
+	for _, k := range ks {
+		kr, err := kindRules(k)
+		if err != nil {
+			return nil, err
+		}
+		rules = append(rules, kr...)
+	}
+	if err := constrain(s.Definitions, rules); err != nil {
 		return nil, err
 	}
 	unwrapDescriptions(s.Definitions)

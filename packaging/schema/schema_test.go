@@ -17,6 +17,7 @@ import (
 
 	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/internal/generated"
+	"github.com/volumed/volumed/kinds"
 )
 
 // TestSchemaUpToDate fails when agent/manifest's types (or their comments)
@@ -27,7 +28,7 @@ func TestSchemaUpToDate(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Chdir(root)
-	want, err := generate()
+	want, err := generate(kinds.All())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,6 +38,36 @@ func TestSchemaUpToDate(t *testing.T) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Fatalf("%s is stale (%s): run `make schema`", schemaFile, generated.FirstDifference(got, want))
+	}
+}
+
+// TestSchemaListsEveryKind: the committed schema offers each kind of
+// kinds.All under source, with a definition of its fields.
+func TestSchemaListsEveryKind(t *testing.T) {
+	data, err := os.ReadFile(filepath.Base(schemaFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Defs map[string]struct {
+			Properties map[string]struct {
+				Ref string `json:"$ref"`
+			} `json:"properties"`
+		} `json:"$defs"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	src := doc.Defs["Source"].Properties
+	for _, k := range kinds.All() {
+		p, ok := src[k.Name()]
+		def, found := strings.CutPrefix(p.Ref, "#/$defs/")
+		if !ok || !found || len(doc.Defs[def].Properties) == 0 {
+			t.Errorf("source kind %s: schema property %+v, definition %q has no fields", k.Name(), p, def)
+		}
+	}
+	if len(src) != len(kinds.All()) {
+		t.Errorf("schema lists %d source kinds, kinds.All %d", len(src), len(kinds.All()))
 	}
 }
 
@@ -149,7 +180,7 @@ func TestSchemaAgreesWithParser(t *testing.T) {
 		ok        bool
 	}{
 		{"loop volume", volumeHead + "spec:\n  source: {loop: {file: /var/lib/images/data.img, create: {size: 10Gi}}}\n  filesystem: {type: ext4, mountOptions: [noatime]}\n  mounts: [{path: /srv/data}, {path: /srv/ro, readOnly: true}]\n", true},
-		{"size as a bare number", volumeHead + "spec: {source: {loop: {file: /i.img, create: {size: 1048576}}}}\n", true},
+		{"size as a bare number", volumeHead + "spec: {source: {loop: {file: /i.img, create: {size: 1048576}}}, filesystem: {type: ext4}}\n", true},
 		{"size with a decimal unit", volumeHead + "spec: {source: {tmpfs: {size: 64M}}}\n", true},
 		{"size with an unknown unit", volumeHead + "spec: {source: {tmpfs: {size: 64MB}}}\n", false},
 		{"size zero", volumeHead + "spec: {source: {tmpfs: {size: 0Gi}}}\n", false},
@@ -159,6 +190,8 @@ func TestSchemaAgreesWithParser(t *testing.T) {
 		{"negative uid", volumeHead + "spec: {source: {directory: {path: /srv/shared, create: {uid: -1}}}}\n", false},
 		{"filesystem on a directory", volumeHead + "spec: {source: {directory: {path: /srv/x}}, filesystem: {type: ext4}}\n", false},
 		{"filesystem on tmpfs", volumeHead + "spec: {source: {tmpfs: {size: 1Mi}}, filesystem: {type: xfs}}\n", false},
+		{"loop without filesystem", volumeHead + "spec: {source: {loop: {file: /i.img}}}\n", false},
+		{"device without filesystem", volumeHead + "spec: {source: {device: {serial: X1}}}\n", false},
 		{"no source", volumeHead + "spec: {source: {}}\n", false},
 		{"two sources", volumeHead + "spec: {source: {tmpfs: {size: 1Mi}, directory: {path: /srv/x}}}\n", false},
 		{"no spec", volumeHead, false},
@@ -174,18 +207,18 @@ func TestSchemaAgreesWithParser(t *testing.T) {
 		{"mount options not a list", volumeHead + "spec: {source: {loop: {file: /i.img}}, filesystem: {type: ext4, mountOptions: noatime}}\n", false},
 		{"read-only not a boolean", volumeHead + "spec: {source: {loop: {file: /i.img, readOnly: 1}}}\n", false},
 		{"device by serial", volumeHead + "spec: {source: {device: {serial: S3Z1NB0K123456}}, filesystem: {type: xfs}}\n", true},
-		{"device by numeric serial", volumeHead + "spec: {source: {device: {serial: 123456}}}\n", true},
+		{"device by numeric serial", volumeHead + "spec: {source: {device: {serial: 123456}}, filesystem: {type: ext4}}\n", true},
 		{"device by path and serial", volumeHead + "spec: {source: {device: {path: /dev/sdb, serial: X1}}}\n", false},
 		{"device path outside /dev", volumeHead + "spec: {source: {device: {path: /srv/disk}}}\n", false},
 		{"device with nothing", volumeHead + "spec: {source: {device: {}}}\n", false},
-		{"iscsi without lun", volumeHead + "spec: {source: {iscsi: {portal: \"192.0.2.10:3260\", iqn: \"iqn.2026-01.com.example:data\"}}}\n", true},
-		{"iscsi ipv6 portal", volumeHead + "spec: {source: {iscsi: {portal: \"[2001:db8::10]:3260\", iqn: \"iqn.2026-01.com.example:data\", lun: 1}}}\n", true},
+		{"iscsi without lun", volumeHead + "spec: {source: {iscsi: {portal: \"192.0.2.10:3260\", iqn: \"iqn.2026-01.com.example:data\"}}, filesystem: {type: ext4}}\n", true},
+		{"iscsi ipv6 portal", volumeHead + "spec: {source: {iscsi: {portal: \"[2001:db8::10]:3260\", iqn: \"iqn.2026-01.com.example:data\", lun: 1}}, filesystem: {type: ext4}}\n", true},
 		{"iscsi portal without port", volumeHead + "spec: {source: {iscsi: {portal: 192.0.2.10, iqn: \"iqn.2026-01.com.example:data\"}}}\n", false},
 		{"iscsi portal port zero", volumeHead + "spec: {source: {iscsi: {portal: \"192.0.2.10:0\", iqn: \"iqn.2026-01.com.example:data\"}}}\n", false},
 		{"iscsi bad iqn", volumeHead + "spec: {source: {iscsi: {portal: \"192.0.2.10:3260\", iqn: data}}}\n", false},
 		{"iscsi negative lun", volumeHead + "spec: {source: {iscsi: {portal: \"192.0.2.10:3260\", iqn: \"iqn.2026-01.com.example:data\", lun: -1}}}\n", false},
 		{"iscsi chap without password file", volumeHead + "spec: {source: {iscsi: {portal: \"192.0.2.10:3260\", iqn: \"iqn.2026-01.com.example:data\", chap: {username: u}}}}\n", false},
-		{"nvme", volumeHead + "spec: {source: {nvme: {transport: tcp, address: 192.0.2.11, nqn: \"nqn.2026-01.com.example:data\", namespace: 1}}}\n", true},
+		{"nvme", volumeHead + "spec: {source: {nvme: {transport: tcp, address: 192.0.2.11, nqn: \"nqn.2026-01.com.example:data\", namespace: 1}}, filesystem: {type: ext4}}\n", true},
 		{"nvme fc", volumeHead + "spec: {source: {nvme: {transport: fc, address: 192.0.2.11, nqn: \"nqn.2026-01.com.example:data\", namespace: 1}}}\n", false},
 		{"nvme namespace zero", volumeHead + "spec: {source: {nvme: {transport: tcp, address: 192.0.2.11, nqn: \"nqn.2026-01.com.example:data\", namespace: 0}}}\n", false},
 		{"nvme port too big", volumeHead + "spec: {source: {nvme: {transport: tcp, address: 192.0.2.11, port: 70000, nqn: \"nqn.2026-01.com.example:data\", namespace: 1}}}\n", false},
@@ -206,7 +239,7 @@ func TestSchemaAgreesWithParser(t *testing.T) {
 		{"mount of a bad volume name", "apiVersion: volumed/v1\nkind: Mount\nmetadata: {name: app-logs}\nspec: {volume: Data_1, path: /srv/app/logs}\n", false},
 		{"volume with a mount spec", volumeHead + "spec: {volume: data, path: /srv/x}\n", false},
 	}
-	opts := manifest.Options{StateDir: "/var/lib/volumed"}
+	opts := manifest.Options{StateDir: "/var/lib/volumed", Kinds: kinds.Manifest(kinds.All())}
 	for _, c := range cases {
 		_, probs := manifest.ParseBytes(c.name+".yaml", []byte(c.doc), opts)
 		parserOK := len(probs) == 0

@@ -174,3 +174,75 @@ spec: {volume: inner, path: %s, subPath: app/logs, nestedIn: outer}
 	}
 	e.assertConverged(nil, "outer", "inner")
 }
+
+// An overlay merges read-only lower directories under a writable upper
+// one: writes land in upper, the lower stays as shipped; a restart with
+// no state file adopts the mount; removing the volume unmounts it and
+// keeps upper.
+func TestOverlaySource(t *testing.T) {
+	e := newEnv(t)
+	lower := filepath.Join(e.dir, "defaults")
+	upper, work := filepath.Join(e.dir, "ov", "upper"), filepath.Join(e.dir, "ov", "work")
+	if err := os.MkdirAll(lower, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(lower, "app.conf"), []byte("shipped"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.write("cfg.yaml", fmt.Sprintf(`apiVersion: volumed/v1
+kind: Volume
+metadata: {name: cfg}
+spec:
+  source:
+    overlay: {lower: [%s], upper: %s, work: %s}
+  mounts: [{path: %s}]
+`, lower, upper, work, e.target("cfg")))
+	e.start()
+	e.waitReady("cfg")
+
+	read := func(p string) string {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		return string(b)
+	}
+	if got := read(filepath.Join(e.target("cfg"), "app.conf")); got != "shipped" {
+		t.Fatalf("app.conf through the target: %q, want the lower layer's", got)
+	}
+	if err := os.WriteFile(filepath.Join(e.target("cfg"), "app.conf"), []byte("edited"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(filepath.Join(upper, "app.conf")); got != "edited" {
+		t.Errorf("upper app.conf: %q, want the edit", got)
+	}
+	if got := read(filepath.Join(lower, "app.conf")); got != "shipped" {
+		t.Errorf("lower app.conf: %q, want it untouched", got)
+	}
+	m := e.mounts()
+	if ms := m[e.staging("cfg")]; len(ms) != 1 || ms[0].FSType != "overlay" {
+		t.Fatalf("staging mount: %+v, want one overlay", ms)
+	}
+	if o := m[e.target("cfg")][0].Options; !strings.Contains(o, "nosuid") || !strings.Contains(o, "nodev") {
+		t.Errorf("target options %q lack nosuid,nodev", o)
+	}
+
+	ids := e.mountIDs()
+	e.restartWithoutState()
+	e.waitReady("cfg")
+	if got := e.mountIDs(); fmt.Sprint(got[e.staging("cfg")], got[e.target("cfg")]) != fmt.Sprint(ids[e.staging("cfg")], ids[e.target("cfg")]) {
+		t.Errorf("restart without state remounted: %v %v -> %v %v", ids[e.staging("cfg")], ids[e.target("cfg")], got[e.staging("cfg")], got[e.target("cfg")])
+	}
+
+	e.remove("cfg.yaml")
+	e.waitGone("cfg")
+	m = e.mounts()
+	for _, p := range []string{e.target("cfg"), e.staging("cfg")} {
+		if len(m[p]) != 0 {
+			t.Errorf("%s still mounted after removal", p)
+		}
+	}
+	if got := read(filepath.Join(upper, "app.conf")); got != "edited" {
+		t.Errorf("upper app.conf after removal: %q, want the edit kept", got)
+	}
+}

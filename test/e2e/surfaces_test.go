@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -317,6 +318,15 @@ func TestWaitForVolumeWithoutManifest(t *testing.T) {
 	e.volume("data", "ext4", "64Mi", "data")
 	e.start()
 	e.waitReady("data")
+	// The status names the manifest file as "file" (spec.source is
+	// something else entirely).
+	if out, want := e.statusJSON("data"), fmt.Sprintf("%q: %q", "file", filepath.Join(e.config, "data.yaml")); !strings.Contains(out, want) {
+		t.Errorf("status -o json data:\n%s\nwant it to hold %s", out, want)
+	}
+	st, err := e.status()
+	if err != nil || find(st, "data").File != filepath.Join(e.config, "data.yaml") {
+		t.Errorf("status of data: %+v, %v; want file %s", find(st, "data"), err, filepath.Join(e.config, "data.yaml"))
+	}
 
 	_, stderr, code := runCLI(t, false, "wait", "data", "later", "--fail-missing", "--timeout", "10m", "--socket", e.socket)
 	if code != 1 || !strings.Contains(stderr, "no manifest defines volume later") {

@@ -1,0 +1,118 @@
+// Package kind is what every source kind (kinds/loop, kinds/iscsi, ...)
+// gives: its manifest type and checks (manifest.SourceKind), the adapter
+// of its driver to the core, its JSON Schema constraints and the host
+// tools it needs. The list of kinds a build has is kinds.All.
+package kind
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/volumed/volumed/agent"
+	"github.com/volumed/volumed/agent/manifest"
+	"github.com/volumed/volumed/firmware"
+	"github.com/volumed/volumed/store"
+)
+
+// Kind is one kind of source.
+type Kind interface {
+	manifest.SourceKind
+	// Attacher adapts the kind's driver to the core (it may also be an
+	// agent.Stager, Resizer, Refresher or BackingChecker).
+	Attacher(env Env) agent.Attacher
+	// Rules are the constraints of its manifest type that the Go types
+	// cannot carry, for the JSON Schema.
+	Rules() []Rule
+	// AwaitsDisk: its volumes wait for a block device the kernel
+	// announces (a uevent retries them at once).
+	AwaitsDisk() bool
+	// Network: its volumes need the network (a link coming up retries
+	// them, `volumed shutdown --network` takes them down).
+	Network() bool
+	// Tools are the host programs the driver runs (e.g. iscsiadm).
+	Tools() []string
+}
+
+// Env is what attachers are built with.
+type Env struct {
+	// LoopTag marks the loop devices this agent makes.
+	LoopTag string
+	Host    firmware.HostIdentity
+	Boot    []firmware.BootVolume
+}
+
+// Rule is one schema constraint: Check applies to property Prop ("" for
+// the type itself) of the kind's type Type. Checks: abs, dev, size,
+// mode, portal, iqn, nqn, port, min:N, enum:a|b, optional:PROP,
+// oneOf:a|b|c (packaging/schema applies them; an unknown one fails it).
+type Rule struct{ Type, Prop, Check string }
+
+// Spec returns the value of a desired volume's source of kind name. A
+// volume rebuilt from an attach intent holds it as the raw JSON the
+// intent kept, decoded here: what identifies the source is there, the
+// values validation derives (parsed sizes, durations) are not, and such a
+// volume is only ever found and torn down.
+func Spec[T any](d *agent.Desired, name string) (*T, error) {
+	src := d.Spec.Source
+	if src.Kind != name {
+		return nil, fmt.Errorf("volume %s has a %s source, not %s", d.Name, src.Kind, name)
+	}
+	switch s := src.Spec.(type) {
+	case *T:
+		return s, nil
+	case json.RawMessage:
+		v := new(T)
+		if err := json.Unmarshal(s, v); err != nil {
+			return nil, fmt.Errorf("source %s of %s: %w", name, d.Name, err)
+		}
+		return v, nil
+	}
+	return nil, fmt.Errorf("volume %s: source %s holds a %T", d.Name, name, src.Spec)
+}
+
+// busyError lets the core see a driver's busy error as agent.ErrBusy
+// (to name the holders) while keeping the driver's words.
+type busyError struct{ error }
+
+func (busyError) Is(target error) bool { return target == agent.ErrBusy }
+func (e busyError) Unwrap() error      { return e.error }
+
+// MarkBusy marks err as agent.ErrBusy when it is the driver's busy error.
+func MarkBusy(err, driverBusy error) error {
+	if err != nil && errors.Is(err, driverBusy) {
+		return busyError{err}
+	}
+	return err
+}
+
+// SessionShared reports whether another volume still rides the session
+// (an NVMe controller, an iSCSI session) a detaching attachment uses.
+func SessionShared(a store.Attachment, others []store.Attachment) bool {
+	return a.Session != "" && slices.ContainsFunc(others, func(o store.Attachment) bool { return o.Session == a.Session })
+}
+
+// Unattached is the attacher half of a kind with nothing to attach (a
+// tmpfs, an overlay): it is ours, always there, and its Stage does the
+// work. Identity names the volume, as nothing else does.
+type Unattached struct{ Kind string }
+
+func (u Unattached) found(d *agent.Desired) agent.Found {
+	return agent.Found{Device: u.Kind, Identity: u.Kind + ":" + d.Name, Owned: true}
+}
+
+func (u Unattached) Find(_ context.Context, d *agent.Desired) ([]agent.Found, error) {
+	return []agent.Found{u.found(d)}, nil
+}
+
+func (u Unattached) Attach(_ context.Context, d *agent.Desired) (agent.Found, error) {
+	return u.found(d), nil
+}
+
+func (Unattached) Verify(_ context.Context, a store.Attachment) (string, bool, error) {
+	return a.Device, true, nil
+}
+
+func (Unattached) Detach(context.Context, store.Attachment, []store.Attachment) error { return nil }
