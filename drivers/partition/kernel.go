@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/volumed/volumed/drivers/device"
 	"github.com/volumed/volumed/drivers/gpt"
 )
 
@@ -50,7 +51,7 @@ func kernelParts(dir string) (map[int]kpart, error) {
 		if err != nil {
 			return nil, err
 		}
-		out[int(num)] = kpart{number: int(num), start: start * 512, size: size * 512, devName: devName(sub)}
+		out[int(num)] = kpart{number: int(num), start: start * 512, size: size * 512, devName: device.NodeName(sub)}
 	}
 	return out, nil
 }
@@ -65,19 +66,6 @@ func readInt(p string) (int64, error) {
 		return 0, fmt.Errorf("%s: %q is not a count", p, strings.TrimSpace(string(b)))
 	}
 	return v, nil
-}
-
-// devName is the node name the kernel gives the device (uevent DEVNAME),
-// else its sysfs name.
-func devName(dir string) string {
-	if b, err := os.ReadFile(filepath.Join(dir, "uevent")); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "DEVNAME="); ok && v != "" {
-				return v
-			}
-		}
-	}
-	return filepath.Base(dir)
 }
 
 // tellKernel makes the kernel's partition e.Index match the entry: added
