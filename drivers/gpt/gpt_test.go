@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/volumed/volumed/internal/testtool"
 )
 
 const mib = 1 << 20
@@ -73,10 +75,7 @@ func TestWriteReadRoundTrip(t *testing.T) {
 
 // Other tools accept what Write produces.
 func TestWriteCheckedBySgdisk(t *testing.T) {
-	sgdisk, err := exec.LookPath("sgdisk")
-	if err != nil {
-		t.Skip("sgdisk not installed")
-	}
+	sgdisk := testtool.Need(t, "Debian: gdisk", "sgdisk")[0]
 	f := image(t, 16*mib)
 	if err := Write(f, 16*mib, 512, NewDiskGUID(), sampleEntries(512)); err != nil {
 		t.Fatal(err)
@@ -93,10 +92,7 @@ func TestWriteCheckedBySgdisk(t *testing.T) {
 
 // A table written by sgdisk (another tool) reads back the same.
 func TestReadSgdiskTable(t *testing.T) {
-	sgdisk, err := exec.LookPath("sgdisk")
-	if err != nil {
-		t.Skip("sgdisk not installed")
-	}
+	sgdisk := testtool.Need(t, "Debian: gdisk", "sgdisk")[0]
 	f := image(t, 16*mib)
 	if out, err := exec.Command(sgdisk, "-n", "1:2048:+4M", "-t", "1:8300", "-c", "1:root", "-n", "3:0:0", "-c", "3:rest", f.Name()).CombinedOutput(); err != nil {
 		t.Fatalf("sgdisk: %v\n%s", err, out)

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/volumed/volumed/internal/testns"
+	"github.com/volumed/volumed/internal/testtool"
 )
 
 func TestMain(m *testing.M) { testns.Main(m) }
@@ -35,17 +36,8 @@ func loopDisk(t *testing.T, size int64) (dev, img string) {
 		t.Fatal(err)
 	}
 	f.Close()
-	out, err := exec.Command("losetup", "-f", "--show", "-P", img).CombinedOutput()
-	if err != nil {
-		t.Fatalf("losetup: %v: %s", err, out)
-	}
-	dev = strings.TrimSpace(string(out))
-	t.Cleanup(func() {
-		if out, err := exec.Command("losetup", "-d", dev).CombinedOutput(); err != nil {
-			t.Errorf("losetup -d %s: %v: %s", dev, err, out)
-		}
-	})
-	return dev, img
+	testtool.Need(t, "Debian: gdisk, fdisk, e2fsprogs, util-linux", "sgdisk", "sfdisk", "mkfs.ext4", "blkid", "losetup")
+	return testtool.Losetup(t, img, true), img
 }
 
 func hashFile(t *testing.T, p string) string {

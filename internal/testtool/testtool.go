@@ -8,6 +8,7 @@ package testtool
 import (
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 )
 
@@ -40,4 +41,28 @@ func Need(t testing.TB, install string, programs ...string) []string {
 		paths = append(paths, path)
 	}
 	return paths
+}
+
+// Losetup attaches img to a free loop device with losetup (a test's
+// stand-in for a disk; partscan sets LO_FLAGS_PARTSCAN, so the kernel
+// makes the partitions of the device) and detaches it when the test ends,
+// failed or not.
+func Losetup(t testing.TB, img string, partscan bool) string {
+	t.Helper()
+	args := []string{"-f", "--show"}
+	if partscan {
+		args = append(args, "-P")
+	}
+	args = append(args, img)
+	out, err := exec.Command("losetup", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("losetup: %v: %s", err, out)
+	}
+	dev := strings.TrimSpace(string(out))
+	t.Cleanup(func() {
+		if out, err := exec.Command("losetup", "-d", dev).CombinedOutput(); err != nil {
+			t.Errorf("losetup -d %s: %v: %s", dev, err, out)
+		}
+	})
+	return dev
 }
