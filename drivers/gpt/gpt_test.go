@@ -323,3 +323,30 @@ func TestWriteRefuses(t *testing.T) {
 		t.Fatal("a refused Write wrote to the disk")
 	}
 }
+
+// The protective MBR covers the disk, its size capped at 0xFFFFFFFF
+// sectors past 2 TiB (UEFI 2.10, 5.2.3).
+func TestProtectiveMBRSize(t *testing.T) {
+	for _, c := range []struct {
+		size int64
+		want uint32
+	}{{16 * mib, 16*mib/512 - 1}, {3 << 40, 0xFFFFFFFF}} {
+		f := image(t, c.size)
+		if err := Write(f, c.size, 512, NewDiskGUID(), sampleEntries(512)); err != nil {
+			t.Fatal(err)
+		}
+		mbr := make([]byte, 512)
+		if _, err := f.ReadAt(mbr, 0); err != nil {
+			t.Fatal(err)
+		}
+		rec := mbr[0x1BE:]
+		if rec[4] != 0xEE || binary.LittleEndian.Uint32(rec[8:]) != 1 || binary.LittleEndian.Uint32(rec[12:]) != c.want ||
+			!bytes.Equal(mbr[0x1CE:0x1FE], make([]byte, 48)) || mbr[510] != 0x55 || mbr[511] != 0xAA {
+			t.Errorf("disk of %d bytes: MBR records % x", c.size, mbr[0x1BE:])
+		}
+		tab, err := Read(f, c.size, 512)
+		if err != nil || !tab.ProtectiveMBR || !tab.Agree {
+			t.Errorf("disk of %d bytes: Read = %+v, %v", c.size, tab, err)
+		}
+	}
+}

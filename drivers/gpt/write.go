@@ -1,6 +1,7 @@
 package gpt
 
 import (
+	"encoding/binary"
 	"fmt"
 	"slices"
 
@@ -28,7 +29,7 @@ func Usable(size int64, sectorSize int) (first, last uint64, err error) {
 func NewDiskGUID() string { return uuid.NewString() }
 
 // Write writes a standard GPT holding entries to w, a disk of size bytes:
-// the protective MBR's partition record (the boot code area is left as
+// the protective MBR's partition records (the boot code area is left as
 // it is), the backup array and header at the end of the disk (moved there
 // if the disk grew), then the primary ones, each synced before the next
 // when w is an *os.File. An entry without a GUID gets a random one.
@@ -45,7 +46,7 @@ func Write(w backend.WritableFile, size int64, sectorSize int, diskGUID string, 
 	slices.SortFunc(sorted, func(a, b Entry) int { return a.Index - b.Index })
 	t := &diskfs.Table{
 		LogicalSectorSize: sectorSize, PhysicalSectorSize: sectorSize,
-		GUID: diskGUID, ProtectiveMBR: true,
+		GUID: diskGUID,
 	}
 	for i, e := range sorted {
 		switch {
@@ -69,8 +70,35 @@ func Write(w backend.WritableFile, size int64, sectorSize int, diskGUID string, 
 			Type: diskfs.Type(e.Type), Name: e.Name, GUID: e.GUID, Attributes: e.Attributes,
 		})
 	}
+	if err := writeProtectiveMBR(w, uint64(size)/uint64(sectorSize)); err != nil {
+		return err
+	}
 	if err := t.Write(w, size); err != nil {
 		return fmt.Errorf("gpt: %w", err)
+	}
+	return nil
+}
+
+// writeProtectiveMBR writes LBA 0's partition records and signature (the
+// boot code area before them is left as it is): one record of type 0xEE
+// from LBA 1 over the disk, its size capped at 0xFFFFFFFF as the UEFI
+// spec says. (go-diskfs truncates the size to 32 bits instead, which on
+// a disk over 2 TiB gives a record that covers part of the disk.)
+func writeProtectiveMBR(w backend.WritableFile, sectors uint64) error {
+	rec := make([]byte, 4*16+2)
+	copy(rec[1:4], []byte{0x00, 0x02, 0x00}) // CHS of LBA 1
+	rec[4] = 0xEE
+	copy(rec[5:8], []byte{0xFF, 0xFF, 0xFF}) // CHS beyond reach
+	binary.LittleEndian.PutUint32(rec[8:], 1)
+	binary.LittleEndian.PutUint32(rec[12:], uint32(min(sectors-1, 0xFFFFFFFF)))
+	rec[64], rec[65] = 0x55, 0xAA
+	if _, err := w.WriteAt(rec, 0x1BE); err != nil {
+		return fmt.Errorf("gpt: write the protective MBR: %w", err)
+	}
+	if s, ok := w.(interface{ Sync() error }); ok {
+		if err := s.Sync(); err != nil {
+			return fmt.Errorf("gpt: sync the protective MBR: %w", err)
+		}
 	}
 	return nil
 }
