@@ -1,15 +1,19 @@
 // Package gpt reads and writes GUID partition tables.
 //
 // Reading is our own code: a disk's first and last sectors are untrusted
-// input (any USB stick), and github.com/diskfs/go-diskfs's reader trusts
-// the header's entry count and size (an entry size of 0 loops forever, a
-// huge count allocates without bound) and never cross-checks the backup
-// header against the primary. Read bounds every size before it allocates,
-// checks both headers and both CRCs, and reports what it found in each.
+// input (any USB stick), and github.com/diskfs/go-diskfs v1.9.4's reader
+// sizes its read by the header's entry count times entry size unchecked
+// (2^31 entries of 2^31 bytes panic in makeslice, which would take the
+// agent down; 16M entries of 128 bytes allocate 2 GiB before the read
+// fails), reads the backup only when the primary is bad and never checks
+// one against the other, and takes partitions outside the usable range
+// or overlapping. Read bounds every size before it allocates, checks both
+// headers and both CRCs, and reports what it found in each.
 //
-// Writing goes through go-diskfs (protective MBR, backup array and header
-// first, then the primary ones, each synced), for the standard layout only:
-// 128 entries of 128 bytes, the primary array at LBA 2.
+// Writing goes through go-diskfs (the backup array and header first, then
+// the primary ones, each synced), after a protective MBR of our own, for
+// the standard layout only: 128 entries of 128 bytes, the primary array
+// at LBA 2.
 package gpt
 
 import (
