@@ -261,3 +261,39 @@ func (d *disk) write(p Plan) error {
 	// descriptor sees the new table at once.
 	return nil
 }
+
+// Find returns the volumed partition named label on the whole disk at
+// path, as the table on disk and the kernel have it, writing nothing and
+// telling the kernel nothing (for start-up, to adopt what is there).
+// found is false when the table has no such partition or the kernel does
+// not have it yet; the kernel having it elsewhere is an error.
+func Find(path, label string) (p Partition, found bool, err error) {
+	d, err := openDisk(path, unix.O_RDONLY)
+	if err != nil {
+		return Partition{}, false, fmt.Errorf("partition %s: %w", path, err)
+	}
+	defer d.f.Close()
+	t, err := d.table()
+	if err != nil || t == nil {
+		return Partition{}, false, err
+	}
+	i := indexOf(t.Entries, label)
+	if i < 0 || t.Entries[i].Type != gpt.TypeVolumed {
+		return Partition{}, false, nil
+	}
+	e := t.Entries[i]
+	have, err := kernelParts(d.sys)
+	if err != nil {
+		return Partition{}, false, err
+	}
+	k, ok := have[e.Index]
+	if !ok {
+		return Partition{}, false, nil
+	}
+	ss := int64(d.geom.SectorSize)
+	p = Partition{Label: label, Number: e.Index, GUID: e.GUID, Device: "/dev/" + k.devName, Start: int64(e.FirstLBA) * ss, Size: int64(e.Sectors()) * ss}
+	if k.start != p.Start || k.size > p.Size {
+		return Partition{}, false, fmt.Errorf("partition %s: the kernel's partition %d spans bytes %d+%d, the table's %q %d+%d", path, e.Index, k.start, k.size, label, p.Start, p.Size)
+	}
+	return p, true, nil
+}

@@ -201,6 +201,9 @@ func TestApplyCrashBetweenWriteAndKernel(t *testing.T) {
 	if _, _, ok := sysPart(t, dev, 1); ok {
 		t.Fatal("the kernel has partition 1 before it was told")
 	}
+	if p, found, err := Find(dev, "data"); err != nil || found {
+		t.Fatalf("Find before the kernel was told = %+v, %v, %v", p, found, err)
+	}
 	before := hashFile(t, img)
 	r, err = Apply(context.Background(), dev, wants)
 	if err != nil || r.Wrote || !slices.Equal(r.Told, []string{"add 1"}) {
@@ -211,6 +214,16 @@ func TestApplyCrashBetweenWriteAndKernel(t *testing.T) {
 	}
 	if start, size, ok := sysPart(t, dev, 1); !ok || start != mib || size != 16*mib {
 		t.Fatalf("kernel partition 1: %d+%d (%v)", start, size, ok)
+	}
+	p, found, err := Find(dev, "data")
+	if err != nil || !found || p.Device != dev+"p1" || p.Number != 1 || p.Start != mib || p.Size != 16*mib || p.GUID != r.Partitions[0].GUID {
+		t.Fatalf("Find = %+v, %v, %v; want %+v", p, found, err, r.Partitions[0])
+	}
+	if _, found, err := Find(dev, "other"); err != nil || found {
+		t.Fatalf("Find(other) = %v, %v", found, err)
+	}
+	if hashFile(t, img) != before {
+		t.Fatal("Find wrote the disk")
 	}
 }
 
