@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -61,6 +62,14 @@ func apply(ctx context.Context, path string, wants []Want, h hooks) (Result, err
 		return Result{}, err
 	}
 	defer d.f.Close()
+	// One Apply per disk at a time, across processes too: two volumes
+	// on one disk each read, plan and write the whole table, and the
+	// second would drop what the first added. The same lock keeps udev
+	// (and any tool that follows systemd.io/BLOCK_DEVICE_LOCKING) from
+	// probing a half-written table.
+	if err := d.lock(ctx, unix.LOCK_EX); err != nil {
+		return Result{}, err
+	}
 	cur, err := d.table()
 	if err != nil {
 		return Result{}, err
@@ -238,18 +247,33 @@ func (d *disk) table() (*gpt.Table, error) {
 	return t, nil
 }
 
-// write writes the planned table through a second, writable descriptor,
-// holding the BSD lock udev honours so it does not probe a half-written
-// table (systemd.io/BLOCK_DEVICE_LOCKING).
+// lock takes a BSD lock on the disk (released when d.f is closed),
+// waiting for it as long as ctx lets.
+func (d *disk) lock(ctx context.Context, how int) error {
+	for {
+		err := unix.Flock(int(d.f.Fd()), how|unix.LOCK_NB)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+			return fmt.Errorf("lock %s: %w", d.path, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("lock %s (held by another writer): %w", d.path, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// write writes the planned table through a second, writable descriptor
+// (d's lock is held).
 func (d *disk) write(p Plan) error {
 	w, err := os.OpenFile(d.path, os.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}
 	defer w.Close()
-	if err := unix.Flock(int(w.Fd()), unix.LOCK_EX); err != nil {
-		return fmt.Errorf("lock %s: %w", d.path, err)
-	}
 	guid := p.DiskGUID
 	if guid == "" {
 		guid = gpt.NewDiskGUID()
@@ -267,12 +291,15 @@ func (d *disk) write(p Plan) error {
 // telling the kernel nothing (for start-up, to adopt what is there).
 // found is false when the table has no such partition or the kernel does
 // not have it yet; the kernel having it elsewhere is an error.
-func Find(path, label string) (p Partition, found bool, err error) {
+func Find(ctx context.Context, path, label string) (p Partition, found bool, err error) {
 	d, err := openDisk(path, unix.O_RDONLY)
 	if err != nil {
 		return Partition{}, false, fmt.Errorf("partition %s: %w", path, err)
 	}
 	defer d.f.Close()
+	if err := d.lock(ctx, unix.LOCK_SH); err != nil {
+		return Partition{}, false, err
+	}
 	t, err := d.table()
 	if err != nil || t == nil {
 		return Partition{}, false, err

@@ -201,7 +201,7 @@ func TestApplyCrashBetweenWriteAndKernel(t *testing.T) {
 	if _, _, ok := sysPart(t, dev, 1); ok {
 		t.Fatal("the kernel has partition 1 before it was told")
 	}
-	if p, found, err := Find(dev, "data"); err != nil || found {
+	if p, found, err := Find(context.Background(), dev, "data"); err != nil || found {
 		t.Fatalf("Find before the kernel was told = %+v, %v, %v", p, found, err)
 	}
 	before := hashFile(t, img)
@@ -215,11 +215,11 @@ func TestApplyCrashBetweenWriteAndKernel(t *testing.T) {
 	if start, size, ok := sysPart(t, dev, 1); !ok || start != mib || size != 16*mib {
 		t.Fatalf("kernel partition 1: %d+%d (%v)", start, size, ok)
 	}
-	p, found, err := Find(dev, "data")
+	p, found, err := Find(context.Background(), dev, "data")
 	if err != nil || !found || p.Device != dev+"p1" || p.Number != 1 || p.Start != mib || p.Size != 16*mib || p.GUID != r.Partitions[0].GUID {
 		t.Fatalf("Find = %+v, %v, %v; want %+v", p, found, err, r.Partitions[0])
 	}
-	if _, found, err := Find(dev, "other"); err != nil || found {
+	if _, found, err := Find(context.Background(), dev, "other"); err != nil || found {
 		t.Fatalf("Find(other) = %v, %v", found, err)
 	}
 	if hashFile(t, img) != before {
@@ -296,5 +296,33 @@ func TestApplyRefusesAPartition(t *testing.T) {
 	waitNode(t, dev+"p1")
 	if _, err := Apply(context.Background(), dev+"p1", []Want{{Label: "x", Size: mib}}); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "not a whole disk") {
 		t.Fatalf("Apply on a partition = %v", err)
+	}
+}
+
+// Volumes on one disk apply their partitions at the same time: each
+// Apply reads, plans and writes the whole table, so without the disk's
+// lock one would drop what another added.
+func TestApplyConcurrently(t *testing.T) {
+	dev, _ := loopDisk(t, 64*mib)
+	labels := []string{"a", "b", "c", "d", "e", "f"}
+	errs := make(chan error, len(labels))
+	for _, l := range labels {
+		go func() {
+			_, err := Apply(context.Background(), dev, []Want{{Label: l, Size: 4 * mib}})
+			errs <- err
+		}()
+	}
+	for range labels {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	for _, l := range labels {
+		if _, found, err := Find(context.Background(), dev, l); err != nil || !found {
+			t.Errorf("partition %s: found %v, %v", l, found, err)
+		}
+	}
+	if out := run(t, "sgdisk", "-v", dev); !strings.Contains(out, "No problems found") {
+		t.Errorf("sgdisk -v: %s", out)
 	}
 }
