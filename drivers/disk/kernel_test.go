@@ -26,7 +26,7 @@ func TestListRealLoopDisk(t *testing.T) {
 	if err := os.Truncate(img, 64<<20); err != nil {
 		t.Fatal(err)
 	}
-	dev := testtool.Losetup(t, img, true)
+	dev := testtool.Losetup(t, img, "-P")
 	find := func() Facts {
 		t.Helper()
 		disks, err := Lister{}.List(context.Background())

@@ -90,7 +90,7 @@ func loopImage(t *testing.T) string {
 	if out, err := exec.Command("mkfs.ext4", "-q", "-F", img).CombinedOutput(); err != nil {
 		t.Fatalf("mkfs.ext4: %v: %s", err, out)
 	}
-	return testtool.Losetup(t, img, false)
+	return testtool.Losetup(t, img)
 }
 
 func TestLookupUnmount(t *testing.T) {

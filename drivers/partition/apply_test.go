@@ -23,9 +23,9 @@ import (
 func TestMain(m *testing.M) { testns.Main(m) }
 
 // loopDisk makes a sparse image of size bytes and a loop device on it
-// that scans partitions (losetup -P, LO_FLAGS_PARTSCAN), detached when
-// the test ends, failed or not.
-func loopDisk(t *testing.T, size int64) (dev, img string) {
+// that scans partitions (losetup -P, LO_FLAGS_PARTSCAN) with more losetup
+// options, detached when the test ends, failed or not.
+func loopDisk(t *testing.T, size int64, options ...string) (dev, img string) {
 	t.Helper()
 	img = filepath.Join(t.TempDir(), "disk.img")
 	f, err := os.Create(img)
@@ -37,7 +37,7 @@ func loopDisk(t *testing.T, size int64) (dev, img string) {
 	}
 	f.Close()
 	testtool.Need(t, "Debian: gdisk, fdisk, e2fsprogs, util-linux", "sgdisk", "sfdisk", "mkfs.ext4", "blkid", "losetup")
-	return testtool.Losetup(t, img, true), img
+	return testtool.Losetup(t, img, append([]string{"-P"}, options...)...), img
 }
 
 func hashFile(t *testing.T, p string) string {
@@ -324,5 +324,31 @@ func TestApplyConcurrently(t *testing.T) {
 	}
 	if out := run(t, "sgdisk", "-v", dev); !strings.Contains(out, "No problems found") {
 		t.Errorf("sgdisk -v: %s", out)
+	}
+}
+
+// A disk of 4 KiB sectors (most NVMe drives formatted 4Kn): the table
+// sits in LBAs of 4 KiB, partitions start at 1 MiB = LBA 256.
+func TestApply4KSectors(t *testing.T) {
+	dev, _ := loopDisk(t, 64*mib, "-b", "4096")
+	r, err := Apply(context.Background(), dev, []Want{{Label: "data", Size: 8 * mib}, {Label: "rest", Grow: true}})
+	if err != nil || !r.Wrote {
+		t.Fatalf("Apply = %+v, %v", r, err)
+	}
+	if a := r.Plan.Actions[0]; a.FirstLBA != 256 || a.LastLBA != 256+2048-1 {
+		t.Errorf("data at LBAs %d-%d", a.FirstLBA, a.LastLBA)
+	}
+	if start, size, ok := sysPart(t, dev, 1); !ok || start != mib || size != 8*mib {
+		t.Errorf("kernel partition 1: %d+%d (%v)", start, size, ok)
+	}
+	// The backup table: 4 sectors of array and the header, 20 KiB.
+	if start, size, ok := sysPart(t, dev, 2); !ok || start != 9*mib || size != 64*mib-5*4096-9*mib {
+		t.Errorf("kernel partition 2: %d+%d (%v)", start, size, ok)
+	}
+	if out := run(t, "sgdisk", "-v", dev); !strings.Contains(out, "No problems found") {
+		t.Errorf("sgdisk -v: %s", out)
+	}
+	if r, err := Apply(context.Background(), dev, []Want{{Label: "data", Size: 8 * mib}, {Label: "rest", Grow: true}}); err != nil || r.Wrote || len(r.Told) != 0 {
+		t.Fatalf("Apply again = %+v, %v", r, err)
 	}
 }

@@ -43,17 +43,13 @@ func Need(t testing.TB, install string, programs ...string) []string {
 	return paths
 }
 
-// Losetup attaches img to a free loop device with losetup (a test's
-// stand-in for a disk; partscan sets LO_FLAGS_PARTSCAN, so the kernel
-// makes the partitions of the device) and detaches it when the test ends,
-// failed or not.
-func Losetup(t testing.TB, img string, partscan bool) string {
+// Losetup attaches img to a free loop device with losetup and more
+// options (a test's stand-in for a disk: "-P" has the kernel make its
+// partitions, "-b", "4096" gives it 4 KiB sectors) and detaches it when
+// the test ends, failed or not.
+func Losetup(t testing.TB, img string, options ...string) string {
 	t.Helper()
-	args := []string{"-f", "--show"}
-	if partscan {
-		args = append(args, "-P")
-	}
-	args = append(args, img)
+	args := append(append([]string{"-f", "--show"}, options...), img)
 	out, err := exec.Command("losetup", args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("losetup: %v: %s", err, out)
