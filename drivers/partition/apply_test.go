@@ -352,3 +352,37 @@ func TestApply4KSectors(t *testing.T) {
 		t.Fatalf("Apply again = %+v, %v", r, err)
 	}
 }
+
+// The kernel has the partition's number somewhere else than the table
+// says (another tool changed the table behind volumed): Apply says so
+// and neither writes the disk nor touches the kernel's partition, which
+// may be in use.
+func TestApplyKernelDisagrees(t *testing.T) {
+	dev, img := loopDisk(t, 64*mib)
+	wants := []Want{{Label: "data", Size: 16 * mib}}
+	if _, err := apply(context.Background(), dev, wants, hooks{afterWrite: func() error { return errors.New("crash") }}); err == nil {
+		t.Fatal("no crash")
+	}
+	d, err := openDisk(dev, unix.O_RDONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.f.Close()
+	if err := d.blkpg(unix.BLKPG_ADD_PARTITION, kpart{number: 1, start: 40 * mib, size: 4 * mib}, "other"); err != nil {
+		t.Fatal(err)
+	}
+	before := hashFile(t, img)
+	_, err = Apply(context.Background(), dev, wants)
+	if err == nil || !strings.Contains(err.Error(), "the kernel's partition 1 spans bytes 41943040+4194304") {
+		t.Fatalf("Apply = %v; want the disagreement named", err)
+	}
+	if start, size, ok := sysPart(t, dev, 1); !ok || start != 40*mib || size != 4*mib {
+		t.Errorf("the kernel's partition 1 was changed: %d+%d (%v)", start, size, ok)
+	}
+	if _, found, err := Find(context.Background(), dev, "data"); found || err == nil {
+		t.Errorf("Find = %v, %v; want the disagreement", found, err)
+	}
+	if hashFile(t, img) != before {
+		t.Fatal("the disk changed")
+	}
+}
