@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/volumed/volumed/drivers/blockfs"
+	"github.com/volumed/volumed/drivers/device"
 	"github.com/volumed/volumed/drivers/gpt"
 )
 
@@ -199,5 +200,18 @@ func TestCompare(t *testing.T) {
 	want := []string{"/dev/loop0", "/dev/nvme2n1", "/dev/nvme2n1p1", "/dev/nvme10n1", "/dev/sda", "/dev/sdb"}
 	if !slices.Equal(in, want) {
 		t.Fatalf("sorted %v, want %v", in, want)
+	}
+}
+
+// The chosen disk is recorded by what survives a reboot, and the record
+// finds it again.
+func TestFactsSelector(t *testing.T) {
+	disks := list(t)
+	for name, want := range map[string]string{
+		"sda": "device:wwn:naa.5002538e40a1b2c3", "vda": "device:serial:data-disk-1", "loop0": "device:path:/dev/loop0",
+	} {
+		if got := device.Identity(byName(disks, name).Selector()); got != want {
+			t.Errorf("%s: identity %q, want %q", name, got, want)
+		}
 	}
 }

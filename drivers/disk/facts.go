@@ -327,3 +327,17 @@ func digits(s string) int {
 	}
 	return n
 }
+
+// Selector names the disk by its most stable identifier, for a record
+// that must find the same disk after a reboot renames /dev/sdX: its WWN,
+// else its serial, else (a disk with neither, like a loop device) its
+// path.
+func (f Facts) Selector() device.Selector {
+	switch {
+	case f.WWN != "":
+		return device.Selector{WWN: f.WWN}
+	case f.Serial != "":
+		return device.Selector{Serial: f.Serial}
+	}
+	return device.Selector{Path: f.Path}
+}
