@@ -203,8 +203,7 @@ func TestCompare(t *testing.T) {
 	}
 }
 
-// The chosen disk is recorded by what survives a reboot, and the record
-// finds it again.
+// The chosen disk is recorded by what survives a reboot.
 func TestFactsSelector(t *testing.T) {
 	disks := list(t)
 	for name, want := range map[string]string{
