@@ -16,6 +16,7 @@ import (
 // testdata/sys is a FAKE sysfs laid out as a 6.x kernel lays out a SATA
 // SSD (one partition) and HDD, a USB stick, an iSCSI LUN, a PCIe NVMe
 // namespace (4K sectors), an NVMe/TCP one with its hidden per-path node,
+// an NVMe/RDMA one under native multipath (its device is the subsystem),
 // a read-only virtio disk, a virtio-scsi disk, a bound and an unbound
 // loop device, a dm-multipath map and its two paths, and block devices
 // that are never disks (ram, zram, sr, md, an LVM volume).
@@ -62,7 +63,7 @@ func TestListWhichDisks(t *testing.T) {
 	for _, d := range list(t) {
 		paths = append(paths, d.Path)
 	}
-	want := []string{"/dev/dm-1", "/dev/loop0", "/dev/nvme0n1", "/dev/nvme1n1", "/dev/sda", "/dev/sdb", "/dev/sdc", "/dev/sdd", "/dev/sde", "/dev/vda"}
+	want := []string{"/dev/dm-1", "/dev/loop0", "/dev/nvme0n1", "/dev/nvme1n1", "/dev/nvme2n1", "/dev/sda", "/dev/sdb", "/dev/sdc", "/dev/sdd", "/dev/sde", "/dev/vda"}
 	if !slices.Equal(paths, want) {
 		t.Fatalf("disks %v\nwant  %v", paths, want)
 	}
@@ -89,7 +90,7 @@ func TestListFacts(t *testing.T) {
 		t.Errorf("nvme0n1:\n got %+v\nwant %+v", got, nvme)
 	}
 	for name, tran := range map[string]string{
-		"sdb": "sata", "sdc": "usb", "sdd": "iscsi", "nvme1n1": "nvme-tcp", "vda": "virtio", "sde": "scsi", "loop0": "loop", "dm-1": "",
+		"sdb": "sata", "sdc": "usb", "sdd": "iscsi", "nvme1n1": "nvme-tcp", "nvme2n1": "nvme-rdma", "vda": "virtio", "sde": "scsi", "loop0": "loop", "dm-1": "",
 	} {
 		if got := byName(disks, name).Transport; got != tran {
 			t.Errorf("%s: transport %q, want %q", name, got, tran)

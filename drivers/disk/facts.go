@@ -227,7 +227,16 @@ func (l Lister) transport(dir, name string) string {
 	case has("/virtio"):
 		return "virtio"
 	case strings.HasPrefix(name, "nvme") || has("/nvme"):
-		switch t := attr(dir, "device", "transport"); t {
+		t := attr(dir, "device", "transport")
+		if t == "" {
+			// Native multipath: device is the subsystem, which links
+			// its controllers; they share one transport.
+			ctrls, _ := filepath.Glob(filepath.Join(dir, "device", "nvme[0-9]*", "transport"))
+			if len(ctrls) > 0 {
+				t = attr(filepath.Dir(ctrls[0]), "transport")
+			}
+		}
+		switch t {
 		case "", "pcie":
 			return "nvme"
 		default:
