@@ -14,7 +14,8 @@ import (
 )
 
 // testdata/sys is a FAKE sysfs laid out as a 6.x kernel lays out a SATA
-// SSD (one partition) and HDD, a USB stick, an iSCSI LUN, a PCIe NVMe
+// SSD (one partition) and HDD, a USB stick, an iSCSI LUN (its VPD page
+// 0x83 cut short), a PCIe NVMe
 // namespace (4K sectors), an NVMe/TCP one with its hidden per-path node,
 // an NVMe/RDMA one under native multipath (its device is the subsystem),
 // a read-only virtio disk, a virtio-scsi disk, a bound and an unbound
@@ -104,6 +105,11 @@ func TestListFacts(t *testing.T) {
 	}
 	if d := byName(disks, "vda"); !d.ReadOnly || d.Serial != "data-disk-1" || d.Blank || !slices.Equal(d.Signatures, []string{"ext4"}) {
 		t.Errorf("vda: %+v", d)
+	}
+	// A disk whose VPD page 0x83 is cut short is listed, without
+	// identifiers, saying why; its sectors were still looked at.
+	if d := byName(disks, "sdd"); d.WWN != "" || !d.Blank || !strings.Contains(d.ProbeError, "identifiers: device/vpd_pg83") {
+		t.Errorf("sdd: %+v", d)
 	}
 	// A disk that could not be read is never blank, and says why.
 	if d := byName(disks, "loop0"); d.Blank || !strings.Contains(d.ProbeError, "input/output error") {

@@ -45,8 +45,9 @@ type Facts struct {
 	Blank      bool        `json:"blank"`      // no signature of any kind (and the look succeeded)
 	Signatures []string    `json:"signatures"` // what the look found: "gpt", "ext4", "dos", ...
 	Partitions []Partition `json:"partitions"`
-	// ProbeError says why the disk's sectors could not be read; such a
-	// disk is never blank.
+	// ProbeError says why the disk's sectors (or its VPD identifiers)
+	// could not be read; a disk whose sectors could not be read is never
+	// blank.
 	ProbeError string `json:"probeError"`
 }
 
@@ -145,8 +146,14 @@ func (l Lister) read(ctx context.Context, name string) (Facts, bool, error) {
 		Transport:  l.transport(dir, name),
 		Signatures: []string{}, Partitions: []Partition{},
 	}
-	if f.Serial, f.WWN, err = device.Identifiers(dir); err != nil {
-		return Facts{}, false, err
+	// A disk whose VPD pages do not parse is still listed (without
+	// identifiers, and saying why): one odd disk must not hide the others.
+	var idErr error
+	if f.Serial, f.WWN, idErr = device.Identifiers(dir); idErr != nil {
+		if errors.Is(idErr, fs.ErrNotExist) || errors.Is(idErr, unix.ENODEV) {
+			return Facts{}, false, idErr
+		}
+		idErr = fmt.Errorf("identifiers: %w", idErr)
 	}
 	if f.Partitions, err = l.partitions(dir); err != nil {
 		return Facts{}, false, err
@@ -160,8 +167,10 @@ func (l Lister) read(ctx context.Context, name string) (Facts, bool, error) {
 		look = LookAt
 	}
 	lk, err := look(ctx, f.Path, f.Size, ss)
+	if err != nil || idErr != nil {
+		f.ProbeError = errors.Join(idErr, err).Error()
+	}
 	if err != nil {
-		f.ProbeError = err.Error()
 		return f, true, nil
 	}
 	f.Blank = len(lk.Signatures) == 0
