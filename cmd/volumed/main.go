@@ -32,6 +32,10 @@ Usage:
                    down (poweroff); they stay down until the agent exits or
                    --undo sets them up again
   volumed completion bash|zsh
+  volumed disks    [-o table|json] [--match EXPR] [--socket PATH]
+                   every whole disk with the facts a disk selector sees;
+                   --match tries a selector: which disk it picks, and why
+                   not the others
   volumed version
 
 See volumed(8) and volumed.yaml(5).
@@ -70,6 +74,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdWait(ctx, rest, stderr)
 	case "shutdown":
 		err = cmdShutdown(ctx, rest, stdout)
+	case "disks":
+		err = cmdDisks(ctx, rest, stdout)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "volumed %s %s %s/%s\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		fmt.Fprintf(stdout, "sources: %s\n", describeKinds(kinds.All()))

@@ -175,3 +175,19 @@ func (w wwn) String() string {
 func (w wwn) matches(o wwn) bool {
 	return w.id == o.id && (w.kind == "" || o.kind == "" || w.kind == o.kind)
 }
+
+// Identifiers returns the serial and the best WWN sysfs gives the whole
+// disk at dir (a /sys/block entry), "" for what it has none of.
+func Identifiers(dir string) (serial, wwn string, err error) {
+	x, err := readIDs(dir)
+	if err != nil {
+		return "", "", err
+	}
+	var d Disk
+	x.fill(&d)
+	return d.Serial, d.WWN, nil
+}
+
+// NodeName is the name under /dev the kernel gives the block device
+// whose sysfs directory is dir.
+func NodeName(dir string) string { return devName(dir, filepath.Base(dir)) }

@@ -68,6 +68,12 @@ func Commands() []Command {
 				{Name: "timeout", Arg: "DURATION", Usage: "give up after this long (default 90s)"},
 				socket,
 			}},
+		{Name: "disks", Short: "list the disks a selector sees", Summary: "List every whole disk with the facts a disk selector sees (path, size, model, vendor, serial, WWN, transport, rotational, removable, read-only, blank or the signatures on it, its partitions and their GPT labels) and, when the agent runs, the volumes on it. With --match, try a selector: which disk it picks, and for every other disk the parts of the expression that are false. Reads each disk's first and last sectors, so it needs root.",
+			Flags: []Flag{
+				{Name: "o", Arg: "FORMAT", Usage: "output format (default table)", Values: []string{"table", "json"}},
+				{Name: "match", Arg: "EXPR", Usage: "a disk selector (CEL) to try, e.g. 'disk.transport == \"nvme\" && disk.size >= 100 * GiB'"},
+				socket,
+			}},
 		{Name: "completion", Short: "print a shell completion script", Args: "bash|zsh", Summary: "Print the shell completion script for bash or zsh.", Operands: "shells"},
 		{Name: "version", Short: "print the version", Summary: "Print the version, the Go version and the platform."},
 		{Name: "help", Short: "print the usage", Summary: "Print the usage."},

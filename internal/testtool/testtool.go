@@ -8,6 +8,7 @@ package testtool
 import (
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 )
 
@@ -40,4 +41,24 @@ func Need(t testing.TB, install string, programs ...string) []string {
 		paths = append(paths, path)
 	}
 	return paths
+}
+
+// Losetup attaches img to a free loop device with losetup and more
+// options (a test's stand-in for a disk: "-P" has the kernel make its
+// partitions, "-b", "4096" gives it 4 KiB sectors) and detaches it when
+// the test ends, failed or not.
+func Losetup(t testing.TB, img string, options ...string) string {
+	t.Helper()
+	args := append(append([]string{"-f", "--show"}, options...), img)
+	out, err := exec.Command("losetup", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("losetup: %v: %s", err, out)
+	}
+	dev := strings.TrimSpace(string(out))
+	t.Cleanup(func() {
+		if out, err := exec.Command("losetup", "-d", dev).CombinedOutput(); err != nil {
+			t.Errorf("losetup -d %s: %v: %s", dev, err, out)
+		}
+	})
+	return dev
 }

@@ -2,7 +2,7 @@
 _volumed() {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
     if [ "$COMP_CWORD" -eq 1 ]; then
-        COMPREPLY=($(compgen -W "run status validate wait shutdown completion version help" -- "$cur"))
+        COMPREPLY=($(compgen -W "run status validate wait shutdown disks completion version help" -- "$cur"))
         return
     fi
     local cmd=${COMP_WORDS[1]} socket=() i
@@ -45,6 +45,13 @@ _volumed() {
         --timeout | -timeout) return ;;
         esac
         flags="--network --undo --timeout --socket" operands="" ;;
+    disks)
+        case $prev in
+        --o | -o) COMPREPLY=($(compgen -W "table json" -- "$cur")); return ;;
+        --socket | -socket) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --match | -match) return ;;
+        esac
+        flags="-o --match --socket" operands="" ;;
     completion)
         flags="" operands="shells" ;;
     version)
