@@ -116,7 +116,7 @@ func printDisks(w io.Writer, rows []diskRow, sel disk.Selection, tried bool) {
 				last = "yes"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Path, humanBytes(r.Size), dash(r.Transport), kind(r.Facts),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Path, humanBytes(r.Size), dash(r.Transport), medium(r.Facts),
 			cut(content(r.Facts), 14), cut(r.Model, 16), cut(r.Serial, 14), last)
 	}
 	tw.Flush()
@@ -136,8 +136,8 @@ func printDisks(w io.Writer, rows []diskRow, sel disk.Selection, tried bool) {
 	}
 }
 
-// kind is the table's word for the medium and its flags.
-func kind(f disk.Facts) string {
+// medium is the table's word for the medium and its flags.
+func medium(f disk.Facts) string {
 	k := "ssd"
 	if f.Rotational {
 		k = "hdd"
