@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -388,7 +389,8 @@ func InspectDevice(path string) (Inspection, error) {
 		return Inspection{}, err
 	}
 	defer f.Close()
-	size, err := blockfs.DeviceSize(path)
+	// Seeking to the end sizes a block device and an image file alike.
+	size, err := f.Seek(0, io.SeekEnd)
 	if err != nil {
 		return Inspection{}, err
 	}
