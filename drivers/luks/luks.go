@@ -121,6 +121,10 @@ func (c *Client) bin() string {
 // the half-written header of this intent (o.UUID); anything else is
 // ErrNotBlank and the device is not written. All keys are read before
 // the device is touched, so an unreadable key file fails cleanly.
+//
+// Format is idempotent for one intent: run again after a crash, it
+// redoes a torn luksFormat of o.UUID, and on a whole header of o.UUID
+// only enrols the keys that do not open it yet.
 func (c *Client) Format(ctx context.Context, o FormatOptions) error {
 	if len(o.Keys) == 0 {
 		return fmt.Errorf("luks format %s: no keys", o.Device)
@@ -131,6 +135,11 @@ func (c *Client) Format(ctx context.Context, o FormatOptions) error {
 	in, err := InspectDevice(o.Device)
 	if err != nil {
 		return fmt.Errorf("luks format %s: %w", o.Device, err)
+	}
+	if best, ok := in.Best(); ok && best.UUID == o.UUID && best.Keyslots > 0 {
+		// This intent's luksFormat finished; a crash may have come
+		// before every key was enrolled.
+		return c.enrolMissing(ctx, o)
 	}
 	if in.Found() {
 		if !in.HalfWrittenBy(o.UUID) {
@@ -164,10 +173,53 @@ func (c *Client) Format(ctx context.Context, o FormatOptions) error {
 		return fmt.Errorf("luks format %s: %w", o.Device, err)
 	}
 	for i := 1; i < len(keys); i++ {
-		args := append([]string{"luksAddKey", "--batch-mode"}, o.PBKDF.args()...)
-		args = append(args, "--key-file=/proc/self/fd/3", "--new-keyfile=/proc/self/fd/4", "--", o.Device)
-		if _, err := c.run(ctx, args, keys[0], keys[i]); err != nil {
-			return fmt.Errorf("luks format %s: enrol key %d (%s): %w", o.Device, i, o.Keys[i].Describe(), err)
+		if err := c.addKey(ctx, o, keys[0], i, keys[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Client) addKey(ctx context.Context, o FormatOptions, opener secret.Value, i int, key secret.Value) error {
+	args := append([]string{"luksAddKey", "--batch-mode"}, o.PBKDF.args()...)
+	args = append(args, "--key-file=/proc/self/fd/3", "--new-keyfile=/proc/self/fd/4", "--", o.Device)
+	if _, err := c.run(ctx, args, opener, key); err != nil {
+		return fmt.Errorf("luks format %s: enrol key %d (%s): %w", o.Device, i, o.Keys[i].Describe(), err)
+	}
+	return nil
+}
+
+// enrolMissing finishes an interrupted Format whose header is written:
+// the keys that do not open it yet are added with one that does. Data is
+// never at risk: the header is not rewritten.
+func (c *Client) enrolMissing(ctx context.Context, o FormatOptions) error {
+	var opener secret.Value
+	var missing []int
+	for i, k := range o.Keys {
+		v, err := k.Material(ctx)
+		if err != nil {
+			return fmt.Errorf("luks format %s: key %d (%s): %w", o.Device, i, k.Describe(), err)
+		}
+		ok, err := c.checkKey(ctx, o.Device, v)
+		if err != nil {
+			return fmt.Errorf("luks format %s: key %d (%s): %w", o.Device, i, k.Describe(), err)
+		}
+		if ok && opener.Empty() {
+			opener = v
+		} else if !ok {
+			missing = append(missing, i)
+		}
+	}
+	if opener.Empty() {
+		return fmt.Errorf("luks format %s: header %s is this volume's, but none of its keys opens it: %w", o.Device, o.UUID, ErrLocked)
+	}
+	for _, i := range missing {
+		v, err := o.Keys[i].Material(ctx)
+		if err != nil {
+			return fmt.Errorf("luks format %s: key %d (%s): %w", o.Device, i, o.Keys[i].Describe(), err)
+		}
+		if err := c.addKey(ctx, o, opener, i, v); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -315,14 +367,19 @@ func (c *Client) CheckKey(ctx context.Context, device string, key Key) (bool, er
 	if err != nil {
 		return false, fmt.Errorf("luks check %s: %s: %w", device, key.Describe(), err)
 	}
+	ok, err := c.checkKey(ctx, device, v)
+	if err != nil {
+		return false, fmt.Errorf("luks check %s: %w", device, err)
+	}
+	return ok, nil
+}
+
+func (c *Client) checkKey(ctx context.Context, device string, v secret.Value) (bool, error) {
 	code, err := c.run(ctx, []string{"open", "--test-passphrase", "--type", "luks2", "--key-file=/proc/self/fd/3", "--", device}, v)
 	if code == exitNoKey {
 		return false, nil
 	}
-	if err != nil {
-		return false, fmt.Errorf("luks check %s: %w", device, err)
-	}
-	return true, nil
+	return err == nil, err
 }
 
 // run runs cryptsetup with each key on a pipe at fd 3, 4, ...: the keys

@@ -140,14 +140,67 @@ func TestFormatEnrolsEveryKey(t *testing.T) {
 		t.Errorf("a wrong key: ok %v err %v, want false, nil", ok, err)
 	}
 
-	// Formatting again is refused: the header is whole, with keyslots.
+	// The same intent again (a restart) writes nothing; another UUID is
+	// refused: the header is whole, with keyslots.
 	before := hashFile(t, dev)
-	err = c.Format(ctx, FormatOptions{Device: dev, UUID: testUUID, Keys: []Key{k1}, PBKDF: fast})
+	if err := c.Format(ctx, FormatOptions{Device: dev, UUID: testUUID, Keys: []Key{k1, k2}, PBKDF: fast}); err != nil {
+		t.Fatalf("the same format again: %v, want a no-op", err)
+	}
+	if hashFile(t, dev) != before {
+		t.Fatal("repeating a finished format changed the device")
+	}
+	err = c.Format(ctx, FormatOptions{Device: dev, UUID: "11111111-2222-3333-4444-555555555555", Keys: []Key{k1}, PBKDF: fast})
 	if !errors.Is(err, ErrNotBlank) {
-		t.Fatalf("second format: %v, want ErrNotBlank", err)
+		t.Fatalf("format with another UUID: %v, want ErrNotBlank", err)
 	}
 	if hashFile(t, dev) != before {
 		t.Fatal("a refused format changed the device")
+	}
+}
+
+// A crash after luksFormat but before every key was added: running the
+// intent again adds the missing keys and leaves the data area alone.
+func TestFormatResumesEnrolment(t *testing.T) {
+	needCryptsetup(t)
+	ctx := context.Background()
+	c := &Client{}
+	k1, _ := randomKey(t)
+	k2, _ := randomKey(t)
+	dev := img(t, 32<<20)
+	if err := c.Format(ctx, FormatOptions{Device: dev, UUID: testUUID, Keys: []Key{k1}, PBKDF: fast}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(dev, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := []byte("data written through the mapping")
+	f.WriteAt(marker, 16<<20)
+	f.Close()
+	if err := c.Format(ctx, FormatOptions{Device: dev, UUID: testUUID, Keys: []Key{k1, k2}, PBKDF: fast}); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	if ok, _ := c.CheckKey(ctx, dev, k2); !ok {
+		t.Fatal("the missing key was not enrolled")
+	}
+	b, _ := os.ReadFile(dev)
+	if !bytes.Equal(b[16<<20:16<<20+len(marker)], marker) {
+		t.Fatal("resuming the enrolment touched the data area")
+	}
+	if in, _ := InspectDevice(dev); func() bool { h, _ := in.Best(); return h.Keyslots != 2 }() {
+		t.Fatalf("keyslots after resume: %+v", in.Copies)
+	}
+
+	// Our UUID, but none of the keys opens it (the key files were
+	// replaced): locked, and the header stays.
+	k3, _ := randomKey(t)
+	before := hashFile(t, dev)
+	err = c.Format(ctx, FormatOptions{Device: dev, UUID: testUUID, Keys: []Key{k3}, PBKDF: fast})
+	if !errors.Is(err, ErrLocked) {
+		t.Fatalf("resume with keys that do not open it: %v, want ErrLocked", err)
+	}
+	if hashFile(t, dev) != before {
+		t.Fatal("a locked resume changed the device")
 	}
 }
 
