@@ -250,10 +250,12 @@ type KeyFailure struct {
 	Reason string
 }
 
-// LockedError is ErrLocked with each key's reason.
+// LockedError is ErrLocked with each key's reason, and the token types
+// the header carries (a systemd-tpm2 token says the TPM could open it).
 type LockedError struct {
 	Device   string
 	Failures []KeyFailure
+	Tokens   []string
 }
 
 func (e *LockedError) Error() string {
@@ -262,8 +264,18 @@ func (e *LockedError) Error() string {
 	for _, f := range e.Failures {
 		fmt.Fprintf(&b, "; key %d (%s): %s", f.Key, f.Desc, f.Reason)
 	}
+	if len(e.Failures) == 0 {
+		b.WriteString("; no keys given")
+	}
+	if len(e.Tokens) > 0 {
+		fmt.Fprintf(&b, "; the header carries tokens %s", strings.Join(e.Tokens, ", "))
+	}
 	return b.String()
 }
+
+// MappingName is the dm-crypt mapping of a volume: volume names are at
+// most 63 characters, well inside device-mapper's 127.
+func MappingName(volume string) string { return "volumed-" + volume }
 
 func (e *LockedError) Unwrap() error { return ErrLocked }
 
@@ -296,7 +308,7 @@ func (c *Client) Open(ctx context.Context, o OpenOptions) (Opened, error) {
 		}
 		return Opened{Path: "/dev/mapper/" + o.Name, Mapping: m, Adopted: true, Key: -1}, nil
 	}
-	locked := &LockedError{Device: o.Device}
+	locked := &LockedError{Device: o.Device, Tokens: best.Tokens}
 	for i, k := range o.Keys {
 		v, err := k.Material(ctx)
 		if err != nil {

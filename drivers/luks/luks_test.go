@@ -342,6 +342,9 @@ func TestOpenWithWrongKeysLeavesDeviceAlone(t *testing.T) {
 		t.Fatal("failed opens changed the device")
 	}
 
+	if _, err := c.Open(ctx, OpenOptions{Device: dev, Name: "volumed-t"}); !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), "no keys given") {
+		t.Errorf("open without keys: %v, want ErrLocked saying no keys were given", err)
+	}
 	_, err = c.Open(ctx, OpenOptions{Device: dev, Name: "volumed-t", UUID: "11111111-2222-3333-4444-555555555555", Keys: []Key{right}})
 	if !errors.Is(err, ErrWrongUUID) {
 		t.Errorf("open expecting another UUID: %v, want ErrWrongUUID", err)
