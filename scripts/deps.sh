@@ -27,10 +27,11 @@ demo_pkgs="e2fsprogs:mkfs.ext4 xfsprogs:mkfs.xfs btrfs-progs:mkfs.btrfs util-lin
 # boots a VM whose initramfs holds busybox, kernel modules (resolved with
 # modprobe/depmod) and iproute2's ip; python3 unpacks the kernel image to
 # boot it faster. man-db: the man pages are checked with man -l. zsh: the
-# zsh completion is loaded in a test.
+# zsh completion is loaded in a test. cryptsetup-bin: drivers/luks formats
+# image files with it, and test/vm copies it into the VM.
 test_pkgs="$demo_pkgs dosfstools:mkfs.vfat fdisk:sfdisk gdisk:sgdisk prometheus:prometheus rpm:rpm
   systemd:systemd-analyze qemu-system-x86:qemu-system-x86_64 busybox-static:busybox kmod:modprobe
-  iproute2:ip python3:python3 man-db:man zsh:zsh"
+  iproute2:ip python3:python3 man-db:man zsh:zsh cryptsetup-bin:cryptsetup"
 
 case "$what" in
   demo) pkgs=$demo_pkgs ;;

@@ -91,7 +91,7 @@ func (m *machine) aptLog() string {
 }
 
 var allTestPackages = []string{"e2fsprogs", "xfsprogs", "btrfs-progs", "util-linux", "dosfstools", "fdisk", "gdisk",
-	"prometheus", "rpm", "systemd", "qemu-system-x86", "busybox-static", "kmod", "iproute2", "python3", "man-db", "zsh"}
+	"prometheus", "rpm", "systemd", "qemu-system-x86", "busybox-static", "kmod", "iproute2", "python3", "man-db", "zsh", "cryptsetup-bin"}
 
 func without(list []string, drop ...string) []string {
 	var out []string

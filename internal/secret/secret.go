@@ -52,17 +52,9 @@ func Check(path string) error {
 // Read checks the file like Check and returns its content with one
 // trailing newline removed (files written by `echo` end in one).
 func Read(path string) (Value, error) {
-	f, err := open(path)
+	b, err := readChecked(path)
 	if err != nil {
 		return Value{}, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
-	if err != nil {
-		return Value{}, fmt.Errorf("secret file %s: %w", path, err)
-	}
-	if len(b) > MaxSize {
-		return Value{}, fmt.Errorf("secret file %s: larger than %d bytes", path, MaxSize)
 	}
 	b = bytes.TrimSuffix(b, []byte("\n"))
 	b = bytes.TrimSuffix(b, []byte("\r"))
@@ -70,6 +62,39 @@ func Read(path string) (Value, error) {
 		return Value{}, fmt.Errorf("secret file %s: empty", path)
 	}
 	return Value{b: b}, nil
+}
+
+// ReadExact is Read without the newline trimming: a LUKS key file's every
+// byte is the key, as `cryptsetup --key-file` reads it, so an operator can
+// still open the volume by hand with the same file.
+func ReadExact(path string) (Value, error) {
+	b, err := readChecked(path)
+	if err != nil {
+		return Value{}, err
+	}
+	if len(b) == 0 {
+		return Value{}, fmt.Errorf("secret file %s: empty", path)
+	}
+	return Value{b: b}, nil
+}
+
+// RevealBytes is Reveal for consumers that write the secret to a pipe.
+func (v Value) RevealBytes() []byte { return v.b }
+
+func readChecked(path string) ([]byte, error) {
+	f, err := open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("secret file %s: %w", path, err)
+	}
+	if len(b) > MaxSize {
+		return nil, fmt.Errorf("secret file %s: larger than %d bytes", path, MaxSize)
+	}
+	return b, nil
 }
 
 // open opens without following a final symlink (a symlink could point a

@@ -87,3 +87,17 @@ func TestEmptyAndMissing(t *testing.T) {
 		t.Fatal("oversized file accepted")
 	}
 }
+
+// A LUKS key file is used byte for byte, as cryptsetup --key-file reads it.
+func TestReadExactKeepsNewline(t *testing.T) {
+	v, err := ReadExact(write(t, 0o600, known+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(v.RevealBytes()) != known+"\n" {
+		t.Fatalf("got %q, want the file's bytes with the newline", v.RevealBytes())
+	}
+	if _, err := ReadExact(write(t, 0o644, known)); err == nil {
+		t.Fatal("ReadExact accepted a world-readable key file")
+	}
+}

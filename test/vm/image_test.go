@@ -20,7 +20,7 @@ import (
 
 // baseVersion is part of the base image's cache key: bump it when what
 // goes into the image changes in a way its inputs' hash cannot see.
-const baseVersion = "vm-base-3"
+const baseVersion = "vm-base-5"
 
 // The Debian packages the VM is made of; they are downloaded, never
 // installed. linux-image-amd64 is only the metapackage: the versioned
@@ -32,7 +32,7 @@ var userPackages = []string{"open-iscsi", "libopeniscsiusr", "libisns0"}
 // lazyModules are in the image but loaded only when the kernel asks for
 // them (a mount of that type): xfs alone would add a second to each boot.
 var (
-	lazyModules = []string{"xfs"}
+	lazyModules = []string{"xfs", "dm-crypt", "xts", "algif_skcipher"} // dm-crypt: the luks scenario modprobes it
 	rootModules = []string{
 		"configfs", "loop", "crc32c_generic", "ext4",
 		"nvmet", "nvmet-tcp", "nvme-tcp", // NVMe/TCP target and host
@@ -46,8 +46,12 @@ var (
 
 // guestTools are host programs copied into the VM with their libraries:
 // what volumed runs (mkfs, resize, blkid) and what the scenarios use
-// beyond busybox (iproute2 for veth and network namespaces).
-var guestTools = []string{"mkfs.ext4", "resize2fs", "e2fsck", "blkid", "mkfs.xfs", "xfs_growfs", "ip"}
+// beyond busybox (iproute2 for veth and network namespaces), and
+// cryptsetup for drivers/luks.
+var guestTools = []string{"mkfs.ext4", "resize2fs", "e2fsck", "blkid", "mkfs.xfs", "xfs_growfs", "ip", "cryptsetup"}
+
+// dlopenedLibs are host libraries the guest tools load at run time.
+var dlopenedLibs = []string{"libgcc_s.so.1"}
 
 // kernelFiles is the extracted kernel: the image to boot and its modules.
 type kernelFiles struct {
@@ -426,6 +430,14 @@ func baseImage(ctx context.Context, cache string, k *kernelFiles) (string, error
 				seen[l[1]] = true
 				c.copyFile(l[1], l[0], 0o755)
 			}
+		}
+	}
+	// glibc dlopens libgcc_s when a thread exits (cryptsetup's argon2
+	// threads); ldd cannot name it.
+	for _, lib := range dlopenedLibs {
+		dst := filepath.Join("/lib/x86_64-linux-gnu", lib)
+		if !seen[dst] {
+			c.copyFile(dst, dst, 0o755)
 		}
 	}
 	if _, err := os.Stat("/etc/mke2fs.conf"); err == nil {

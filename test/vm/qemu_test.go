@@ -208,11 +208,12 @@ func cpuFor(accel string) string {
 	return "max"
 }
 
-// diskArgs gives a VM two blank local disks: one found by its serial
-// (virtio-blk) and one by its WWN (a SCSI disk on virtio-scsi).
+// diskArgs gives a VM three blank local disks: one found by its serial
+// (virtio-blk), one by its WWN (a SCSI disk on virtio-scsi), and one
+// (virtio-blk, serial VOLLUKS1) the luks scenario encrypts.
 func diskArgs(dir string, id int) ([]string, error) {
 	var files []string
-	for _, n := range []string{"serial", "wwn"} {
+	for _, n := range []string{"serial", "wwn", "luks"} {
 		p := filepath.Join(dir, fmt.Sprintf("vm%d-%s.img", id, n))
 		f, err := os.Create(p)
 		if err != nil {
@@ -233,6 +234,8 @@ func diskArgs(dir string, id int) ([]string, error) {
 		"-device", "virtio-scsi-pci,id=scsi0",
 		"-drive", "file=" + files[1] + ",if=none,id=d2,format=raw",
 		"-device", "scsi-hd,bus=scsi0.0,drive=d2,wwn=0x5000c500aaaabbbb,serial=VOLSERIAL2",
+		"-drive", "file=" + files[2] + ",if=none,id=d3,format=raw",
+		"-device", "virtio-blk-pci,drive=d3,serial=VOLLUKS1",
 	}, nil
 }
 

@@ -177,10 +177,27 @@ func buildVolumed(ctx context.Context, root, dir string) (string, error) {
 	return out, nil
 }
 
+// buildHelpers builds the test-only commands the scenarios run besides
+// volumed (vmluks drives drivers/luks), static, into dir.
+func buildHelpers(ctx context.Context, root, dir string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, name := range []string{"vmluks"} {
+		bin := filepath.Join(dir, name)
+		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "./test/vm/"+name)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("build %s: %w\n%s", name, err, b)
+		}
+		out[name] = bin
+	}
+	return out, nil
+}
+
 // overlay is the per-run archive appended to the base image: /init, the
 // scenario library and scripts, and volumed. The kernel unpacks both
 // archives into one root, this one last.
-func overlay(guestDir string, ss []scenario, volumed string) ([]byte, error) {
+func overlay(guestDir string, ss []scenario, volumed string, helpers map[string]string) ([]byte, error) {
 	var buf bytes.Buffer
 	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
 	c := newCPIO(zw)
@@ -190,6 +207,9 @@ func overlay(guestDir string, ss []scenario, volumed string) ([]byte, error) {
 		c.copyFile("vmtest/scenarios/"+s.name+".sh", s.path, 0o644)
 	}
 	c.copyFile("usr/local/bin/volumed", volumed, 0o755)
+	for _, name := range keys(helpers) {
+		c.copyFile("usr/local/bin/"+name, helpers[name], 0o755)
+	}
 	if err := c.close(); err != nil {
 		return nil, err
 	}
@@ -244,7 +264,11 @@ func TestVM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ov, err := overlay(filepath.Join(here, "guest"), ss, bin)
+	helpers, err := buildHelpers(ctx, root, tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ov, err := overlay(filepath.Join(here, "guest"), ss, bin, helpers)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -440,6 +440,7 @@ vt_reset() {
 	for x in $LIO/core/*_[0-9]*; do [ -d "$x" ] && rmdir "$x"; done
 	$IP link del vh0 2>/dev/null
 	for x in /run/netns/*; do [ -e "$x" ] && $IP netns del ${x##*/}; done
+	for x in /dev/mapper/volumed-*; do [ -e "$x" ] && cryptsetup close ${x##*/}; done
 	for x in $(losetup -a | cut -d: -f1); do losetup -d $x; done
 	rm -rf /w/$1
 	x=$(nvme_ctrls)/$(iscsi_sessions)/$(losetup -a | wc -l)/$(mounts_under /w)

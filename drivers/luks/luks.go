@@ -1,0 +1,467 @@
+// Package luks encrypts a block device at rest with LUKS2 and opens it as
+// a dm-crypt mapping, through cryptsetup. Keys reach cryptsetup only
+// through pipes (stdin, or /proc/self/fd/N of a pipe it inherits), never
+// through argv or the environment, and never reach an error or a log.
+//
+// The caller (the agent's encrypt, open and close operations) owns the
+// decisions: Format only formats a device that is blank or holds the
+// half-written header of the caller's own interrupted format; Open adopts
+// a mapping that is already ours and otherwise tries each key in order;
+// neither ever changes a header it cannot open.
+package luks
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/volumed/volumed/drivers/blockfs"
+	"github.com/volumed/volumed/internal/secret"
+)
+
+// Errors a caller tells apart; each returned error wraps one of them.
+var (
+	// ErrNotBlank: Format found a filesystem, partition table or other
+	// signature (including a LUKS header that is not our half-written
+	// one). The device is untouched.
+	ErrNotBlank = errors.New("device is not blank")
+	// ErrNoHeader: Open found no LUKS2 header.
+	ErrNoHeader = errors.New("no LUKS2 header")
+	// ErrWrongUUID: the header is a different volume's.
+	ErrWrongUUID = errors.New("LUKS2 header belongs to another volume")
+	// ErrLocked: no key opened the header. The device is untouched.
+	ErrLocked = errors.New("no key opens the LUKS2 header")
+	// ErrMappingTaken: a device-mapper device of the name is not ours.
+	ErrMappingTaken = errors.New("device-mapper name is taken")
+)
+
+// cryptsetup's exit status for "no key available with this passphrase".
+const exitNoKey = 2
+
+// Key is one way to open a volume. Kind and Describe go into status and
+// errors; Material is the secret itself and goes only into a pipe.
+type Key interface {
+	Kind() string     // "file", "tpm2"
+	Describe() string // e.g. "file /etc/volumed/keys/data"; never the key
+	Material(ctx context.Context) (secret.Value, error)
+}
+
+// FileKey is a key file: a root-owned file of mode 0600 or stricter whose
+// every byte is the key, exactly as `cryptsetup --key-file` reads it.
+type FileKey struct{ Path string }
+
+func (k FileKey) Kind() string     { return "file" }
+func (k FileKey) Describe() string { return "file " + k.Path }
+func (k FileKey) Material(context.Context) (secret.Value, error) {
+	return secret.ReadExact(k.Path)
+}
+
+// PBKDF tunes the key derivation of the keyslots Format writes. The zero
+// value is cryptsetup's default (argon2id, ~2 s of work per unlock
+// attempt), right for keys a person chose. Random keys of 32 bytes or
+// more gain nothing from a slow KDF; systemd-cryptenroll uses pbkdf2 with
+// 1000 iterations for them, and so may the caller.
+type PBKDF struct {
+	Type       string // "argon2id", "argon2i", "pbkdf2"; "" for the default
+	Iterations int    // forced iterations (pbkdf2) or time cost (argon2)
+	MemoryKiB  int    // argon2 memory cost
+}
+
+func (p PBKDF) args() []string {
+	var a []string
+	if p.Type != "" {
+		a = append(a, "--pbkdf", p.Type)
+	}
+	if p.Iterations > 0 {
+		a = append(a, fmt.Sprintf("--pbkdf-force-iterations=%d", p.Iterations))
+	}
+	if p.MemoryKiB > 0 {
+		a = append(a, fmt.Sprintf("--pbkdf-memory=%d", p.MemoryKiB))
+	}
+	return a
+}
+
+// FormatOptions is what an encrypt operation's intent records before it
+// starts: with UUID fixed up front, a restart can tell its own
+// half-written header from anyone else's.
+type FormatOptions struct {
+	Device     string
+	UUID       string // the LUKS2 UUID to write, chosen before the first attempt
+	Cipher     string // "" for cryptsetup's default (aes-xts-plain64)
+	SectorSize int    // 0 for cryptsetup's choice (4096 where the device allows)
+	Keys       []Key  // every one is enrolled, in its own keyslot, in this order
+	PBKDF      PBKDF
+}
+
+// Client runs cryptsetup and reads device-mapper state from sysfs.
+type Client struct {
+	Cryptsetup string // path or name of cryptsetup; "" for "cryptsetup"
+	SysRoot    string // "" for "/sys"; a tree of the same shape in tests
+	// observe, when set, sees each cryptsetup command just after it
+	// starts (tests look at its /proc entries).
+	observe func(*exec.Cmd)
+}
+
+func (c *Client) bin() string {
+	if c.Cryptsetup != "" {
+		return c.Cryptsetup
+	}
+	return "cryptsetup"
+}
+
+// Format writes a LUKS2 header with every key enrolled. The device must
+// be blank by the same probe a filesystem format uses, or hold exactly
+// the half-written header of this intent (o.UUID); anything else is
+// ErrNotBlank and the device is not written. All keys are read before
+// the device is touched, so an unreadable key file fails cleanly.
+//
+// Format is idempotent for one intent: run again after a crash, it
+// redoes a torn luksFormat of o.UUID, and on a whole header of o.UUID
+// only enrols the keys that do not open it yet.
+func (c *Client) Format(ctx context.Context, o FormatOptions) error {
+	if len(o.Keys) == 0 {
+		return fmt.Errorf("luks format %s: no keys", o.Device)
+	}
+	if o.UUID == "" {
+		return fmt.Errorf("luks format %s: no UUID chosen", o.Device)
+	}
+	in, err := InspectDevice(o.Device)
+	if err != nil {
+		return fmt.Errorf("luks format %s: %w", o.Device, err)
+	}
+	if best, ok := in.Best(); ok && best.UUID == o.UUID && best.Keyslots > 0 {
+		// This intent's luksFormat finished; a crash may have come
+		// before every key was enrolled.
+		return c.enrolMissing(ctx, o)
+	}
+	if in.Found() {
+		if !in.HalfWrittenBy(o.UUID) {
+			return fmt.Errorf("luks format %s: a LUKS header (UUID %q) is there already: %w", o.Device, in.UUID(), ErrNotBlank)
+		}
+	} else {
+		sigs, err := blockfs.ProbeDevice(ctx, o.Device)
+		if err != nil {
+			return fmt.Errorf("luks format %s: %w", o.Device, err)
+		}
+		if len(sigs) > 0 {
+			return fmt.Errorf("luks format %s: holds %s at offset %d: %w", o.Device, sigs[0].Type, sigs[0].Offset, ErrNotBlank)
+		}
+	}
+	keys := make([]secret.Value, len(o.Keys))
+	for i, k := range o.Keys {
+		if keys[i], err = k.Material(ctx); err != nil {
+			return fmt.Errorf("luks format %s: key %d (%s): %w", o.Device, i, k.Describe(), err)
+		}
+	}
+	args := []string{"luksFormat", "--batch-mode", "--type", "luks2", "--uuid", o.UUID}
+	if o.Cipher != "" {
+		args = append(args, "--cipher", o.Cipher)
+	}
+	if o.SectorSize > 0 {
+		args = append(args, fmt.Sprintf("--sector-size=%d", o.SectorSize))
+	}
+	args = append(args, o.PBKDF.args()...)
+	args = append(args, "--key-file=/proc/self/fd/3", "--", o.Device)
+	if _, err := c.run(ctx, args, keys[0]); err != nil {
+		return fmt.Errorf("luks format %s: %w", o.Device, err)
+	}
+	for i := 1; i < len(keys); i++ {
+		if err := c.addKey(ctx, o, keys[0], i, keys[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Client) addKey(ctx context.Context, o FormatOptions, opener secret.Value, i int, key secret.Value) error {
+	args := append([]string{"luksAddKey", "--batch-mode"}, o.PBKDF.args()...)
+	args = append(args, "--key-file=/proc/self/fd/3", "--new-keyfile=/proc/self/fd/4", "--", o.Device)
+	if _, err := c.run(ctx, args, opener, key); err != nil {
+		return fmt.Errorf("luks format %s: enrol key %d (%s): %w", o.Device, i, o.Keys[i].Describe(), err)
+	}
+	return nil
+}
+
+// enrolMissing finishes an interrupted Format whose header is written:
+// the keys that do not open it yet are added with one that does. Data is
+// never at risk: the header is not rewritten.
+func (c *Client) enrolMissing(ctx context.Context, o FormatOptions) error {
+	var opener secret.Value
+	var missing []int
+	for i, k := range o.Keys {
+		v, err := k.Material(ctx)
+		if err != nil {
+			return fmt.Errorf("luks format %s: key %d (%s): %w", o.Device, i, k.Describe(), err)
+		}
+		ok, err := c.checkKey(ctx, o.Device, v)
+		if err != nil {
+			return fmt.Errorf("luks format %s: key %d (%s): %w", o.Device, i, k.Describe(), err)
+		}
+		if ok && opener.Empty() {
+			opener = v
+		} else if !ok {
+			missing = append(missing, i)
+		}
+	}
+	if opener.Empty() {
+		return fmt.Errorf("luks format %s: header %s is this volume's, but none of its keys opens it: %w", o.Device, o.UUID, ErrLocked)
+	}
+	for _, i := range missing {
+		v, err := o.Keys[i].Material(ctx)
+		if err != nil {
+			return fmt.Errorf("luks format %s: key %d (%s): %w", o.Device, i, o.Keys[i].Describe(), err)
+		}
+		if err := c.addKey(ctx, o, opener, i, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// OpenOptions name what to open and as what.
+type OpenOptions struct {
+	Device string // the attached block device
+	Name   string // the mapping's name, e.g. "volumed-data"
+	UUID   string // the LUKS2 UUID the volume's state recorded; "" to accept any
+	Keys   []Key  // tried in order; the first that opens wins
+}
+
+// Opened says how a volume was opened. Key is -1 when an existing
+// mapping was adopted (which key opened it then is the caller's record).
+type Opened struct {
+	Path    string // /dev/mapper/<name>
+	Mapping Mapping
+	Adopted bool
+	Key     int    // index into OpenOptions.Keys
+	KeyKind string // Keys[Key].Kind(), for status
+}
+
+// KeyFailure is why one key did not open a volume, without the key.
+type KeyFailure struct {
+	Key    int
+	Desc   string
+	Reason string
+}
+
+// LockedError is ErrLocked with each key's reason, and the token types
+// the header carries (a systemd-tpm2 token says the TPM could open it).
+type LockedError struct {
+	Device   string
+	Failures []KeyFailure
+	Tokens   []string
+}
+
+func (e *LockedError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: no key opens its LUKS2 header", e.Device)
+	for _, f := range e.Failures {
+		fmt.Fprintf(&b, "; key %d (%s): %s", f.Key, f.Desc, f.Reason)
+	}
+	if len(e.Failures) == 0 {
+		b.WriteString("; no keys given")
+	}
+	if len(e.Tokens) > 0 {
+		fmt.Fprintf(&b, "; the header carries tokens %s", strings.Join(e.Tokens, ", "))
+	}
+	return b.String()
+}
+
+// MappingName is the dm-crypt mapping of a volume: volume names are at
+// most 63 characters, well inside device-mapper's 127.
+func MappingName(volume string) string { return "volumed-" + volume }
+
+func (e *LockedError) Unwrap() error { return ErrLocked }
+
+// Open maps the LUKS2 volume on o.Device as /dev/mapper/<o.Name>. A
+// mapping of that name that is ours (crypt, this header's UUID, on this
+// device) is adopted as it is. A header that is absent, another volume's,
+// or opened by none of the keys is an error and stays as it was.
+func (c *Client) Open(ctx context.Context, o OpenOptions) (Opened, error) {
+	in, err := InspectDevice(o.Device)
+	if err != nil {
+		return Opened{}, fmt.Errorf("luks open %s: %w", o.Device, err)
+	}
+	best, ok := in.Best()
+	if !ok {
+		if in.Found() {
+			return Opened{}, fmt.Errorf("luks open %s: %w: %s", o.Device, ErrNoHeader, in.Copies[0].Problem)
+		}
+		return Opened{}, fmt.Errorf("luks open %s: %w", o.Device, ErrNoHeader)
+	}
+	if o.UUID != "" && best.UUID != o.UUID {
+		return Opened{}, fmt.Errorf("luks open %s: header UUID %s, want %s: %w", o.Device, best.UUID, o.UUID, ErrWrongUUID)
+	}
+	m, found, err := c.Mapping(o.Name)
+	if err != nil {
+		return Opened{}, fmt.Errorf("luks open %s: %w", o.Device, err)
+	}
+	if found {
+		if err := c.ours(m, o.Device, best.UUID); err != nil {
+			return Opened{}, fmt.Errorf("luks open %s as %s: %w", o.Device, o.Name, err)
+		}
+		return Opened{Path: "/dev/mapper/" + o.Name, Mapping: m, Adopted: true, Key: -1}, nil
+	}
+	locked := &LockedError{Device: o.Device, Tokens: best.Tokens}
+	for i, k := range o.Keys {
+		v, err := k.Material(ctx)
+		if err != nil {
+			locked.Failures = append(locked.Failures, KeyFailure{i, k.Describe(), err.Error()})
+			continue
+		}
+		args := []string{"open", "--type", "luks2", "--key-file=/proc/self/fd/3", "--", o.Device, o.Name}
+		code, err := c.run(ctx, args, v)
+		if code == exitNoKey {
+			locked.Failures = append(locked.Failures, KeyFailure{i, k.Describe(), "does not match any keyslot"})
+			continue
+		}
+		if err != nil {
+			return Opened{}, fmt.Errorf("luks open %s as %s with key %d (%s): %w", o.Device, o.Name, i, k.Describe(), err)
+		}
+		m, found, err := c.Mapping(o.Name)
+		if err != nil || !found {
+			return Opened{}, fmt.Errorf("luks open %s as %s: cryptsetup succeeded but the mapping is not in sysfs: %v", o.Device, o.Name, err)
+		}
+		return Opened{Path: "/dev/mapper/" + o.Name, Mapping: m, Key: i, KeyKind: k.Kind()}, nil
+	}
+	return Opened{}, locked
+}
+
+// ours checks that a mapping is the dm-crypt mapping of the header uuid
+// on device.
+func (c *Client) ours(m Mapping, device, uuid string) error {
+	if !m.Crypt() || m.LUKSUUID() != uuid {
+		return fmt.Errorf("%s has DM uuid %q, not LUKS2 volume %s's: %w", m.Name, m.UUID, uuid, ErrMappingTaken)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(device, &st); err != nil {
+		return err
+	}
+	want := fmt.Sprintf("%d:%d", unix.Major(st.Rdev), unix.Minor(st.Rdev))
+	if st.Mode&unix.S_IFMT != unix.S_IFBLK || len(m.Slaves) != 1 || m.Slaves[0] != want {
+		return fmt.Errorf("%s sits on %v, not on %s (%s): %w", m.Name, m.Slaves, device, want, ErrMappingTaken)
+	}
+	return nil
+}
+
+// Close removes the mapping name; a mapping already gone is success. It
+// refuses a device-mapper device of that name that is not a crypt
+// mapping: closing is only for what Open made.
+func (c *Client) Close(ctx context.Context, name string) error {
+	m, found, err := c.Mapping(name)
+	if err != nil {
+		return fmt.Errorf("luks close %s: %w", name, err)
+	}
+	if !found {
+		return nil
+	}
+	if !m.Crypt() {
+		return fmt.Errorf("luks close %s: DM uuid %q: %w", name, m.UUID, ErrMappingTaken)
+	}
+	if _, err := c.run(ctx, []string{"close", "--", name}); err != nil {
+		return fmt.Errorf("luks close %s: %w", name, err)
+	}
+	return nil
+}
+
+// CheckKey reports whether key opens the header on device, without
+// mapping anything (cryptsetup open --test-passphrase): a restart
+// checks that a half-enrolled key list still opens, and tests use it
+// where the kernel has no dm-crypt.
+func (c *Client) CheckKey(ctx context.Context, device string, key Key) (bool, error) {
+	v, err := key.Material(ctx)
+	if err != nil {
+		return false, fmt.Errorf("luks check %s: %s: %w", device, key.Describe(), err)
+	}
+	ok, err := c.checkKey(ctx, device, v)
+	if err != nil {
+		return false, fmt.Errorf("luks check %s: %w", device, err)
+	}
+	return ok, nil
+}
+
+func (c *Client) checkKey(ctx context.Context, device string, v secret.Value) (bool, error) {
+	code, err := c.run(ctx, []string{"open", "--test-passphrase", "--type", "luks2", "--key-file=/proc/self/fd/3", "--", device}, v)
+	if code == exitNoKey {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// run runs cryptsetup with each key on a pipe at fd 3, 4, ...: the keys
+// are written and the write ends closed before the start (a key is far
+// smaller than a pipe's buffer), so no goroutine outlives the call. It
+// returns cryptsetup's exit status.
+func (c *Client) run(ctx context.Context, args []string, keys ...secret.Value) (int, error) {
+	cmd := exec.CommandContext(ctx, c.bin(), args...)
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"}
+	var stderr bytes.Buffer
+	cmd.Stdout = &stderr
+	cmd.Stderr = &stderr
+	for _, k := range keys {
+		r, err := pipeWith(k.RevealBytes())
+		if err != nil {
+			return -1, err
+		}
+		defer r.Close()
+		cmd.ExtraFiles = append(cmd.ExtraFiles, r)
+	}
+	if err := cmd.Start(); err != nil {
+		return -1, err
+	}
+	if c.observe != nil {
+		c.observe(cmd)
+	}
+	err := cmd.Wait()
+	if err == nil {
+		return 0, nil
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), fmt.Errorf("cryptsetup %s: %w: %s", args[0], err, strings.TrimSpace(stderr.String()))
+	}
+	return -1, fmt.Errorf("cryptsetup %s: %w", args[0], err)
+}
+
+// pipeWith returns the read end of a pipe that holds b and then EOF.
+func pipeWith(b []byte) (*os.File, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > secret.MaxSize {
+		r.Close()
+		w.Close()
+		return nil, fmt.Errorf("key of %d bytes is larger than %d", len(b), secret.MaxSize)
+	}
+	_, err = w.Write(b)
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		r.Close()
+		return nil, fmt.Errorf("write key to pipe: %w", err)
+	}
+	return r, nil
+}
+
+// InspectDevice reads the LUKS headers of a block device or image file.
+func InspectDevice(path string) (Inspection, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return Inspection{}, err
+	}
+	defer f.Close()
+	// Seeking to the end sizes a block device and an image file alike.
+	size, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return Inspection{}, err
+	}
+	return Inspect(f, size)
+}
