@@ -243,6 +243,20 @@ func (s *State) Get(name string) *store.Volume {
 // now, whether it succeeded or not. The caller (the executor) guarantees
 // that one volume has at most one Do at a time.
 func (s *State) Do(name, driver, op string, inputs map[string]string, act func(rec *store.Volume) error) error {
+	return s.do(name, driver, op, inputs, true, act)
+}
+
+// DoNamed is Do without the durable intent, for an operation whose
+// every outcome the kernel shows by names that are ours alone, so that
+// reconstruction reads it there whenever a crash comes: removing a
+// target mount or the staging mount (staging/<volume>). Its outcome
+// rides the next commit; its fsync'd intent cost each volume's teardown
+// two of its three waits for a commit.
+func (s *State) DoNamed(name, driver, op string, act func(rec *store.Volume) error) error {
+	return s.do(name, driver, op, nil, false, act)
+}
+
+func (s *State) do(name, driver, op string, inputs map[string]string, durable bool, act func(rec *store.Volume) error) error {
 	l := s.lockOf(name)
 	l.Lock()
 	defer l.Unlock()
@@ -255,15 +269,19 @@ func (s *State) Do(name, driver, op string, inputs map[string]string, act func(r
 	if rec == nil {
 		rec = &store.Volume{Name: name, Driver: driver}
 	}
-	s.mu.Lock()
-	s.waiting[name] = s.now()
-	s.mu.Unlock()
-	id, err := s.store.Begin(store.Intent{Volume: name, Op: op, Inputs: inputs, StartedAt: s.now()})
-	s.mu.Lock()
-	delete(s.waiting, name)
-	s.mu.Unlock()
-	if err != nil {
-		return fmt.Errorf("record intent %s %s: %w", op, name, err)
+	var id uint64 // 0: no intent
+	if durable {
+		s.mu.Lock()
+		s.waiting[name] = s.now()
+		s.mu.Unlock()
+		var err error
+		id, err = s.store.Begin(store.Intent{Volume: name, Op: op, Inputs: inputs, StartedAt: s.now()})
+		s.mu.Lock()
+		delete(s.waiting, name)
+		s.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("record intent %s %s: %w", op, name, err)
+		}
 	}
 	crashpoint.Hit(op, "after-intent")
 	actErr := act(rec)
