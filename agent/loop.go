@@ -146,7 +146,12 @@ func (a *Agent) pass(ctx context.Context) {
 		a.cfg.Metrics.reconcile.Observe(a.cfg.Now().Sub(start).Seconds())
 	}
 	a.forgetGone(desired, actual)
-	first, report := a.systemd.passDone(started == 0 && a.exec.Busy() == 0, a.cfg.Now())
+	converged := started == 0 && a.exec.Busy() == 0
+	if converged {
+		// No intent is coming to carry the last outcomes to disk.
+		a.cfg.Store.Flush()
+	}
+	first, report := a.systemd.passDone(converged, a.cfg.Now())
 	if first {
 		a.refreshUsage()
 	}

@@ -25,6 +25,8 @@ type request struct {
 	done chan error
 	// failed is told when a queued-only request could not be committed.
 	failed func(error)
+	// flush: nobody waits, but the batch must not ride (Flush).
+	flush bool
 }
 
 // answer tells a waiting caller the outcome, and a queued-only one its
@@ -60,6 +62,9 @@ func (s *Store) send(r *request) error {
 	defer s.sendMu.RUnlock()
 	if s.closing {
 		return ErrClosed
+	}
+	if r.done == nil && !r.flush {
+		s.later.Add(1)
 	}
 	s.reqs <- r
 	return nil
@@ -137,20 +142,43 @@ func (s *Store) commitRest(batch []*request) {
 	}
 }
 
-// waited: somebody waits for the batch's fsync.
+// waited: somebody waits for the batch's fsync, or asked for it (Flush).
 func waited(batch []*request) bool {
 	for _, r := range batch {
-		if r.done != nil {
+		if r.done != nil || r.flush {
 			return true
 		}
 	}
 	return false
 }
 
+// Flush has the outcomes queued by FinishLater committed now instead of
+// after rideDelay, without waiting for it: for when no intent is coming
+// to carry them (the agent has converged), so that a power cut right
+// after leaves no intent to resolve. At most one flush is queued at a
+// time, so a commit stuck in the kernel (a frozen state filesystem)
+// never fills the queue with them.
+func (s *Store) Flush() {
+	if s.later.Load() == 0 || !s.flushing.CompareAndSwap(false, true) {
+		return
+	}
+	if err := s.send(&request{fn: func(*bbolt.Tx) error { return nil }, flush: true}); err != nil {
+		s.flushing.Store(false)
+	}
+}
+
 // commit applies the batch in one transaction and answers every member. When a member fails the
 // transaction is rolled back, the failing member runs alone (its answer is its own error, or
 // success if it only failed because of an earlier member's writes), and the rest are re-run.
 func (s *Store) commit(batch []*request) {
+	for _, r := range batch {
+		switch {
+		case r.flush:
+			s.flushing.Store(false)
+		case r.done == nil:
+			s.later.Add(-1)
+		}
+	}
 	for len(batch) > 0 {
 		failed, failErr := -1, error(nil)
 		start := time.Now()

@@ -960,3 +960,34 @@ func TestOutcomesRideTheNextIntent(t *testing.T) {
 		t.Fatalf("an outcome alone is not committed after %v: %v", 20*rideDelay, err)
 	}
 }
+
+// Flush sends what rides at once: when the agent has converged no intent
+// comes to carry the last outcomes, and a power cut right after would
+// leave their intents to resolve.
+func TestFlushCommitsWhatRides(t *testing.T) {
+	s := mustOpen(t, filepath.Join(t.TempDir(), "state.db"), testOpts())
+	defer s.Close()
+	id, err := s.Begin(Intent{Volume: "a", Op: "publish"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := s.Commits()
+	s.Flush() // nothing rides: no commit
+	start := time.Now()
+	if err := s.FinishLater(id, "a", &Volume{Name: "a", Driver: "loop"}, func(error) {}); err != nil {
+		t.Fatal(err)
+	}
+	s.Flush()
+	for s.Commits() == before && time.Since(start) < 10*rideDelay {
+		time.Sleep(100 * time.Microsecond)
+	}
+	if took := time.Since(start); took >= rideDelay {
+		t.Errorf("the outcome reached the disk after %v, want it at once (before the %v ride ends)", took, rideDelay)
+	}
+	if got := s.Commits() - before; got != 1 {
+		t.Errorf("%d commits, want 1 (an empty Flush commits nothing)", got)
+	}
+	if _, intents, err := s.Load(); err != nil || len(intents) != 0 {
+		t.Errorf("intents on disk after the flush: %v, %v", intents, err)
+	}
+}
