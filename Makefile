@@ -39,8 +39,10 @@ FUZZTIME ?= 15s
 fuzz:
 	FUZZTIME=$(FUZZTIME) GO=$(GO) ./scripts/fuzz.sh
 
+# N volumes (default 100): sudo make bench N=1000
+N ?= 100
 bench: build
-	$(GO) run ./test/bench
+	$(GO) run ./test/bench -n $(N) $(BENCHFLAGS)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -89,11 +89,5 @@ func (a *Agent) attachmentOf(d *Desired, f Found) *store.Attachment {
 
 // sharers are the attachments other volumes hold through the same driver.
 func (a *Agent) sharers(name, driver string) []store.Attachment {
-	var out []store.Attachment
-	for n, rec := range a.state.Snapshot() {
-		if n != name && rec.Attachment != nil && rec.Attachment.Driver == driver {
-			out = append(out, *rec.Attachment)
-		}
-	}
-	return out
+	return a.state.Attachments(name, driver)
 }

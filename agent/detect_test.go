@@ -24,6 +24,8 @@ type fakeMounter struct {
 	unmountErr error
 	// table is what the mount table shows.
 	table []*mountinfo.Info
+	// onUnmount, when set, is called before each unmount.
+	onUnmount func(p string)
 }
 
 func (m *fakeMounter) MountDevice(string, string, string, []string) error { return nil }
@@ -38,6 +40,9 @@ func (m *fakeMounter) At(p string) (MountPoint, error) {
 }
 
 func (m *fakeMounter) Unmount(_ context.Context, p string) error {
+	if m.onUnmount != nil {
+		m.onUnmount(p)
+	}
 	if m.unmountErr != nil {
 		return m.unmountErr
 	}

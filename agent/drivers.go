@@ -196,6 +196,8 @@ type Store interface {
 	// losing it in a crash leaves the intent, which start-up resolves.
 	// failed is told when the commit fails: the caller keeps the outcome.
 	FinishLater(intentID uint64, name string, v *store.Volume, failed func(error)) error
+	// Flush has what FinishLater queued committed now, without waiting.
+	Flush()
 	// Settle durably drops intents whose outcome a failed commit lost,
 	// writing the volume's record as it is now.
 	Settle(intentIDs []uint64, name string, v *store.Volume) error

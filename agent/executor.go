@@ -52,8 +52,23 @@ func NewExecutor(parallel int, now func() time.Time) *Executor {
 // returns whether it started and, when backing off, until when. done is
 // called with fn's result after the bookkeeping is updated.
 func (e *Executor) Start(ctx context.Context, volume, op string, fn func(context.Context) error, done func(error)) (bool, time.Time) {
+	return e.StartIf(ctx, volume, op, nil, fn, done)
+}
+
+// StartIf is Start that also refuses when current, asked once no
+// operation of the volume runs, says the plan of op is stale: an
+// operation of the volume finished after the plan's snapshot, and op
+// would repeat or undo what it did. A refusal is no failure: the pass
+// the finished operation triggers plans again from its outcome.
+func (e *Executor) StartIf(ctx context.Context, volume, op string, current func() bool, fn func(context.Context) error, done func(error)) (bool, time.Time) {
 	e.mu.Lock()
 	if _, busy := e.running[volume]; busy {
+		e.mu.Unlock()
+		return false, time.Time{}
+	}
+	// An operation records its outcome before it leaves running, so
+	// the check sees the outcome of every operation that has finished.
+	if current != nil && !current() {
 		e.mu.Unlock()
 		return false, time.Time{}
 	}

@@ -137,16 +137,21 @@ func (a *Agent) shutdown(cancelOps context.CancelFunc) error {
 func (a *Agent) pass(ctx context.Context) {
 	start := a.cfg.Now()
 	desired := a.desiredSnapshot()
-	actual := a.state.Snapshot()
+	actual, versions := a.state.VersionedSnapshot()
 	obs := a.observe(desired, actual)
 	dec := Decide(desired, actual, obs)
 	a.updatePending(desired, actual)
-	started := a.act(ctx, dec, desired, actual)
+	started := a.act(ctx, dec, desired, actual, versions)
 	if a.cfg.Metrics != nil {
 		a.cfg.Metrics.reconcile.Observe(a.cfg.Now().Sub(start).Seconds())
 	}
 	a.forgetGone(desired, actual)
-	first, report := a.systemd.passDone(started == 0 && a.exec.Busy() == 0, a.cfg.Now())
+	converged := started == 0 && a.exec.Busy() == 0
+	if converged {
+		// No intent is coming to carry the last outcomes to disk.
+		a.cfg.Store.Flush()
+	}
+	first, report := a.systemd.passDone(converged, a.cfg.Now())
 	if first {
 		a.refreshUsage()
 	}
@@ -156,8 +161,12 @@ func (a *Agent) pass(ctx context.Context) {
 }
 
 // act carries a decision out: each operation goes to the executor, which
-// runs it under the volume's intent unless one is running or backing off.
-func (a *Agent) act(ctx context.Context, dec Decision, desired map[string]*Desired, actual map[string]*store.Volume) int {
+// runs it under the volume's intent unless one is running or backing off,
+// or the volume's record changed since the snapshot the plan was made
+// from (versions): an operation that finished meanwhile would otherwise
+// be run again (a second mount_device, which adopts its own mount and
+// then remounts it), at the cost of an intent and its fsync.
+func (a *Agent) act(ctx context.Context, dec Decision, desired map[string]*Desired, actual map[string]*store.Volume, versions map[string]uint64) int {
 	for _, n := range dec.GrowSettled {
 		// Nothing to grow (the size asked for was lowered back): a
 		// failure of an earlier grow no longer matters.
@@ -167,7 +176,16 @@ func (a *Agent) act(ctx context.Context, dec Decision, desired map[string]*Desir
 	for _, op := range dec.Ops {
 		fn := a.opFunc(op, desired[op.Volume], actual[op.Volume])
 		driver := driverOf(desired[op.Volume], actual[op.Volume])
-		ok, _ := a.exec.Start(ctx, op.Volume, op.Kind, func(ctx context.Context) error {
+		current := func() bool {
+			if a.state.Version(op.Volume) == versions[op.Volume] {
+				return true
+			}
+			// Not converged: the next pass plans this volume again.
+			started++
+			a.Trigger()
+			return false
+		}
+		ok, _ := a.exec.StartIf(ctx, op.Volume, op.Kind, current, func(ctx context.Context) error {
 			err := a.run(ctx, op.Volume, driver, op.Kind, fn)
 			if errors.Is(err, errRetryNow) {
 				return nil

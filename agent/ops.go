@@ -328,7 +328,8 @@ func targetRecord(id int, t DesiredTarget, opts []string) store.MountRecord {
 }
 
 func (a *Agent) opUnpublish(ctx context.Context, name, driver, path string) error {
-	return a.state.Do(name, driver, OpUnpublish, map[string]string{"target": path}, func(rec *store.Volume) error {
+	// A target is ours when it binds our staging mount: no intent.
+	return a.state.DoNamed(name, driver, OpUnpublish, func(rec *store.Volume) error {
 		i := slices.IndexFunc(rec.Targets, func(t store.MountRecord) bool { return t.Path == path })
 		if i < 0 {
 			return nil
@@ -355,7 +356,8 @@ func (a *Agent) unmount(ctx context.Context, name, path string) error {
 }
 
 func (a *Agent) opUnmountDevice(ctx context.Context, name, driver string) error {
-	return a.state.Do(name, driver, OpUnmountDevice, nil, func(rec *store.Volume) error {
+	// staging/<volume> names itself: no intent.
+	return a.state.DoNamed(name, driver, OpUnmountDevice, func(rec *store.Volume) error {
 		if rec.Staging == nil {
 			return nil
 		}

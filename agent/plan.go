@@ -1,9 +1,10 @@
 package agent
 
 import (
+	"path"
 	"sort"
+	"strings"
 
-	"github.com/volumed/volumed/internal/safepath"
 	"github.com/volumed/volumed/store"
 )
 
@@ -50,12 +51,14 @@ func (o Op) Stage() int {
 func Plan(desired map[string]*Desired, actual map[string]*store.Volume) []Op {
 	// Paths that some volume holds right now: a publish onto one of them
 	// waits until its holder has unpublished.
-	held := map[string]string{}
+	held := heldPaths{by: map[string]string{}}
 	for name, a := range actual {
 		for _, t := range a.Targets {
-			held[t.Path] = name
+			held.by[t.Path] = name
+			held.sorted = append(held.sorted, t.Path)
 		}
 	}
+	sort.Strings(held.sorted)
 	names := make([]string, 0, len(desired)+len(actual))
 	for n := range desired {
 		names = append(names, n)
@@ -77,7 +80,7 @@ func Plan(desired map[string]*Desired, actual map[string]*store.Volume) []Op {
 	return ops
 }
 
-func nextOp(name string, d *Desired, a *store.Volume, held map[string]string) (Op, bool) {
+func nextOp(name string, d *Desired, a *store.Volume, held heldPaths) (Op, bool) {
 	if a == nil {
 		a = &store.Volume{Name: name}
 	}
@@ -105,7 +108,7 @@ func nextOp(name string, d *Desired, a *store.Volume, held map[string]string) (O
 		if hasTarget(a, t.Path) {
 			continue
 		}
-		if holder, ok := held[t.Path]; ok && holder != name {
+		if holder, ok := held.by[t.Path]; ok && holder != name {
 			continue // waits for the other volume to let go
 		}
 		if t.NestedIn != "" && !enclosedBy(t.Path, t.NestedIn, held) {
@@ -116,7 +119,7 @@ func nextOp(name string, d *Desired, a *store.Volume, held map[string]string) (O
 	return remountOp(name, d, a)
 }
 
-func teardownOp(name string, a *store.Volume, held map[string]string) (Op, bool) {
+func teardownOp(name string, a *store.Volume, held heldPaths) (Op, bool) {
 	for _, t := range a.Targets {
 		if !coversHeld(t.Path, held) {
 			return Op{Volume: name, Kind: OpUnpublish, Target: DesiredTarget{Path: t.Path}}, true
@@ -143,21 +146,27 @@ func hasTarget(a *store.Volume, p string) bool {
 	return false
 }
 
+// heldPaths are the published targets: who holds each, and the paths
+// sorted, so that the questions below cost a lookup, not a walk of every
+// target (a pass over n volumes would cost n²).
+type heldPaths struct {
+	by     map[string]string
+	sorted []string
+}
+
 // coversHeld: some other published target lies inside p, so unmounting
 // p would fail busy (or hide it); p waits until that one is gone.
-func coversHeld(p string, held map[string]string) bool {
-	for q := range held {
-		if q != p && safepath.Within(q, p) {
-			return true
-		}
-	}
-	return false
+func coversHeld(p string, held heldPaths) bool {
+	// The paths under p sort together, right after p + "/".
+	under := strings.TrimSuffix(p, "/") + "/"
+	i := sort.SearchStrings(held.sorted, under)
+	return i < len(held.sorted) && strings.HasPrefix(held.sorted[i], under)
 }
 
 // enclosedBy: volume holds a published target that p lies inside.
-func enclosedBy(p, volume string, held map[string]string) bool {
-	for q, holder := range held {
-		if holder == volume && q != p && safepath.Within(p, q) {
+func enclosedBy(p, volume string, held heldPaths) bool {
+	for q, parent := p, path.Dir(p); parent != q; q, parent = parent, path.Dir(parent) {
+		if holder, ok := held.by[parent]; ok && holder == volume {
 			return true
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -26,6 +27,9 @@ type State struct {
 
 	mu   sync.Mutex
 	vols map[string]*store.Volume
+	// versions count the changes to each volume's record, so that a
+	// pass can tell that an operation finished after its snapshot.
+	versions map[string]uint64
 	// unrecorded are the volumes whose record in memory is newer than the
 	// one on disk: a commit failed. Their intents stay on disk until
 	// Settle records the outcome; the outcome is never dropped.
@@ -55,7 +59,7 @@ func NewState(st Store, now func() time.Time, vols map[string]*store.Volume) *St
 	if vols == nil {
 		vols = map[string]*store.Volume{}
 	}
-	return &State{store: st, now: now, vols: vols, unrecorded: map[string]*unrecorded{},
+	return &State{store: st, now: now, vols: vols, versions: map[string]uint64{}, unrecorded: map[string]*unrecorded{},
 		waiting: map[string]time.Time{}, locks: map[string]*sync.Mutex{}, failed: make(chan struct{}, 1)}
 }
 
@@ -185,11 +189,40 @@ func (s *State) settle(name string) error {
 
 // Snapshot returns a deep copy of every record.
 func (s *State) Snapshot() map[string]*store.Volume {
+	out, _ := s.VersionedSnapshot()
+	return out
+}
+
+// VersionedSnapshot is Snapshot with each volume's record version (see
+// Version), taken together.
+func (s *State) VersionedSnapshot() (map[string]*store.Volume, map[string]uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make(map[string]*store.Volume, len(s.vols))
 	for n, v := range s.vols {
 		out[n] = cloneVolume(v)
+	}
+	return out, maps.Clone(s.versions)
+}
+
+// Version counts the changes made to a volume's record so far: a record
+// read at one version is stale once the version moved on.
+func (s *State) Version(name string) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.versions[name]
+}
+
+// Attachments returns the attachment of every volume but skip through
+// driver, without copying the records.
+func (s *State) Attachments(skip, driver string) []store.Attachment {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []store.Attachment
+	for n, v := range s.vols {
+		if n != skip && v.Attachment != nil && v.Attachment.Driver == driver {
+			out = append(out, *v.Attachment)
+		}
 	}
 	return out
 }
@@ -210,6 +243,20 @@ func (s *State) Get(name string) *store.Volume {
 // now, whether it succeeded or not. The caller (the executor) guarantees
 // that one volume has at most one Do at a time.
 func (s *State) Do(name, driver, op string, inputs map[string]string, act func(rec *store.Volume) error) error {
+	return s.do(name, driver, op, inputs, true, act)
+}
+
+// DoNamed is Do without the durable intent, for an operation whose
+// every outcome the kernel shows by names that are ours alone, so that
+// reconstruction reads it there whenever a crash comes: removing a
+// target mount or the staging mount (staging/<volume>). Its outcome
+// rides the next commit; its fsync'd intent cost each volume's teardown
+// two of its three waits for a commit.
+func (s *State) DoNamed(name, driver, op string, act func(rec *store.Volume) error) error {
+	return s.do(name, driver, op, nil, false, act)
+}
+
+func (s *State) do(name, driver, op string, inputs map[string]string, durable bool, act func(rec *store.Volume) error) error {
 	l := s.lockOf(name)
 	l.Lock()
 	defer l.Unlock()
@@ -222,15 +269,19 @@ func (s *State) Do(name, driver, op string, inputs map[string]string, act func(r
 	if rec == nil {
 		rec = &store.Volume{Name: name, Driver: driver}
 	}
-	s.mu.Lock()
-	s.waiting[name] = s.now()
-	s.mu.Unlock()
-	id, err := s.store.Begin(store.Intent{Volume: name, Op: op, Inputs: inputs, StartedAt: s.now()})
-	s.mu.Lock()
-	delete(s.waiting, name)
-	s.mu.Unlock()
-	if err != nil {
-		return fmt.Errorf("record intent %s %s: %w", op, name, err)
+	var id uint64 // 0: no intent
+	if durable {
+		s.mu.Lock()
+		s.waiting[name] = s.now()
+		s.mu.Unlock()
+		var err error
+		id, err = s.store.Begin(store.Intent{Volume: name, Op: op, Inputs: inputs, StartedAt: s.now()})
+		s.mu.Lock()
+		delete(s.waiting, name)
+		s.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("record intent %s %s: %w", op, name, err)
+		}
 	}
 	crashpoint.Hit(op, "after-intent")
 	actErr := act(rec)
@@ -320,6 +371,7 @@ func (s *State) Forget(name string) error {
 func (s *State) set(name string, v *store.Volume) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.versions[name]++
 	if v == nil {
 		delete(s.vols, name)
 		return

@@ -180,8 +180,10 @@ func (s *Store) finish(intentID uint64, name string, v *Volume, later func(error
 		name = v.Name
 	}
 	fn := func(tx *bbolt.Tx) error {
-		if err := tx.Bucket(bucketIntents).Delete(intentKey(intentID)); err != nil {
-			return err
+		if intentID != 0 { // 0: an operation that had no intent
+			if err := tx.Bucket(bucketIntents).Delete(intentKey(intentID)); err != nil {
+				return err
+			}
 		}
 		return putRecord(tx, name, data)
 	}

@@ -121,6 +121,10 @@ type Store struct {
 	now      func() time.Time
 	onCommit func(time.Duration, int)
 	commits  atomic.Uint64
+	// flushing: a Flush request is queued and not yet committed.
+	flushing atomic.Bool
+	// later counts the queued requests nobody waits for (FinishLater).
+	later atomic.Int64
 
 	reqs    chan *request
 	sendMu  sync.RWMutex // held to send on reqs; Close takes it to set closing

@@ -51,13 +51,27 @@ type prober struct {
 	r    io.ReaderAt
 	size int64
 	sigs []Signature
+	// windows caches aligned windows of the device already read: the
+	// magics of a dozen formats lie within a few windows, and each read
+	// of a cold device is a round trip through its driver (a loop
+	// device's worker), which made the probe the slowest step of
+	// bringing a volume up.
+	windows map[int64][]byte
 }
+
+// window is the size and alignment of a cached read.
+const window = 64 * kib
 
 // read returns n bytes at off, or nil when [off, off+n) is not inside the
 // device. A failing read is an error: "could not look" is never "blank".
 func (p *prober) read(off, n int64) ([]byte, error) {
 	if off < 0 || n <= 0 || off > p.size || n > p.size-off {
 		return nil, nil
+	}
+	if start := off - off%window; off+n <= start+window {
+		if w := p.window(start); w != nil && off+n <= start+int64(len(w)) {
+			return w[off-start : off-start+n : off-start+n], nil
+		}
 	}
 	buf := make([]byte, n)
 	got, err := p.r.ReadAt(buf, off)
@@ -68,6 +82,25 @@ func (p *prober) read(off, n int64) ([]byte, error) {
 		err = io.ErrUnexpectedEOF
 	}
 	return nil, fmt.Errorf("read %d bytes at offset %d: %w", n, off, err)
+}
+
+// window returns the device's bytes from start (aligned) to the end of
+// its window or of the device, or nil when they cannot be read whole:
+// the caller then reads only what it asked for, so a bad sector near a
+// magic is still the error of the read that needs it, never of another.
+func (p *prober) window(start int64) []byte {
+	if w, ok := p.windows[start]; ok {
+		return w
+	}
+	buf := make([]byte, min(window, p.size-start))
+	if got, err := p.r.ReadAt(buf, start); got != len(buf) || (err != nil && !errors.Is(err, io.EOF)) {
+		buf = nil
+	}
+	if p.windows == nil {
+		p.windows = map[int64][]byte{}
+	}
+	p.windows[start] = buf
+	return buf
 }
 
 func (p *prober) add(typ, usage string, off int64) {

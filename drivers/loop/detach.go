@@ -52,16 +52,23 @@ func detachOnce(ctx context.Context, want Device) (retry bool, err error) {
 	if !cur.sameFile(want) {
 		return false, identityErr(cur.Identity(), want)
 	}
-	if err := checkUnused(n); err != nil {
+	devs, err := checkUnheld(n)
+	if err != nil {
 		return false, err
 	}
 
 	// O_EXCL fails while the device is mounted anywhere (any mount
 	// namespace) or claimed by a holder, and keeps it from being mounted
-	// or re-configured by others until we are done.
+	// or re-configured by others until we are done. Only then is the
+	// mount table read, to tell a mount (which does not pass) from a
+	// transient claim: a read of every mount on the host per detach
+	// would make tearing down n volumes cost n².
 	fd, err := unix.Open(devPath(n), unix.O_RDONLY|unix.O_EXCL|unix.O_CLOEXEC, 0)
 	switch {
 	case errors.Is(err, unix.EBUSY):
+		if err := checkUnmounted(devs); err != nil {
+			return false, err
+		}
 		return true, fmt.Errorf("%w: claimed exclusively by another user", ErrBusy)
 	case errors.Is(err, unix.ENXIO):
 		return false, waitUnbound(ctx, n) // someone else is tearing it down
@@ -122,9 +129,12 @@ func identityErr(now string, want Device) error {
 	return fmt.Errorf("%w: it is now %s, expected %s", ErrIdentity, now, want.Identity())
 }
 
-// checkUnused refuses a device (or one of its partitions) that is
-// mounted in our mount namespace or has holders such as device-mapper.
-func checkUnused(n int) error {
+type majmin struct{ major, minor int }
+
+// checkUnheld refuses a device (or one of its partitions) that has
+// holders such as device-mapper, and returns the device numbers of the
+// device and its partitions.
+func checkUnheld(n int) (map[majmin]string, error) {
 	nodes := []string{sysPath(n)}
 	parts, _ := os.ReadDir(sysPath(n))
 	for _, p := range parts {
@@ -132,29 +142,33 @@ func checkUnused(n int) error {
 			nodes = append(nodes, sysPath(n, p.Name()))
 		}
 	}
-	type majmin struct{ major, minor int }
 	devs := map[majmin]string{}
 	for _, node := range nodes {
 		holders, err := os.ReadDir(node + "/holders")
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
+			return nil, err
 		}
 		if len(holders) > 0 {
-			return fmt.Errorf("%w: held by %s", ErrBusy, holders[0].Name())
+			return nil, fmt.Errorf("%w: held by %s", ErrBusy, holders[0].Name())
 		}
 		b, err := os.ReadFile(node + "/dev")
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
 		var mm majmin
 		if _, err := fmt.Sscanf(strings.TrimSpace(string(b)), "%d:%d", &mm.major, &mm.minor); err != nil {
-			return fmt.Errorf("%s/dev: %w", node, err)
+			return nil, fmt.Errorf("%s/dev: %w", node, err)
 		}
 		devs[mm] = node
 	}
+	return devs, nil
+}
+
+// checkUnmounted refuses devices mounted in our mount namespace.
+func checkUnmounted(devs map[majmin]string) error {
 	mounts, err := mountinfo.GetMounts(func(m *mountinfo.Info) (skip, stop bool) {
 		_, ours := devs[majmin{m.Major, m.Minor}]
 		return !ours, false

@@ -30,6 +30,7 @@ func main() {
 	n := flag.Int("n", 100, "volumes")
 	idle := flag.Duration("idle", 30*time.Second, "idle period for the CPU measurement")
 	bin := flag.String("bin", "bin/volumed", "volumed binary")
+	agentArgs := flag.String("agent-args", "", "more arguments for volumed run, space-separated (e.g. --parallel 64)")
 	flag.Parse()
 	if os.Getenv("VOLUMED_BENCH_NS") == "" {
 		if os.Geteuid() != 0 {
@@ -63,14 +64,15 @@ func main() {
 	floorUp, floorDown := floor(work, images)
 	fmt.Printf("floor (bare LOOP_CONFIGURE+mount+bind, parallel): up %v (%.2f ms/vol), down %v\n", floorUp.Round(time.Millisecond), ms(floorUp)/float64(*n), floorDown.Round(time.Millisecond))
 
-	b := &agentRun{exe: exe, work: work, n: *n}
+	b := &agentRun{exe: exe, work: work, n: *n, args: strings.Fields(*agentArgs)}
 	b.writeManifests(images)
 	up := b.startAndWaitReady()
 	rss := b.rssKiB()
-	commits := b.commits()
+	commits, commitSecs := b.commits()
 	fmt.Printf("agent cold start to all Ready: %v  ratio %.2fx (target <= 1.5x)\n", up.Round(time.Millisecond), float64(up)/float64(floorUp))
 	fmt.Printf("agent RSS with %d volumes: %.1f MiB (target <= 25 MiB)\n", *n, float64(rss)/1024)
-	fmt.Printf("durable commits (fsyncs) to converge: %d, %.2f per volume\n", commits, float64(commits)/float64(*n))
+	fmt.Printf("durable commits (fsyncs) to converge: %d, %.2f per volume, %.1f ms each, %.0f%% of the start spent committing\n",
+		commits, float64(commits)/float64(*n), 1000*commitSecs/float64(max(commits, 1)), 100*commitSecs/up.Seconds())
 
 	cpu0 := b.cpuTicks()
 	time.Sleep(*idle)
@@ -167,6 +169,7 @@ func floor(work string, images []string) (up, down time.Duration) {
 type agentRun struct {
 	exe, work string
 	n         int
+	args      []string
 	cmd       *exec.Cmd
 	metrics   string
 }
@@ -193,8 +196,9 @@ func freePort() string {
 func (b *agentRun) startAndWaitReady() time.Duration {
 	b.metrics = freePort()
 	start := time.Now()
-	b.cmd = exec.Command(b.exe, "run", "--config-dir", b.conf(), "--state-dir", filepath.Join(b.work, "state"),
-		"--socket", b.socket(), "--metrics-address", b.metrics, "--log-level", "info")
+	args := append([]string{"run", "--config-dir", b.conf(), "--state-dir", filepath.Join(b.work, "state"),
+		"--socket", b.socket(), "--metrics-address", b.metrics, "--log-level", "info"}, b.args...)
+	b.cmd = exec.Command(b.exe, args...)
 	log, err := os.OpenFile(filepath.Join(b.work, "agent.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	check(err)
 	b.cmd.Stdout, b.cmd.Stderr = log, log
@@ -274,19 +278,28 @@ func (b *agentRun) cpuTicks() int64 {
 
 func clockTicks() int64 { return 100 } // USER_HZ on Linux
 
-// commits reads the count of durable commits from the agent's metrics.
-func (b *agentRun) commits() int64 {
+// commits reads the count of durable commits, and the seconds they
+// took, from the agent's metrics.
+func (b *agentRun) commits() (n int64, secs float64) {
 	resp, err := http.Get("http://" + b.metrics + "/metrics")
 	check(err)
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
+	n = -1
 	for _, line := range strings.Split(string(body), "\n") {
-		if strings.HasPrefix(line, "volumed_state_commit_duration_seconds_count ") {
-			v, _ := strconv.ParseFloat(strings.Fields(line)[1], 64)
-			return int64(v)
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			continue
+		}
+		v, _ := strconv.ParseFloat(f[1], 64)
+		switch f[0] {
+		case "volumed_state_commit_duration_seconds_count":
+			n = int64(v)
+		case "volumed_state_commit_duration_seconds_sum":
+			secs = v
 		}
 	}
-	return -1
+	return n, secs
 }
 
 func cleanup(work string) {
