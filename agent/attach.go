@@ -26,6 +26,9 @@ func (a *Agent) opAttach(ctx context.Context, d *Desired) error {
 			return err
 		}
 		if f, ok := pick(found); ok {
+			if err := a.heldByOther(d.Name, f); err != nil {
+				return err
+			}
 			rec.Attachment = a.attachmentOf(d, f)
 			return nil
 		}
@@ -39,9 +42,24 @@ func (a *Agent) opAttach(ctx context.Context, d *Desired) error {
 		if err != nil {
 			return err
 		}
+		if err := a.heldByOther(d.Name, f); err != nil {
+			return err
+		}
 		rec.Attachment = a.attachmentOf(d, f)
 		return nil
 	})
+}
+
+// heldByOther refuses an attachment another volume has recorded: two
+// selectors (CEL disk expressions) may pick one disk, which no claim
+// checked at load time can see; the volume that recorded it first keeps it.
+func (a *Agent) heldByOther(name string, f Found) error {
+	for n, rec := range a.state.Snapshot() {
+		if n != name && rec.Attachment != nil && rec.Attachment.Identity == f.Identity {
+			return fmt.Errorf("%s (%s) is already volume %s's; two volumes never share it", f.Device, f.Identity, n)
+		}
+	}
+	return nil
 }
 
 // stagingFree refuses a new attachment while the volume's staging path

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/volumed/volumed/agent"
 	"github.com/volumed/volumed/agent/manifest"
@@ -116,3 +117,25 @@ func (Unattached) Verify(_ context.Context, a store.Attachment) (string, bool, e
 }
 
 func (Unattached) Detach(context.Context, store.Attachment, []store.Attachment) error { return nil }
+
+// Field is one of a set of alternative fields, as a check sees it.
+type Field struct{ Name, Value string }
+
+// ExactlyOne reports at field unless exactly one of the alternatives is
+// set, naming those that are.
+func ExactlyOne(c *manifest.Check, field string, alts ...Field) {
+	var set, names []string
+	for _, a := range alts {
+		names = append(names, a.Name)
+		if a.Value != "" {
+			set = append(set, a.Name)
+		}
+	}
+	if len(set) != 1 {
+		got := "none"
+		if len(set) > 1 {
+			got = strings.Join(set, " and ")
+		}
+		c.Report(field, "exactly one of "+strings.Join(names, ", ")+" is required, got "+got)
+	}
+}
