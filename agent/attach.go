@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/volumed/volumed/store"
 )
@@ -38,7 +40,7 @@ func (a *Agent) opAttach(ctx context.Context, d *Desired) error {
 		if err := a.stagingFree(d.Name); err != nil {
 			return err
 		}
-		f, err := att.Attach(ctx, d)
+		f, err := a.attach(ctx, att, d)
 		if err != nil {
 			return err
 		}
@@ -48,6 +50,22 @@ func (a *Agent) opAttach(ctx context.Context, d *Desired) error {
 		rec.Attachment = a.attachmentOf(d, f)
 		return nil
 	})
+}
+
+// attach hands a Coplanner the other wanted volumes of its driver.
+func (a *Agent) attach(ctx context.Context, att Attacher, d *Desired) (Found, error) {
+	cp, ok := att.(Coplanner)
+	if !ok {
+		return att.Attach(ctx, d)
+	}
+	var others []*Desired
+	for n, o := range a.desiredSnapshot() {
+		if n != d.Name && o.Driver == d.Driver && o.Wanted() {
+			others = append(others, o)
+		}
+	}
+	slices.SortFunc(others, func(x, y *Desired) int { return strings.Compare(x.Name, y.Name) })
+	return cp.AttachAmong(ctx, d, others)
 }
 
 // heldByOther refuses an attachment another volume has recorded: two

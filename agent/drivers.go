@@ -50,6 +50,14 @@ type Found struct {
 	Pinned bool
 }
 
+// Coplanner is implemented by attachers whose volumes are laid out
+// together on one device (partitions of a disk): AttachAmong is Attach
+// handed the other wanted volumes of its driver, so what one volume takes
+// leaves the room the others ask for, whichever attaches first.
+type Coplanner interface {
+	AttachAmong(ctx context.Context, d *Desired, others []*Desired) (Found, error)
+}
+
 // Resizer is implemented by attachers whose device can grow in place:
 // Grow makes the attachment at least as large as the manifest wants
 // (a loop image extended) and tells the kernel to look again; it never

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -89,10 +90,12 @@ func (Kind) Check(spec any, c *manifest.Check) manifest.Caps {
 		c.Report("label", strings.TrimPrefix(err.Error(), "partition: "))
 	}
 	what := fmt.Sprintf("partition %q on %s", s.Label, r.Key())
-	return manifest.Caps{
-		Key:    what,
-		Claims: []manifest.Claim{{Key: r.Key() + "\x00" + s.Label, Field: "label", What: what}},
+	claims := []manifest.Claim{{Key: r.Key() + "\x00" + s.Label, Field: "label", What: what}}
+	if s.Grow {
+		// One partition takes the rest of a disk.
+		claims = append(claims, manifest.Claim{Key: r.Key() + "\x00grow", Field: "grow", What: "the rest of " + r.Key()})
 	}
+	return manifest.Caps{Key: what, Claims: claims}
 }
 
 func (Kind) Attacher(kind.Env) agent.Attacher { return attacher{} }
@@ -145,11 +148,20 @@ func (a attacher) Find(ctx context.Context, d *agent.Desired) ([]agent.Found, er
 	return []agent.Found{{Device: p.Device, Identity: Identity(s.Label, dk.Identity), Reusable: true}}, nil
 }
 
-// Attach writes what the disk lacks for the partition (the table, the
-// entry, the kernel's view) and waits for its node. Apply writes the
-// table at most once and is idempotent, so an attach redone after a
-// crash converges without writing the disk again.
+// Attach is AttachAmong with no other volume on the disk.
 func (a attacher) Attach(ctx context.Context, d *agent.Desired) (agent.Found, error) {
+	return a.AttachAmong(ctx, d, nil)
+}
+
+// AttachAmong writes what the disk lacks for the partition (the table,
+// the entry, the kernel's view) and waits for its node. The partitions
+// the other volumes on the same disk want are laid out in the same write
+// (sized ones first, by volume name, the one that grows last), so a
+// partition that takes the rest of the disk never takes their room,
+// whichever volume attaches first. Apply writes the table at most once
+// and is idempotent: an attach redone after a crash converges without
+// writing the disk again.
+func (a attacher) AttachAmong(ctx context.Context, d *agent.Desired, others []*agent.Desired) (agent.Found, error) {
 	s, err := spec(d)
 	if err != nil {
 		return agent.Found{}, err
@@ -161,14 +173,37 @@ func (a attacher) Attach(ctx context.Context, d *agent.Desired) (agent.Found, er
 	case !ok:
 		return agent.Found{}, fmt.Errorf("waiting for the disk: %s", why)
 	}
-	size := s.size
-	if size == 0 && !s.Grow {
-		// A volume rebuilt from an intent keeps the size as written.
-		if size, err = manifest.ParseSize(s.Size); err != nil {
-			return agent.Found{}, fmt.Errorf("partition %q size: %w", s.Label, err)
-		}
+	own, err := s.want()
+	if err != nil {
+		return agent.Found{}, err
 	}
-	res, err := partdrv.Apply(ctx, dk.Path, []partdrv.Want{{Label: s.Label, Size: size, Grow: s.Grow}})
+	// by volume name: the core hands others sorted, d goes in its place.
+	type named struct {
+		name string
+		want partdrv.Want
+	}
+	all := []named{{d.Name, own}}
+	for _, o := range others {
+		so, err := spec(o)
+		if err != nil || so.Disk != s.Disk || so.Label == s.Label {
+			continue
+		}
+		w, err := so.want()
+		if err != nil || (w.Grow && own.Grow) {
+			continue // only one may grow; a second is refused at load
+		}
+		all = append(all, named{o.Name, w})
+	}
+	slices.SortFunc(all, func(x, y named) int { return strings.Compare(x.name, y.name) })
+	wants := make([]partdrv.Want, len(all))
+	for i, n := range all {
+		wants[i] = n.want
+	}
+	if err := partdrv.ValidateWants(wants); err != nil {
+		wants = []partdrv.Want{own} // the others' conflicts are theirs to report
+	}
+	wants = ordered(wants)
+	res, err := partdrv.Apply(ctx, dk.Path, wants)
 	if err != nil {
 		if errors.Is(err, partdrv.ErrRefused) {
 			return agent.Found{}, fmt.Errorf("not writing disk %s: %w", dk.Path, err)
@@ -176,16 +211,48 @@ func (a attacher) Attach(ctx context.Context, d *agent.Desired) (agent.Found, er
 		return agent.Found{}, err
 	}
 	for _, r := range res.Plan.Refused() {
-		return agent.Found{}, fmt.Errorf("partition %q on %s: %s", r.Label, dk.Path, r.Reason)
+		if r.Label == s.Label {
+			return agent.Found{}, fmt.Errorf("partition %q on %s: %s", r.Label, dk.Path, r.Reason)
+		}
 	}
-	if len(res.Partitions) != 1 {
+	i := slices.IndexFunc(res.Partitions, func(p partdrv.Partition) bool { return p.Label == s.Label })
+	if i < 0 {
 		return agent.Found{}, fmt.Errorf("partition %q on %s: not on the disk after it was written", s.Label, dk.Path)
 	}
-	p := res.Partitions[0]
+	p := res.Partitions[i]
 	if err := waitNode(ctx, p.Device); err != nil {
 		return agent.Found{}, err
 	}
 	return agent.Found{Device: p.Device, Identity: Identity(s.Label, dk.Identity), Reusable: true}, nil
+}
+
+// ordered puts sized partitions before the one that grows, keeping
+// their order otherwise.
+func ordered(wants []partdrv.Want) []partdrv.Want {
+	slices.SortStableFunc(wants, func(x, y partdrv.Want) int {
+		switch {
+		case x.Grow == y.Grow:
+			return 0
+		case x.Grow:
+			return 1
+		}
+		return -1
+	})
+	return wants
+}
+
+// want is the partition the source asks for. A volume rebuilt from an
+// intent keeps the size as written, not parsed.
+func (s *Source) want() (partdrv.Want, error) {
+	w := partdrv.Want{Label: s.Label, Size: s.size, Grow: s.Grow}
+	if w.Size == 0 && !w.Grow {
+		n, err := manifest.ParseSize(s.Size)
+		if err != nil {
+			return partdrv.Want{}, fmt.Errorf("partition %q size: %w", s.Label, err)
+		}
+		w.Size = n
+	}
+	return w, nil
 }
 
 func (a attacher) Verify(ctx context.Context, at store.Attachment) (string, bool, error) {

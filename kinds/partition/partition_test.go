@@ -69,6 +69,13 @@ func TestOneLabelPerDisk(t *testing.T) {
 	if len(got) != 1 || got[0].Field != "spec.source.partition.label" {
 		t.Errorf("one label twice: %q, want the second refused", got)
 	}
+	grow := func(name string) string {
+		return "apiVersion: volumed/v1\nkind: Volume\nmetadata: {name: " + name + "}\nspec:\n  filesystem: {type: ext4}\n  source:\n    partition: {disk: {serial: S1}, label: " + name + ", grow: true}\n"
+	}
+	got = validate(grow("one") + "---\n" + grow("two"))
+	if len(got) != 1 || got[0].Field != "spec.source.partition.grow" {
+		t.Errorf("two partitions taking the rest of one disk: %q, want the second refused", got)
+	}
 }
 
 func TestIdentityRoundTrip(t *testing.T) {
