@@ -54,3 +54,58 @@ func TestDiskHeldByAnotherVolumeRefused(t *testing.T) {
 		}
 	}
 }
+
+// At start-up a volume without a record never adopts what another
+// volume's record holds (two expressions select one disk): the holder
+// keeps it, and the newcomer is left to attach, and be refused.
+func TestReconstructLeavesAnotherVolumesDisk(t *testing.T) {
+	a := sessionAgent(t, nil)
+	a.cfg.Attachers = map[string]Attacher{"fake": &oneDisk{present: true}}
+	held := &store.Volume{Name: "whole", Driver: "fake",
+		Attachment: &store.Attachment{Driver: "fake", Device: "/dev/sdz", Identity: "device:serial:Z"}}
+	if err := a.cfg.Store.Put(held); err != nil {
+		t.Fatal(err)
+	}
+	a.manifests.replace(map[string]*Desired{"whole": netVolume("whole"), "twin": netVolume("twin")}, nil)
+	if err := a.reconstruct(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if rec := a.state.Get("twin"); rec != nil && rec.Attachment != nil {
+		t.Errorf("twin adopted %+v, which whole holds", rec.Attachment)
+	}
+	if rec := a.state.Get("whole"); rec == nil || rec.Attachment == nil {
+		t.Errorf("whole lost its disk: %+v", rec)
+	}
+}
+
+// coplanner records the others it is handed.
+type coplanner struct {
+	oneDisk
+	others []string
+}
+
+func (c *coplanner) AttachAmong(_ context.Context, d *Desired, others []*Desired) (Found, error) {
+	for _, o := range others {
+		c.others = append(c.others, o.Name)
+	}
+	return Found{Device: "/dev/sdz1", Identity: "part:" + d.Name, Reusable: true}, nil
+}
+
+// A Coplanner's attach is handed the other wanted volumes of its driver,
+// by name, and not volumes of other drivers or being torn down.
+func TestCoplannerSeesItsSiblings(t *testing.T) {
+	a := sessionAgent(t, nil)
+	c := &coplanner{}
+	a.cfg.Attachers = map[string]Attacher{"fake": c}
+	gone := netVolume("gone")
+	gone.Absent = true
+	other := netVolume("other")
+	other.Driver = "loop"
+	a.manifests.replace(map[string]*Desired{"b": netVolume("b"), "a": netVolume("a"), "c": netVolume("c"), "gone": gone, "other": other}, nil)
+	if err := a.opAttach(context.Background(), netVolume("b")); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(c.others, ","); got != "a,c" {
+		t.Errorf("others %q, want a,c", got)
+	}
+}
