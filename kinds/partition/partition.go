@@ -95,7 +95,11 @@ func (Kind) Check(spec any, c *manifest.Check) manifest.Caps {
 		// One partition takes the rest of a disk.
 		claims = append(claims, manifest.Claim{Key: r.Key() + "\x00grow", Field: "grow", What: "the rest of " + r.Key()})
 	}
-	return manifest.Caps{Key: what, Claims: claims}
+	key := what
+	if s.Grow {
+		key += growing
+	}
+	return manifest.Caps{Key: key, Claims: claims}
 }
 
 func (Kind) Attacher(kind.Env) agent.Attacher { return attacher{} }
@@ -120,6 +124,10 @@ func ParseIdentity(id string) (label, diskIdentity string, err error) {
 	}
 	return "", "", fmt.Errorf("not a partition identity: %q", id)
 }
+
+// growing ends the key of a partition that takes the rest of its disk:
+// the key is kept with the attachment, which is all Refresh is handed.
+const growing = ", taking the rest of the disk"
 
 // nodeWait bounds the wait for devtmpfs to make a partition's node
 // after the kernel was told of it.
@@ -266,6 +274,36 @@ func (a attacher) Verify(ctx context.Context, at store.Attachment) (string, bool
 	}
 	p, ok, err := partdrv.Find(ctx, path, label)
 	return p.Device, ok, err
+}
+
+// Refresh grows a partition that takes the rest of its disk into what
+// the disk gained (the table rewritten, the kernel told); the core then
+// grows the filesystem onto it as for any device that grew. It runs at
+// the resync: reading the table is cheap, and nothing is written unless
+// the disk grew by 1 MiB or more.
+func (a attacher) Refresh(ctx context.Context, at store.Attachment) error {
+	if !strings.HasSuffix(at.Source, growing) {
+		return nil
+	}
+	label, did, err := ParseIdentity(at.Identity)
+	if err != nil {
+		return err
+	}
+	path, ok, err := a.rv.Locate(did)
+	if err != nil || !ok {
+		return err
+	}
+	if _, ok, err := partdrv.Find(ctx, path, label); err != nil || !ok {
+		return err // gone: the drift check says so; never made here
+	}
+	res, err := partdrv.Apply(ctx, path, []partdrv.Want{{Label: label, Grow: true}})
+	if err != nil {
+		return err
+	}
+	for _, r := range res.Plan.Refused() {
+		return fmt.Errorf("grow partition %q on %s: %s", label, path, r.Reason)
+	}
+	return nil
 }
 
 // Detach leaves the partition: its data is the user's to delete.
