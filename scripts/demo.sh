@@ -48,8 +48,9 @@ cleanup() {
   # Belt and braces: nothing of the demo may outlive it.
   grep " $work" /proc/self/mountinfo | awk '{print $5}' | sort -r | xargs -r -n1 umount -l 2>/dev/null
   for f in /sys/block/loop*/loop/backing_file; do
-    [ -f "$f" ] || continue
-    case "$(cat "$f")" in "$work"/*) losetup -d "/dev/$(basename "$(dirname "$(dirname "$f")")")" ;; esac
+    # Another program's device may go between the glob and the read.
+    b=$(cat "$f" 2>/dev/null) || continue
+    case "$b" in "$work"/*) losetup -d "/dev/$(basename "$(dirname "$(dirname "$f")")")" ;; esac
   done
   rm -rf "$work"
 }
@@ -124,7 +125,8 @@ v status
 echo "image kept: $(ls -sh "$work/images/logs.img")"
 echo "loop devices of the demo now:"
 for f in /sys/block/loop*/loop/backing_file; do
-  [ -f "$f" ] && case "$(cat "$f")" in "$work"/*) echo "  /dev/$(basename "$(dirname "$(dirname "$f")")") -> $(cat "$f")";; esac
+  b=$(cat "$f" 2>/dev/null) || continue
+  case "$b" in "$work"/*) echo "  /dev/$(basename "$(dirname "$(dirname "$f")")") -> $b";; esac
 done
 
 step "agent log (operations)"

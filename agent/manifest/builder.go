@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sort"
 	"sync"
+
+	"github.com/volumed/volumed/internal/safepath"
 )
 
 // Result is what one Load found.
@@ -396,7 +398,7 @@ func refuseUndeclaredNesting(accepted []acceptedObj, prev map[ownerID]*Object) (
 	refused := map[int]Problem{}
 	for _, c := range ts {
 		for _, p := range ts {
-			if c.path == p.path || !within(c.path, p.path) || c.nestedIn == p.owner {
+			if c.path == p.path || !safepath.Within(c.path, p.path) || c.nestedIn == p.owner {
 				continue
 			}
 			child, parent := accepted[c.idx], accepted[p.idx]

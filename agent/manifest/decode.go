@@ -328,49 +328,41 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 }
 
 func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path string) {
-	if n.Kind != yaml.MappingNode {
-		d.problem(n, path, "expected a mapping, got "+describe(n))
-		return
-	}
 	fields := yamlFields(v.Type())
-	seen := map[string]*yaml.Node{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, val := n.Content[i], n.Content[i+1]
-		if k.Kind != yaml.ScalarNode {
-			d.problem(k, path, "a key must be a string, got "+describe(k))
-			continue
-		}
-		p := joinPath(path, k.Value)
-		if first, dup := seen[k.Value]; dup {
-			d.problem(k, p, fmt.Sprintf("duplicate key (first at %d:%d)", first.Line, first.Column))
-			continue
-		}
-		seen[k.Value] = k
-		idx, ok := fields[k.Value]
-		if !ok {
-			d.problem(k, p, unknownField(k.Value, fields))
-			continue
-		}
-		if val.Kind == yaml.ScalarNode {
-			d.pos[p] = position{val.Line, val.Column}
-		} else {
-			d.pos[p] = position{k.Line, k.Column}
-		}
+	d.entries(n, path, fields, func(idx int, val *yaml.Node, p string) {
 		d.value(val, v.Field(idx), p)
-	}
+	})
 }
 
 // source decodes spec.source: each key names a registered kind, whose
 // own type its value is decoded into. More than one member is kept for
 // the validator to refuse (and check each).
 func (d *decoder) source(n *yaml.Node, src *Source, path string) {
-	if n.Kind != yaml.MappingNode {
-		d.problem(n, path, "expected a mapping, got "+describe(n))
-		return
-	}
 	names := map[string]int{}
 	for i, name := range d.kinds.Names() {
 		names[name] = i
+	}
+	d.entries(n, path, names, func(idx int, val *yaml.Node, p string) {
+		if isNull(val) {
+			return // as for any other field: null is absent
+		}
+		kind := d.kinds[idx]
+		spec := kind.New()
+		d.value(val, reflect.ValueOf(spec).Elem(), p)
+		src.more = append(src.more, member{kind, spec})
+	})
+	if len(src.more) > 0 {
+		src.Kind, src.Spec = src.more[0].kind.Name(), src.more[0].spec
+	}
+}
+
+// entries walks the mapping n, whose keys must be among known (name →
+// index): a key that is not a string, is repeated or is unknown is a
+// problem; each other one has its position noted and is handed to each.
+func (d *decoder) entries(n *yaml.Node, path string, known map[string]int, each func(idx int, val *yaml.Node, path string)) {
+	if n.Kind != yaml.MappingNode {
+		d.problem(n, path, "expected a mapping, got "+describe(n))
+		return
 	}
 	seen := map[string]*yaml.Node{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
@@ -385,9 +377,9 @@ func (d *decoder) source(n *yaml.Node, src *Source, path string) {
 			continue
 		}
 		seen[k.Value] = k
-		kind, ok := d.kinds.Lookup(k.Value)
+		idx, ok := known[k.Value]
 		if !ok {
-			d.problem(k, p, unknownField(k.Value, names))
+			d.problem(k, p, unknownField(k.Value, known))
 			continue
 		}
 		if val.Kind == yaml.ScalarNode {
@@ -395,15 +387,7 @@ func (d *decoder) source(n *yaml.Node, src *Source, path string) {
 		} else {
 			d.pos[p] = position{k.Line, k.Column}
 		}
-		if isNull(val) {
-			continue // as for any other field: null is absent
-		}
-		spec := kind.New()
-		d.value(val, reflect.ValueOf(spec).Elem(), p)
-		src.more = append(src.more, member{kind, spec})
-	}
-	if len(src.more) > 0 {
-		src.Kind, src.Spec = src.more[0].kind.Name(), src.more[0].spec
+		each(idx, val, p)
 	}
 }
 

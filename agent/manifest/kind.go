@@ -120,9 +120,6 @@ func (c *Check) HostPort(field, s string) {
 	}
 }
 
-// Within reports whether the clean absolute path p is dir or under it.
-func Within(p, dir string) bool { return within(p, dir) }
-
 // Source is the one member of spec.source: Kind names it, Spec holds the
 // kind's decoded value (its type belongs to the kind's package).
 type Source struct {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/volumed/volumed/internal/safepath"
 	"github.com/volumed/volumed/internal/secret"
 )
 
@@ -280,28 +281,23 @@ func checkTarget(p, stateDir string) string {
 		return "must not be /"
 	}
 	for _, f := range forbiddenTargets {
-		if within(p, f) {
+		if safepath.Within(p, f) {
 			return fmt.Sprintf("must not be %s or under it", f)
 		}
-		if within(f, p) {
+		if safepath.Within(f, p) {
 			return fmt.Sprintf("must not contain %s (it would hide it)", f)
 		}
 	}
 	if stateDir != "" {
 		sd := filepath.Clean(stateDir)
-		if within(p, sd) {
+		if safepath.Within(p, sd) {
 			return fmt.Sprintf("must not be the state dir %s or under it", sd)
 		}
-		if within(sd, p) {
+		if safepath.Within(sd, p) {
 			return fmt.Sprintf("must not contain the state dir %s (it would hide it)", sd)
 		}
 	}
 	return ""
-}
-
-// within reports whether p is dir or under it; both are clean and absolute.
-func within(p, dir string) bool {
-	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }
 
 func checkHostPort(s string) string {

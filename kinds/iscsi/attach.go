@@ -80,13 +80,13 @@ func (a attacher) Verify(_ context.Context, at store.Attachment) (string, bool, 
 }
 
 func (a attacher) Detach(ctx context.Context, at store.Attachment, others []store.Attachment) error {
-	if at.Pinned || kind.SessionShared(at, others) {
-		return nil
-	}
 	t, _, err := iscsidrv.ParseIdentity(at.Identity)
 	if err != nil {
 		return err
 	}
+	// The core decides (mayRelease) and calls Detach only to tear down;
+	// this refuses once more what the firmware booted from, which a record
+	// written before pinning existed would not mark.
 	if firmware.PinnedISCSI(a.boot, t.IQN) {
 		return nil
 	}

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/volumed/volumed/agent"
@@ -87,12 +86,6 @@ func MarkBusy(err, driverBusy error) error {
 		return busyError{err}
 	}
 	return err
-}
-
-// SessionShared reports whether another volume still rides the session
-// (an NVMe controller, an iSCSI session) a detaching attachment uses.
-func SessionShared(a store.Attachment, others []store.Attachment) bool {
-	return a.Session != "" && slices.ContainsFunc(others, func(o store.Attachment) bool { return o.Session == a.Session })
 }
 
 // Unattached is the attacher half of a kind with nothing to attach (a

@@ -7,6 +7,7 @@ import (
 
 	"github.com/volumed/volumed/agent"
 	"github.com/volumed/volumed/agent/manifest"
+	"github.com/volumed/volumed/internal/safepath"
 	"github.com/volumed/volumed/kinds/kind"
 )
 
@@ -46,7 +47,7 @@ func (Kind) Check(spec any, c *manifest.Check) manifest.Caps {
 	l := spec.(*Source)
 	if c.Path("file", l.File) {
 		for _, top := range []string{"/proc", "/sys", "/dev"} {
-			if manifest.Within(l.File, top) {
+			if safepath.Within(l.File, top) {
 				c.Report("file", fmt.Sprintf("must not be %s or under it", top))
 			}
 		}

@@ -68,13 +68,13 @@ func (a attacher) Verify(ctx context.Context, at store.Attachment) (string, bool
 }
 
 func (a attacher) Detach(ctx context.Context, at store.Attachment, others []store.Attachment) error {
-	if at.Pinned || kind.SessionShared(at, others) {
-		return nil
-	}
 	t, _, err := nvmedrv.ParseIdentity(at.Identity)
 	if err != nil {
 		return err
 	}
+	// The core decides (mayRelease) and calls Detach only to tear down;
+	// this refuses once more what the firmware booted from, which a record
+	// written before pinning existed would not mark.
 	if firmware.PinnedNVMe(a.boot, t.NQN) {
 		return nil
 	}

@@ -58,11 +58,11 @@ func (Kind) Check(spec any, c *manifest.Check) manifest.Caps {
 		c.Path(fmt.Sprintf("lower[%d]", i), l)
 	}
 	upperOK, workOK := c.Path("upper", o.Upper), c.Path("work", o.Work)
-	if upperOK && workOK && (manifest.Within(o.Upper, o.Work) || manifest.Within(o.Work, o.Upper)) {
+	if upperOK && workOK && (safepath.Within(o.Upper, o.Work) || safepath.Within(o.Work, o.Upper)) {
 		c.Report("work", fmt.Sprintf("must be apart from upper %s, neither inside the other", o.Upper))
 	}
 	for i, l := range o.Lower {
-		if upperOK && (manifest.Within(l, o.Upper) || manifest.Within(o.Upper, l)) {
+		if upperOK && (safepath.Within(l, o.Upper) || safepath.Within(o.Upper, l)) {
 			c.Report(fmt.Sprintf("lower[%d]", i), fmt.Sprintf("must be apart from upper %s, neither inside the other", o.Upper))
 		}
 	}
