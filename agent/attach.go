@@ -32,6 +32,7 @@ func (a *Agent) opAttach(ctx context.Context, d *Desired) error {
 				return err
 			}
 			rec.Attachment = a.attachmentOf(d, f)
+			a.notes.set(d.Name, f.Note)
 			return nil
 		}
 		if len(found) > 0 {
@@ -48,6 +49,7 @@ func (a *Agent) opAttach(ctx context.Context, d *Desired) error {
 			return err
 		}
 		rec.Attachment = a.attachmentOf(d, f)
+		a.notes.set(d.Name, f.Note)
 		return nil
 	})
 }

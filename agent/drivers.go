@@ -48,6 +48,9 @@ type Found struct {
 	// Pinned: the host booted from it (firmware tables); it is never torn
 	// down, whatever the manifests say.
 	Pinned bool
+	// Note says why this one was chosen among several (a disk selector
+	// that matched more than one disk); the volume's status shows it.
+	Note string
 }
 
 // Coplanner is implemented by attachers whose volumes are laid out

@@ -13,7 +13,7 @@ import (
 type oneDisk struct{ present bool }
 
 func (o *oneDisk) found() Found {
-	return Found{Device: "/dev/sdz", Identity: "device:serial:Z", Reusable: true}
+	return Found{Device: "/dev/sdz", Identity: "device:serial:Z", Reusable: true, Note: "2 disks match; /dev/sdz is the first by path"}
 }
 
 func (o *oneDisk) Find(context.Context, *Desired) ([]Found, error) {
@@ -40,6 +40,9 @@ func TestDiskHeldByAnotherVolumeRefused(t *testing.T) {
 		a.cfg.Attachers = map[string]Attacher{"fake": &oneDisk{present: present}}
 		if err := a.opAttach(ctx, netVolume("first")); err != nil {
 			t.Fatal(err)
+		}
+		if n := a.notes.get("first"); !strings.Contains(n, "first by path") {
+			t.Errorf("present %v: note %q, want why the disk was chosen", present, n)
 		}
 		err := a.opAttach(ctx, netVolume("second"))
 		if err == nil || !strings.Contains(err.Error(), "already volume first's") {

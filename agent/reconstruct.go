@@ -186,6 +186,7 @@ func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume,
 					Owned: owned && !f.Pinned, Pinned: f.Pinned, Source: d.Caps.Key,
 				}
 				log.Info("adopting attachment found in the kernel", "device", f.Device, "identity", f.Identity, "owned", v.Attachment.Owned)
+				a.notes.set(name, f.Note)
 			}
 		}
 	}

@@ -105,6 +105,8 @@ func (r Ref) selector() devicedrv.Selector {
 type Disk struct {
 	Path     string // node, e.g. /dev/sdb
 	Identity string // device:wwn:…, device:serial:… or device:path:…
+	// Note says why this disk when the expression matched several.
+	Note string
 }
 
 // Resolver finds the disk a reference names now.
@@ -136,7 +138,21 @@ func (rv Resolver) Resolve(ctx context.Context, r Ref) (d Disk, found bool, why 
 	if sel.Chosen == nil {
 		return Disk{}, false, sel.Why, nil
 	}
-	return Disk{Path: sel.Chosen.Path, Identity: devicedrv.Identity(sel.Chosen.Selector())}, true, sel.Why, nil
+	d = Disk{Path: sel.Chosen.Path, Identity: devicedrv.Identity(sel.Chosen.Selector())}
+	if n := matches(sel); n > 1 {
+		d.Note = "disk selector: " + sel.Why
+	}
+	return d, true, sel.Why, nil
+}
+
+func matches(sel diskdrv.Selection) int {
+	n := 0
+	for _, v := range sel.Verdicts {
+		if v.Match {
+			n++
+		}
+	}
+	return n
 }
 
 // Locate finds the disk a recorded identity names, wherever it is now.
@@ -163,7 +179,7 @@ func (a attacher) Find(ctx context.Context, d *agent.Desired) ([]agent.Found, er
 	if err != nil || !ok {
 		return nil, err
 	}
-	return []agent.Found{{Device: disk.Path, Identity: disk.Identity, Reusable: true}}, nil
+	return []agent.Found{{Device: disk.Path, Identity: disk.Identity, Reusable: true, Note: disk.Note}}, nil
 }
 
 // Attach is reached only when Find saw no matching disk: the volume
@@ -178,7 +194,7 @@ func (a attacher) Attach(ctx context.Context, d *agent.Desired) (agent.Found, er
 	case err != nil:
 		return agent.Found{}, err
 	case ok: // appeared between Find and Attach
-		return agent.Found{Device: disk.Path, Identity: disk.Identity, Reusable: true}, nil
+		return agent.Found{Device: disk.Path, Identity: disk.Identity, Reusable: true, Note: disk.Note}, nil
 	}
 	return agent.Found{}, fmt.Errorf("waiting for the disk: %s", why)
 }

@@ -29,9 +29,16 @@ func TestResolve(t *testing.T) {
 	if err != nil || !ok || d.Path != "/dev/nvme0n1" || !strings.Contains(why, "is the first by path") {
 		t.Fatalf("several match: %+v %v %q %v", d, ok, why, err)
 	}
+	if !strings.Contains(d.Note, "is the first by path") {
+		t.Errorf("note %q: want why this disk among several", d.Note)
+	}
 	if !strings.HasPrefix(d.Identity, "device:wwn:") && !strings.HasPrefix(d.Identity, "device:serial:") {
 		t.Errorf("identity %q: want the disk's WWN or serial, never its path", d.Identity)
 	}
+	if d, _, _, _ := rv.Resolve(ctx, Ref{Match: `disk.path == "/dev/sda"`}); d.Path != "/dev/sda" || d.Note != "" {
+		t.Errorf("one matches: %+v, want /dev/sda with no note", d)
+	}
+
 	// None matches: not found, and why for each disk.
 	_, ok, why, err = rv.Resolve(ctx, Ref{Match: `disk.size > 1000 * TiB`})
 	if err != nil || ok || !strings.Contains(why, "no disk matches") || !strings.Contains(why, "/dev/sda: ") {

@@ -153,7 +153,7 @@ func (a attacher) Find(ctx context.Context, d *agent.Desired) ([]agent.Found, er
 	if err := waitNode(ctx, p.Device); err != nil {
 		return nil, err
 	}
-	return []agent.Found{{Device: p.Device, Identity: Identity(s.Label, dk.Identity), Reusable: true}}, nil
+	return []agent.Found{{Device: p.Device, Identity: Identity(s.Label, dk.Identity), Reusable: true, Note: dk.Note}}, nil
 }
 
 // Attach is AttachAmong with no other volume on the disk.
@@ -231,7 +231,7 @@ func (a attacher) AttachAmong(ctx context.Context, d *agent.Desired, others []*a
 	if err := waitNode(ctx, p.Device); err != nil {
 		return agent.Found{}, err
 	}
-	return agent.Found{Device: p.Device, Identity: Identity(s.Label, dk.Identity), Reusable: true}, nil
+	return agent.Found{Device: p.Device, Identity: Identity(s.Label, dk.Identity), Reusable: true, Note: dk.Note}, nil
 }
 
 // ordered puts sized partitions before the one that grows, keeping

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/volumed/volumed/agent/api"
+	diskdrv "github.com/volumed/volumed/drivers/disk"
 )
 
 // loopDisk makes a blank image of size bytes under the env and a loop
@@ -114,6 +115,7 @@ func TestDisksAndPartitions(t *testing.T) {
 	e.extraArgs = []string{"--resync", "1s"}
 	shared, sharedImg := e.loopDisk("shared.img", 96<<20)
 	whole, _ := e.loopDisk("whole.img", 40<<20)
+	spare, _ := e.loopDisk("spare.img", 40<<20)
 	foreign, foreignImg := e.loopDisk("foreign.img", 24<<20)
 	if out, err := exec.Command("mkfs.ext4", "-q", "-F", foreign).CombinedOutput(); err != nil {
 		t.Fatalf("mkfs.ext4: %v\n%s", err, out)
@@ -123,7 +125,7 @@ func TestDisksAndPartitions(t *testing.T) {
 	e.partitionManifest("alpha", shared, "alpha", "32Mi", "ext4")
 	e.partitionManifest("beta", shared, "beta", "grow", "ext4")
 	e.partitionManifest("intruder", foreign, "intruder", "8Mi", "ext4")
-	e.diskManifest("whole", fmt.Sprintf(`disk.path == %q && disk.size == 40 * MiB`, whole))
+	e.diskManifest("whole", fmt.Sprintf(`disk.path in [%q, %q] && disk.size == 40 * MiB`, whole, spare))
 	e.diskManifest("none", fmt.Sprintf(`disk.path == %q && disk.size == 41 * MiB`, whole))
 	e.start()
 	st := e.waitReady("alpha", "beta", "whole")
@@ -132,9 +134,17 @@ func TestDisksAndPartitions(t *testing.T) {
 			t.Errorf("%s: target not mounted once", n)
 		}
 	}
-	if d := find(st, "whole").Device; d != whole {
-		t.Errorf("whole: device %s, want %s", d, whole)
+	// Two disks match: the first by path, and the status says so.
+	var first string
+	if diskdrv.Compare(spare, whole) < 0 {
+		first = spare
+	} else {
+		first = whole
 	}
+	if v := find(st, "whole"); v.Device != first || !strings.Contains(v.LastError, "2 disks match") {
+		t.Errorf("whole: device %s, note %q; want %s, first of two by path", v.Device, v.LastError, first)
+	}
+	whole = first
 	for _, n := range []string{"alpha", "beta"} {
 		if d := find(st, n).Device; !strings.HasPrefix(d, shared+"p") {
 			t.Errorf("%s: device %s, not a partition of %s", n, d, shared)
