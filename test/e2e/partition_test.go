@@ -194,7 +194,7 @@ func TestDisksAndPartitions(t *testing.T) {
 func TestPartitionCrashAfterTableWrite(t *testing.T) {
 	e := newEnv(t)
 	disk, img := e.loopDisk("disk.img", 64<<20)
-	e.partitionManifest("alpha", disk, "alpha", "grow", "ext4")
+	e.partitionManifest("alpha", disk, "alpha", "16Mi", "ext4")
 	e.start("VOLUMED_CRASH_AT=partition:after-write")
 	if !e.waitExit(60 * time.Second) {
 		t.Fatal("agent did not die at partition:after-write")
@@ -213,6 +213,23 @@ func TestPartitionCrashAfterTableWrite(t *testing.T) {
 	}
 	if gptArea(t, img) != written {
 		t.Error("the table was written again after the crash")
+	}
+
+	// A volume added later gets its partition in the table volumed wrote,
+	// beside the mounted one, which is left as it was.
+	if err := os.WriteFile(filepath.Join(e.target("alpha"), "keep"), []byte("data"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.partitionManifest("beta", disk, "beta", "16Mi", "ext4")
+	st = e.waitReady("alpha", "beta")
+	if d := find(st, "beta").Device; d != disk+"p2" {
+		t.Errorf("beta: device %s, want %sp2", d, disk)
+	}
+	if b, err := os.ReadFile(filepath.Join(e.target("alpha"), "keep")); err != nil || string(b) != "data" {
+		t.Errorf("alpha's data after beta was added: %q %v", b, err)
+	}
+	if names := gptNames(t, img); !strings.Contains(names, "alpha") || !strings.Contains(names, "beta") {
+		t.Errorf("the table after beta was added:\n%s", names)
 	}
 }
 
