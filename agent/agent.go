@@ -86,6 +86,7 @@ type Agent struct {
 	formats   *formatMemory
 	sessions  *ownedSessions
 	history   *history
+	notes     choiceNotes
 	systemd   *systemdStatus
 	// driftLog says each drift-check failure once, not at every resync.
 	driftLog *onceLog

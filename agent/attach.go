@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/volumed/volumed/store"
 )
@@ -26,7 +28,11 @@ func (a *Agent) opAttach(ctx context.Context, d *Desired) error {
 			return err
 		}
 		if f, ok := pick(found); ok {
+			if err := a.heldByOther(d.Name, f); err != nil {
+				return err
+			}
 			rec.Attachment = a.attachmentOf(d, f)
+			a.notes.set(d.Name, f.Note)
 			return nil
 		}
 		if len(found) > 0 {
@@ -35,13 +41,45 @@ func (a *Agent) opAttach(ctx context.Context, d *Desired) error {
 		if err := a.stagingFree(d.Name); err != nil {
 			return err
 		}
-		f, err := att.Attach(ctx, d)
+		f, err := a.attach(ctx, att, d)
 		if err != nil {
 			return err
 		}
+		if err := a.heldByOther(d.Name, f); err != nil {
+			return err
+		}
 		rec.Attachment = a.attachmentOf(d, f)
+		a.notes.set(d.Name, f.Note)
 		return nil
 	})
+}
+
+// attach hands a Coplanner the other wanted volumes of its driver.
+func (a *Agent) attach(ctx context.Context, att Attacher, d *Desired) (Found, error) {
+	cp, ok := att.(Coplanner)
+	if !ok {
+		return att.Attach(ctx, d)
+	}
+	var others []*Desired
+	for n, o := range a.desiredSnapshot() {
+		if n != d.Name && o.Driver == d.Driver && o.Wanted() {
+			others = append(others, o)
+		}
+	}
+	slices.SortFunc(others, func(x, y *Desired) int { return strings.Compare(x.Name, y.Name) })
+	return cp.AttachAmong(ctx, d, others)
+}
+
+// heldByOther refuses an attachment another volume has recorded: two
+// selectors (CEL disk expressions) may pick one disk, which no claim
+// checked at load time can see; the volume that recorded it first keeps it.
+func (a *Agent) heldByOther(name string, f Found) error {
+	for n, rec := range a.state.Snapshot() {
+		if n != name && rec.Attachment != nil && rec.Attachment.Identity == f.Identity {
+			return fmt.Errorf("%s (%s) is already volume %s's; two volumes never share it", f.Device, f.Identity, n)
+		}
+	}
+	return nil
 }
 
 // stagingFree refuses a new attachment while the volume's staging path

@@ -48,6 +48,17 @@ type Found struct {
 	// Pinned: the host booted from it (firmware tables); it is never torn
 	// down, whatever the manifests say.
 	Pinned bool
+	// Note says why this one was chosen among several (a disk selector
+	// that matched more than one disk); the volume's status shows it.
+	Note string
+}
+
+// Coplanner is implemented by attachers whose volumes are laid out
+// together on one device (partitions of a disk): AttachAmong is Attach
+// handed the other wanted volumes of its driver, so what one volume takes
+// leaves the room the others ask for, whichever attaches first.
+type Coplanner interface {
+	AttachAmong(ctx context.Context, d *Desired, others []*Desired) (Found, error)
 }
 
 // Resizer is implemented by attachers whose device can grow in place:

@@ -70,9 +70,11 @@ func (a *Agent) reconstruct(ctx context.Context) error {
 	// of ours is unaccounted for by the records, the usual case.
 	ownedLists := a.listOwned(ctx)
 	recorded := map[string]bool{}
-	for _, r := range recs {
+	holders := map[string]string{} // identity -> the volume whose record holds it
+	for name, r := range recs {
 		if r.Attachment != nil {
 			recorded[r.Attachment.Identity] = true
+			holders[r.Attachment.Identity] = name
 		}
 	}
 	strays := map[string]bool{} // drivers with marked attachments no record names
@@ -89,7 +91,7 @@ func (a *Agent) reconstruct(ctx context.Context) error {
 		if d == nil {
 			d = leftovers[name]
 		}
-		v := a.probeVolume(ctx, name, recs[name], d, mounts, pending[name], ownedLists, strays)
+		v := a.probeVolume(ctx, name, recs[name], d, mounts, pending[name], ownedLists, strays, holders)
 		if v.Attachment != nil {
 			claimed[v.Attachment.Identity] = true
 			if v.Attachment.Owned {
@@ -133,7 +135,7 @@ func formatInterruptedIntent(intents []store.Intent, name string) (string, bool)
 }
 
 // probeVolume finds what of one volume is really in the kernel.
-func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume, d *Desired, mounts MountTable, pending []string, ownedLists map[string][]store.Attachment, strays map[string]bool) *store.Volume {
+func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume, d *Desired, mounts MountTable, pending []string, ownedLists map[string][]store.Attachment, strays map[string]bool, holders map[string]string) *store.Volume {
 	v := &store.Volume{Name: name}
 	switch {
 	case d != nil:
@@ -168,7 +170,13 @@ func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume,
 			if err != nil {
 				log.Warn("look for an existing attachment", "error", err)
 			}
-			if f, ok := pick(found); ok {
+			f, ok := pick(found)
+			if h := holders[f.Identity]; ok && h != "" && h != name {
+				// Two selectors may pick one disk: its holder keeps it.
+				log.Warn("not adopting an attachment another volume holds", "identity", f.Identity, "holder", h)
+				ok = false
+			}
+			if ok {
 				// A session carries no marker of ours: when a crash caught
 				// us attaching it, we take it as owned (else it would leak);
 				// otherwise it was there before us and is only used.
@@ -178,6 +186,7 @@ func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume,
 					Owned: owned && !f.Pinned, Pinned: f.Pinned, Source: d.Caps.Key,
 				}
 				log.Info("adopting attachment found in the kernel", "device", f.Device, "identity", f.Identity, "owned", v.Attachment.Owned)
+				a.notes.set(name, f.Note)
 			}
 		}
 	}

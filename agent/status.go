@@ -99,6 +99,9 @@ func (a *Agent) volumeStatus(name string, d *Desired, rec *store.Volume, next ma
 	case !pending && d.Wanted():
 		v.Phase = api.PhaseReady
 		v.LastError, v.Retries, v.NextRetryAt = "", 0, nil
+		if n := a.notes.get(name); n != "" {
+			v.LastError = "note: " + n
+		}
 		for _, t := range v.Targets {
 			if !t.Mounted {
 				v.Phase = api.PhasePending

@@ -12,11 +12,13 @@ import (
 	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/kinds/device"
 	"github.com/volumed/volumed/kinds/directory"
+	"github.com/volumed/volumed/kinds/disk"
 	"github.com/volumed/volumed/kinds/iscsi"
 	"github.com/volumed/volumed/kinds/kind"
 	"github.com/volumed/volumed/kinds/loop"
 	"github.com/volumed/volumed/kinds/nvme"
 	"github.com/volumed/volumed/kinds/overlay"
+	"github.com/volumed/volumed/kinds/partition"
 	"github.com/volumed/volumed/kinds/tmpfs"
 )
 
@@ -30,6 +32,8 @@ func All() []kind.Kind {
 		directory.Kind{},
 		tmpfs.Kind{},
 		overlay.Kind{},
+		disk.Kind{},
+		partition.Kind{},
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/volumed/volumed/drivers/blockfs"
 	"github.com/volumed/volumed/drivers/gpt"
+	"github.com/volumed/volumed/internal/crashpoint"
 )
 
 // Partition is a wanted partition as it is on disk and in the kernel.
@@ -44,7 +45,10 @@ type hooks struct {
 // volumed's to write; wants that do not fit are refused in
 // Result.Plan.Actions while the others go ahead.
 func Apply(ctx context.Context, path string, wants []Want) (Result, error) {
-	r, err := apply(ctx, path, wants, hooks{})
+	// The crash tests kill the agent here: the table is on disk, the
+	// kernel not told yet.
+	crash := hooks{afterWrite: func() error { crashpoint.Hit("partition", "after-write"); return nil }}
+	r, err := apply(ctx, path, wants, crash)
 	if err != nil {
 		return r, fmt.Errorf("partition %s: %w", path, err)
 	}

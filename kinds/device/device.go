@@ -37,19 +37,7 @@ func (Kind) Tools() []string  { return nil }
 
 func (Kind) Check(spec any, c *manifest.Check) manifest.Caps {
 	d := spec.(*Source)
-	var set []string
-	for _, m := range []struct{ name, val string }{{"path", d.Path}, {"serial", d.Serial}, {"wwn", d.WWN}} {
-		if m.val != "" {
-			set = append(set, m.name)
-		}
-	}
-	if len(set) != 1 {
-		got := "none"
-		if len(set) > 1 {
-			got = strings.Join(set, " and ")
-		}
-		c.Report("", "exactly one of path, serial, wwn is required, got "+got)
-	}
+	kind.ExactlyOne(c, "", kind.Field{Name: "path", Value: d.Path}, kind.Field{Name: "serial", Value: d.Serial}, kind.Field{Name: "wwn", Value: d.WWN})
 	if d.Path != "" && c.Path("path", d.Path) && !strings.HasPrefix(d.Path, "/dev/") {
 		c.Report("path", "must be under /dev")
 	}

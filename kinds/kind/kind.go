@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/volumed/volumed/agent"
 	"github.com/volumed/volumed/agent/manifest"
@@ -109,3 +110,25 @@ func (Unattached) Verify(_ context.Context, a store.Attachment) (string, bool, e
 }
 
 func (Unattached) Detach(context.Context, store.Attachment, []store.Attachment) error { return nil }
+
+// Field is one of a set of alternative fields, as a check sees it.
+type Field struct{ Name, Value string }
+
+// ExactlyOne reports at field unless exactly one of the alternatives is
+// set, naming those that are.
+func ExactlyOne(c *manifest.Check, field string, alts ...Field) {
+	var set, names []string
+	for _, a := range alts {
+		names = append(names, a.Name)
+		if a.Value != "" {
+			set = append(set, a.Name)
+		}
+	}
+	if len(set) != 1 {
+		got := "none"
+		if len(set) > 1 {
+			got = strings.Join(set, " and ")
+		}
+		c.Report(field, "exactly one of "+strings.Join(names, ", ")+" is required, got "+got)
+	}
+}

@@ -40,6 +40,7 @@ var (
 		"scsi_mod", "sd_mod", "iscsi_tcp", // open-iscsi's kernel half
 		"veth",                                    // the flap scenario's storage link
 		"virtio_pci", "virtio_blk", "virtio_scsi", // local disks by serial and WWN
+		"nvme", // a local NVMe disk (the partition scenario)
 	}
 	optionalModules = []string{"crc32c-intel"}
 )

@@ -208,18 +208,24 @@ func cpuFor(accel string) string {
 	return "max"
 }
 
-// diskArgs gives a VM three blank local disks: one found by its serial
-// (virtio-blk), one by its WWN (a SCSI disk on virtio-scsi), and one
-// (virtio-blk, serial VOLLUKS1) the luks scenario encrypts.
+// diskArgs gives a VM four blank local disks: one found by its serial
+// (virtio-blk), one by its WWN (a SCSI disk on virtio-scsi), one
+// (virtio-blk, serial VOLLUKS1) the luks scenario encrypts, and an NVMe
+// disk of its own size (96 MiB, serial VOLNVME1) the partition scenario
+// selects by an expression and partitions.
 func diskArgs(dir string, id int) ([]string, error) {
 	var files []string
-	for _, n := range []string{"serial", "wwn", "luks"} {
+	for _, n := range []string{"serial", "wwn", "luks", "nvme"} {
 		p := filepath.Join(dir, fmt.Sprintf("vm%d-%s.img", id, n))
 		f, err := os.Create(p)
 		if err != nil {
 			return nil, err
 		}
-		err = f.Truncate(64 << 20)
+		size := int64(64 << 20)
+		if n == "nvme" {
+			size = 96 << 20
+		}
+		err = f.Truncate(size)
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
@@ -236,6 +242,8 @@ func diskArgs(dir string, id int) ([]string, error) {
 		"-device", "scsi-hd,bus=scsi0.0,drive=d2,wwn=0x5000c500aaaabbbb,serial=VOLSERIAL2",
 		"-drive", "file=" + files[2] + ",if=none,id=d3,format=raw",
 		"-device", "virtio-blk-pci,drive=d3,serial=VOLLUKS1",
+		"-drive", "file=" + files[3] + ",if=none,id=d4,format=raw",
+		"-device", "nvme,drive=d4,serial=VOLNVME1",
 	}, nil
 }
 

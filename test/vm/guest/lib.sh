@@ -300,8 +300,17 @@ count_sysfs() {
 	echo $n
 }
 
-# nvme_ctrls [NQN]: how many NVMe controllers (for NQN) exist.
-nvme_ctrls() { count_sysfs '/sys/class/nvme/nvme*' subsysnqn "$1"; }
+# nvme_ctrls [NQN]: how many NVMe-oF controllers (for NQN) exist; a PCI
+# controller is a local disk of the VM, not counted.
+nvme_ctrls() {
+	local n=0 x
+	for x in /sys/class/nvme/nvme*; do
+		[ -e "$x" ] && [ "$(cat $x/transport)" != pcie ] || continue
+		[ -z "$1" ] || [ "$(cat $x/subsysnqn 2>/dev/null)" = "$1" ] || continue
+		n=$((n + 1))
+	done
+	echo $n
+}
 
 # iscsi_sessions [IQN]: how many iSCSI sessions (to IQN) exist.
 iscsi_sessions() { count_sysfs '/sys/class/iscsi_session/session*' targetname "$1"; }
@@ -423,7 +432,8 @@ vt_reset() {
 	iscsiadm -m node --logoutall=all >/dev/null 2>&1
 	iscsiadm -m node -o delete >/dev/null 2>&1
 	rm -rf /etc/iscsi/nodes /etc/iscsi/send_targets
-	for x in /sys/class/nvme/nvme*; do [ -e $x/delete_controller ] && echo 1 > $x/delete_controller; done
+	# A PCI controller is a local disk of the VM (the partition scenario's): kept.
+	for x in /sys/class/nvme/nvme*; do [ -e $x/delete_controller ] && [ "$(cat $x/transport)" != pcie ] && echo 1 > $x/delete_controller; done
 	for x in $NVMET/ports/*/subsystems/*; do [ -L "$x" ] && rm -f "$x"; done
 	for x in $NVMET/ports/*; do [ -d "$x" ] && rmdir "$x"; done
 	for x in $NVMET/subsystems/*/namespaces/*; do [ -d "$x" ] && echo 0 > $x/enable && rmdir "$x"; done
