@@ -333,7 +333,7 @@ func diskArgs(dir string, id int) ([]string, error) {
 		case "nvme":
 			size = 96 << 20
 		case "hot":
-			size = 48 << 20 // a size no other disk has: the hotdisk scenario selects by it
+			size = 48 << 20 // a size no other disk has: hotdisk checks it got this one
 		}
 		err = f.Truncate(size)
 		if cerr := f.Close(); err == nil {
