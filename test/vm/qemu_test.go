@@ -174,6 +174,16 @@ func boot(ctx context.Context, cfg bootConfig, plan vmPlan, onResult func(*resul
 			" vmtest.scenarios=" + strings.Join(list, ","),
 	}
 	monSock := filepath.Join(cfg.diskDir, fmt.Sprintf("vm%d.mon", plan.id))
+	if len(monSock) > 100 {
+		// A unix socket's path has room for 107 bytes; a long TMPDIR
+		// would keep qemu from starting.
+		d, err := os.MkdirTemp("/tmp", "vmmon")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(d)
+		monSock = filepath.Join(d, fmt.Sprintf("vm%d.mon", plan.id))
+	}
 	args = append(args, "-monitor", "unix:"+monSock+",server=on,wait=off")
 	if plan.disks {
 		d, err := diskArgs(cfg.diskDir, plan.id)
