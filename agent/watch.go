@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/fsnotify/fsnotify"
 	"github.com/volumed/volumed/store"
@@ -34,8 +35,9 @@ func (a *Agent) wake(ctx context.Context, w Wake) bool {
 	} else {
 		a.cfg.Log.Debug("kernel event", "reason", w.Reason)
 	}
+	grown := w.Grow && a.refreshPartitionsOf(ctx, actual, w.Device)
 	if w.Device != "" && !holdsDevice(actual, w.Device) {
-		return len(retried) > 0
+		return len(retried) > 0 || grown
 	}
 	if w.Verify {
 		a.verify(ctx)
@@ -44,6 +46,56 @@ func (a *Agent) wake(ctx context.Context, w Wake) bool {
 		a.askGrowthCheckOf(w.Device)
 	}
 	return len(retried) > 0 || w.Verify || w.Grow
+}
+
+// refreshPartitionsOf handles a disk that changed under volumes on its
+// partitions: the event names the disk, which no volume holds, and a
+// partition taking the rest of it grows only when its attacher's Refresh
+// rewrites the table. That is done now, as the resync would, and their
+// growth checked. It reports whether any volume was on the disk.
+func (a *Agent) refreshPartitionsOf(ctx context.Context, actual map[string]*store.Volume, disk string) bool {
+	if disk == "" {
+		return false
+	}
+	found := false
+	for name, rec := range actual {
+		at := rec.Attachment
+		if at == nil || rec.Staging == nil || !partitionOf(filepath.Base(at.Device), disk) {
+			continue
+		}
+		found = true
+		if r, ok := a.cfg.Attachers[at.Driver].(Refresher); ok {
+			if err := r.Refresh(ctx, *at); err != nil {
+				a.cfg.Log.Warn("refresh a partition whose disk changed", "volume", name, "disk", disk, "error", err)
+			}
+		}
+		a.askGrowthCheckOf(filepath.Base(at.Device))
+	}
+	return found
+}
+
+// partitionOf tells whether part is a partition of disk by the kernel's
+// naming: disk+N, or disk+"p"+N when the disk's name ends in a digit
+// (nvme0n1p2, mmcblk0p1).
+func partitionOf(part, disk string) bool {
+	rest, ok := strings.CutPrefix(part, disk)
+	if !ok || disk == "" {
+		return false
+	}
+	if last := disk[len(disk)-1]; last >= '0' && last <= '9' {
+		if rest, ok = strings.CutPrefix(rest, "p"); !ok {
+			return false
+		}
+	}
+	if rest == "" {
+		return false
+	}
+	for _, c := range rest {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 func holdsDevice(actual map[string]*store.Volume, name string) bool {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // ids are the identifiers sysfs gives one disk.
@@ -48,6 +49,13 @@ func readIDs(dir string) (ids, error) {
 	}
 	for _, src := range []string{"wwid", "device/wwid"} {
 		b, err := readOptional(dir, src)
+		if errors.Is(err, syscall.EINVAL) && src == "device/wwid" {
+			// The SCSI wwid attribute exists on every disk but fails
+			// with EINVAL when page 0x83 has no designator it takes (a
+			// qemu scsi-hd without wwn=): no WWN here, and the serial
+			// and page 0x83 still count.
+			continue
+		}
 		if err != nil {
 			return ids{}, err
 		}

@@ -5,11 +5,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,13 +24,18 @@ import (
 //	VMTEST-BEGIN <scenario>
 //	VMTEST-RESULT <scenario> PASS|FAIL <seconds> [detail]
 //	VMTEST-DONE
+//	VMTEST-HOST <monitor command>
 //
 // Anything else between BEGIN and RESULT belongs to that scenario.
+// VMTEST-HOST asks the host to run an HMP command on the VM's monitor
+// (block_resize, drive_add, device_add: what happens to a real server's
+// disks from outside); the guest sees it done by polling for its effect.
 const (
 	markBooted = "VMTEST-BOOTED"
 	markBegin  = "VMTEST-BEGIN "
 	markResult = "VMTEST-RESULT "
 	markDone   = "VMTEST-DONE"
+	markHost   = "VMTEST-HOST "
 )
 
 // result is one scenario's outcome as the guest reported it.
@@ -48,6 +56,8 @@ type console struct {
 	cur     *result
 	// onResult is called as each scenario ends (for live progress).
 	onResult func(*result)
+	// onHost runs a VMTEST-HOST request.
+	onHost func(cmd string)
 }
 
 func newConsole() *console { return &console{results: map[string]*result{}} }
@@ -70,6 +80,13 @@ func (c *console) feed(line string) {
 		c.booted = true
 	case strings.HasPrefix(msg, markDone):
 		c.done = true
+	case strings.HasPrefix(msg, markHost):
+		if c.cur != nil {
+			c.cur.lines = append(c.cur.lines, line)
+		}
+		if c.onHost != nil {
+			c.onHost(strings.TrimSpace(strings.TrimPrefix(msg, markHost)))
+		}
 	case strings.HasPrefix(msg, markBegin):
 		name := strings.TrimSpace(strings.TrimPrefix(msg, markBegin))
 		c.cur = &result{name: name}
@@ -150,12 +167,24 @@ func boot(ctx context.Context, cfg bootConfig, plan vmPlan, onResult func(*resul
 
 	args := []string{
 		"-accel", cfg.accel, "-cpu", cpuFor(cfg.accel), "-m", strconv.Itoa(cfg.memMB), "-smp", strconv.Itoa(cfg.smp),
-		"-nodefaults", "-nographic", "-no-reboot", "-serial", "stdio", "-monitor", "none",
+		"-nodefaults", "-nographic", "-no-reboot", "-serial", "stdio",
 		"-uuid", fmt.Sprintf("6f0c2a3e-5b1d-4c8e-9a7f-%012x", plan.id),
 		"-kernel", cfg.kernel, "-initrd", cfg.initrd,
 		"-append", "console=ttyS0 panic=-1 loglevel=4 vmtest.vm=" + strconv.Itoa(plan.id) +
 			" vmtest.scenarios=" + strings.Join(list, ","),
 	}
+	monSock := filepath.Join(cfg.diskDir, fmt.Sprintf("vm%d.mon", plan.id))
+	if len(monSock) > 100 {
+		// A unix socket's path has room for 107 bytes; a long TMPDIR
+		// would keep qemu from starting.
+		d, err := os.MkdirTemp("/tmp", "vmmon")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(d)
+		monSock = filepath.Join(d, fmt.Sprintf("vm%d.mon", plan.id))
+	}
+	args = append(args, "-monitor", "unix:"+monSock+",server=on,wait=off")
 	if plan.disks {
 		d, err := diskArgs(cfg.diskDir, plan.id)
 		if err != nil {
@@ -169,6 +198,7 @@ func boot(ctx context.Context, cfg bootConfig, plan vmPlan, onResult func(*resul
 	}
 	defer logf.Close()
 	fmt.Fprintf(logf, "# qemu-system-x86_64 %s\n", strings.Join(args, " "))
+	lw := &lockedWriter{w: logf}
 
 	cmd := exec.CommandContext(ctx, "qemu-system-x86_64", args...)
 	cmd.WaitDelay = 5 * time.Second
@@ -184,7 +214,10 @@ func boot(ctx context.Context, cfg bootConfig, plan vmPlan, onResult func(*resul
 	}
 	con := newConsole()
 	con.onResult = onResult
-	sc := bufio.NewScanner(io.TeeReader(out, logf))
+	mon := &monitor{sock: monSock, diskDir: cfg.diskDir, id: plan.id, log: lw}
+	defer mon.close()
+	con.onHost = mon.run
+	sc := bufio.NewScanner(io.TeeReader(out, lw))
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
 	for sc.Scan() {
 		con.feed(sc.Text())
@@ -201,6 +234,88 @@ func boot(ctx context.Context, cfg bootConfig, plan vmPlan, onResult func(*resul
 	return con, nil
 }
 
+// monitor sends the guest's VMTEST-HOST requests to qemu's HMP monitor.
+// What qemu answers is copied into the console log, which the console
+// reader writes too (hence a lockedWriter).
+type monitor struct {
+	sock    string
+	diskDir string
+	id      int
+	log     io.Writer
+	conn    net.Conn
+	mu      sync.Mutex // guards conn
+	done    chan struct{}
+}
+
+// run sends one command; "@DISKS@/" in it names the VM's disk files
+// ("@DISKS@/hot.img" is this VM's vmN-hot.img).
+func (m *monitor) run(cmd string) {
+	cmd = strings.ReplaceAll(cmd, "@DISKS@/", filepath.Join(m.diskDir, fmt.Sprintf("vm%d-", m.id)))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.conn == nil {
+		c, err := net.DialTimeout("unix", m.sock, 10*time.Second)
+		if err != nil {
+			fmt.Fprintf(m.log, "# host: monitor %s: %v\n", m.sock, err)
+			return
+		}
+		m.conn = c
+		m.done = make(chan struct{})
+		go func() {
+			defer close(m.done)
+			sc := bufio.NewScanner(c)
+			for sc.Scan() {
+				if l := hmpLine(sc.Text()); l != "" {
+					fmt.Fprintf(m.log, "# monitor: %s\n", l)
+				}
+			}
+		}()
+	}
+	fmt.Fprintf(m.log, "# host: %s\n", cmd)
+	if _, err := io.WriteString(m.conn, cmd+"\n"); err != nil {
+		fmt.Fprintf(m.log, "# host: monitor write: %v\n", err)
+	}
+}
+
+// close ends the connection and waits for its reader.
+func (m *monitor) close() {
+	m.mu.Lock()
+	c, done := m.conn, m.done
+	m.mu.Unlock()
+	if c != nil {
+		c.Close()
+		<-done
+	}
+}
+
+// hmpLine is what a line of the HMP monitor's output says: the monitor
+// echoes each typed character by redrawing the line between cursor
+// moves (ESC [ ... letter), so the last text between them is the line as
+// typed; prompts are dropped.
+func hmpLine(l string) string {
+	segs := ansiEscape.Split(strings.TrimRight(l, "\r"), -1)
+	last := ""
+	for _, s := range segs {
+		if s != "" {
+			last = s
+		}
+	}
+	return strings.TrimSpace(strings.ReplaceAll(last, "(qemu)", ""))
+}
+
+var ansiEscape = regexp.MustCompile(`\x1b\[[0-9;]*[A-Za-z]`)
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
 func cpuFor(accel string) string {
 	if accel == "kvm" {
 		return "host"
@@ -208,22 +323,27 @@ func cpuFor(accel string) string {
 	return "max"
 }
 
-// diskArgs gives a VM four blank local disks: one found by its serial
+// diskArgs gives a VM five blank local disks: one found by its serial
 // (virtio-blk), one by its WWN (a SCSI disk on virtio-scsi), one
 // (virtio-blk, serial VOLLUKS1) the luks scenario encrypts, and an NVMe
 // disk of its own size (96 MiB, serial VOLNVME1) the partition scenario
-// selects by an expression and partitions.
+// selects by an expression and partitions, and a virtio-blk disk (serial
+// VOLGROW1) the growdisk scenario resizes through the monitor. A sixth
+// file waits for the hotdisk scenario to hot-add it.
 func diskArgs(dir string, id int) ([]string, error) {
 	var files []string
-	for _, n := range []string{"serial", "wwn", "luks", "nvme"} {
+	for _, n := range []string{"serial", "wwn", "luks", "nvme", "grow", "hot"} {
 		p := filepath.Join(dir, fmt.Sprintf("vm%d-%s.img", id, n))
 		f, err := os.Create(p)
 		if err != nil {
 			return nil, err
 		}
 		size := int64(64 << 20)
-		if n == "nvme" {
+		switch n {
+		case "nvme":
 			size = 96 << 20
+		case "hot":
+			size = 48 << 20 // a size no other disk has: hotdisk checks it got this one
 		}
 		err = f.Truncate(size)
 		if cerr := f.Close(); err == nil {
@@ -244,6 +364,10 @@ func diskArgs(dir string, id int) ([]string, error) {
 		"-device", "virtio-blk-pci,drive=d3,serial=VOLLUKS1",
 		"-drive", "file=" + files[3] + ",if=none,id=d4,format=raw",
 		"-device", "nvme,drive=d4,serial=VOLNVME1",
+		"-drive", "file=" + files[4] + ",if=none,id=grow1,format=raw",
+		"-device", "virtio-blk-pci,drive=grow1,serial=VOLGROW1",
+		// files[5] (vmN-hot.img) is attached by the hotdisk scenario
+		// through the monitor.
 	}, nil
 }
 
@@ -261,13 +385,15 @@ func tail(path string, n int) string {
 }
 
 func TestConsoleParsing(t *testing.T) {
-	var ended []string
+	var ended, asked []string
 	c := newConsole()
 	c.onResult = func(r *result) { ended = append(ended, r.name) }
+	c.onHost = func(cmd string) { asked = append(asked, cmd) }
 	for _, l := range []string{
 		"Booting from ROM..\x1b[2JVMTEST-BOOTED 3.10\r",
 		"VMTEST-BEGIN smoke",
 		"VMTEST-LOG [3.2] nvmet up",
+		"[    4.0] virtio_blk virtio3: [vdc] new size VMTEST-HOST block_resize grow1 160M\r",
 		"[    4.1] nvme nvme0: new ctrl",
 		"VMTEST-RESULT smoke PASS 1.75",
 		"stray kernel line between scenarios",
@@ -283,8 +409,11 @@ func TestConsoleParsing(t *testing.T) {
 		t.Errorf("booted=%v done=%v, want true false", c.booted, c.done)
 	}
 	smoke := c.results["smoke"]
-	if smoke == nil || !smoke.passed || smoke.seconds != 1.75 || len(smoke.lines) != 2 {
-		t.Errorf("smoke = %+v, want a pass in 1.75 s with its 2 lines", smoke)
+	if smoke == nil || !smoke.passed || smoke.seconds != 1.75 || len(smoke.lines) != 3 {
+		t.Errorf("smoke = %+v, want a pass in 1.75 s with its 3 lines", smoke)
+	}
+	if strings.Join(asked, ";") != "block_resize grow1 160M" {
+		t.Errorf("host requests: %q, want the one block_resize", asked)
 	}
 	nv := c.results["nvme"]
 	if nv == nil || nv.passed || nv.detail != "volumes not Ready: nv1: Attaching" || len(nv.lines) != 1 {
@@ -299,6 +428,16 @@ func TestConsoleParsing(t *testing.T) {
 	for _, bad := range []string{"x", "nvme MAYBE 1", "nvme PASS soon"} {
 		if _, ok := parseResult(bad); ok {
 			t.Errorf("parseResult(%q) accepted a malformed line", bad)
+		}
+	}
+	for in, want := range map[string]string{
+		"QEMU 7.2.22 monitor - type 'help' for more information\r": "QEMU 7.2.22 monitor - type 'help' for more information",
+		"(qemu) ": "",
+		"\x1b[D\x1b[Dblock_re\x1b[K\x1b[D\x1b[Dblock_resize grow1 160M\x1b[K\r": "block_resize grow1 160M",
+		"Error: Device 'nope' not found\r":                                      "Error: Device 'nope' not found",
+	} {
+		if got := hmpLine(in); got != want {
+			t.Errorf("hmpLine(%q) = %q, want %q", in, got, want)
 		}
 	}
 	c.feed("VMTEST-DONE")
