@@ -19,28 +19,6 @@ import (
 // version is stamped by the Makefile (-ldflags -X main.version=...).
 var version = "dev"
 
-const usage = `volumed keeps this host's volumes attached, formatted and mounted as its manifests say.
-
-Usage:
-  volumed run      [--config-dir DIR]... [--state-dir DIR] [--socket PATH] [--metrics-address ADDR]
-                   [--resync DURATION] [--log-format text|json] [--log-level LEVEL]
-  volumed status   [NAME...] [-o table|json] [--socket PATH]
-  volumed validate [--strict] [--state-dir DIR] PATH...
-  volumed wait     NAME... [--timeout DURATION] [--fail-missing] [--socket PATH]
-  volumed shutdown --network [--undo] [--timeout DURATION] [--socket PATH]
-                   tear down iSCSI and NVMe-oF volumes before the network goes
-                   down (poweroff); they stay down until the agent exits or
-                   --undo sets them up again
-  volumed completion bash|zsh
-  volumed disks    [-o table|json] [--match EXPR] [--socket PATH]
-                   every whole disk with the facts a disk selector sees;
-                   --match tries a selector: which disk it picks, and why
-                   not the others
-  volumed version
-
-See volumed(8) and volumed.yaml(5).
-`
-
 const defaultSocket = "/run/volumed/volumed.sock"
 
 // The kernel hands a signal sent to the process (systemd's SIGTERM) to its
@@ -58,7 +36,7 @@ func main() {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stderr, usageText())
 		return 2
 	}
 	cmd, rest := args[0], args[1:]
@@ -86,9 +64,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case checkStateCommand:
 		return cmdCheckState(rest, stderr)
 	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(stdout, usageText())
 	default:
-		fmt.Fprintf(stderr, "volumed: unknown command %q\n\n%s", cmd, usage)
+		fmt.Fprintf(stderr, "volumed: unknown command %q\n\n%s", cmd, usageText())
 		return 2
 	}
 	if err != nil {
