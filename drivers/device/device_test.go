@@ -351,31 +351,6 @@ func TestFindPathRealLoop(t *testing.T) {
 	mustFail(t, f, Selector{Path: "/dev/null"}, "/dev/null is not a block device")
 }
 
-// TestFindSerialRealSysfs looks up, through the real /sys and /dev, a disk
-// of this machine that has a serial (a virtio disk of the VM).
-func TestFindSerialRealSysfs(t *testing.T) {
-	entries, err := os.ReadDir("/sys/block")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join("/sys/block", e.Name(), "serial"))
-		serial := strings.TrimSpace(strings.Trim(string(b), "\x00"))
-		if err != nil || serial == "" {
-			continue
-		}
-		d := mustFind(t, Finder{}, Selector{Serial: serial})
-		if d.Name != e.Name() || d.Device != "/dev/"+e.Name() || d.SizeBytes <= 0 {
-			t.Errorf("serial %q: got %+v, want /dev/%s", serial, d, e.Name())
-		}
-		return
-	}
-	// Hardware, not an install: a machine whose disks carry no serial has
-	// nothing to find here. test/vm's device scenario selects a real
-	// virtio disk by serial in any case.
-	t.Skip("no disk of this machine has a serial in /sys/block; test/vm's device scenario covers a real one")
-}
-
 func TestValidate(t *testing.T) {
 	for _, c := range []struct {
 		s    Selector
