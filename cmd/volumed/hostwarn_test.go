@@ -8,7 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/internal/hostcheck"
+	"github.com/volumed/volumed/kinds"
 )
 
 const xfsManifest = `apiVersion: volumed/v1
@@ -74,7 +76,7 @@ func TestValidateQuietWhenHostHasTools(t *testing.T) {
 	t.Setenv("PATH", bin)
 	h := hostcheck.Host{Root: root, Release: "test", LookPath: exec.LookPath}
 	var stderr bytes.Buffer
-	if n := hostWarnings(h, []string{f}, &stderr); n != 0 || stderr.Len() > 0 {
+	if n := hostWarnings(h, validVolumes(t, f), &stderr); n != 0 || stderr.Len() > 0 {
 		t.Fatalf("host warnings with xfs tools and xfs in the kernel: %d, %q; want none", n, stderr.String())
 	}
 	// The same manifest on a host without xfs is warned about, so the
@@ -82,7 +84,19 @@ func TestValidateQuietWhenHostHasTools(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "proc", "filesystems"), []byte("nodev\tproc\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if n := hostWarnings(h, []string{f}, &stderr); n == 0 || !strings.Contains(stderr.String(), "the xfs filesystem") {
+	if n := hostWarnings(h, validVolumes(t, f), &stderr); n == 0 || !strings.Contains(stderr.String(), "the xfs filesystem") {
 		t.Fatalf("host without xfs: %d warnings, %q; want one about the xfs filesystem", n, stderr.String())
 	}
+}
+
+// validVolumes are the volumes validate accepts in path.
+func validVolumes(t *testing.T, path string) []*manifest.Object {
+	t.Helper()
+	vols, probs := manifest.ValidateVolumes([]string{path}, manifest.Options{Kinds: kinds.Manifest(kinds.All())})
+	for _, p := range probs {
+		if !p.Warning {
+			t.Fatalf("%s: %v", path, p)
+		}
+	}
+	return vols
 }
