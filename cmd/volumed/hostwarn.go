@@ -5,13 +5,13 @@ import (
 
 	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/internal/hostcheck"
-	nvmekind "github.com/volumed/volumed/kinds/nvme"
+	"github.com/volumed/volumed/kinds/kind"
 )
 
 // hostWarnings writes a warning for each thing the volumes vols (as
-// validate accepted them) need that host lacks, as file:line:col: field:
+// validate accepted them, of the kinds ks) need that host lacks, as file:line:col: field:
 // reason, and returns how many it wrote.
-func hostWarnings(h hostcheck.Host, vols []*manifest.Object, stderr io.Writer) int {
+func hostWarnings(h hostcheck.Host, ks []kind.Kind, vols []*manifest.Object, stderr io.Writer) int {
 	n := 0
 	warn := func(o *manifest.Object, field string, lacks []hostcheck.Lack) {
 		for _, l := range lacks {
@@ -28,12 +28,10 @@ func hostWarnings(h hostcheck.Host, vols []*manifest.Object, stderr io.Writer) i
 		if v.Filesystem != nil && v.Filesystem.Type != "" {
 			warn(o, "spec.filesystem.type", h.Filesystem(v.Filesystem.Type))
 		}
-		if k := v.Source.Kind; k != "" {
-			transport := ""
-			if s, ok := v.Source.Spec.(*nvmekind.Source); ok {
-				transport = s.Transport
+		for _, k := range ks {
+			if k.Name() == v.Source.Kind {
+				warn(o, "spec.source."+k.Name(), h.Lacks(k.Needs(v.Source.Spec)))
 			}
-			warn(o, "spec.source."+k, h.Source(k, transport))
 		}
 	}
 	return n

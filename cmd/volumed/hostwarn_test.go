@@ -76,7 +76,7 @@ func TestValidateQuietWhenHostHasTools(t *testing.T) {
 	t.Setenv("PATH", bin)
 	h := hostcheck.Host{Root: root, Release: "test", LookPath: exec.LookPath}
 	var stderr bytes.Buffer
-	if n := hostWarnings(h, validVolumes(t, f), &stderr); n != 0 || stderr.Len() > 0 {
+	if n := hostWarnings(h, kinds.All(), validVolumes(t, f), &stderr); n != 0 || stderr.Len() > 0 {
 		t.Fatalf("host warnings with xfs tools and xfs in the kernel: %d, %q; want none", n, stderr.String())
 	}
 	// The same manifest on a host without xfs is warned about, so the
@@ -84,7 +84,7 @@ func TestValidateQuietWhenHostHasTools(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "proc", "filesystems"), []byte("nodev\tproc\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if n := hostWarnings(h, validVolumes(t, f), &stderr); n == 0 || !strings.Contains(stderr.String(), "the xfs filesystem") {
+	if n := hostWarnings(h, kinds.All(), validVolumes(t, f), &stderr); n == 0 || !strings.Contains(stderr.String(), "the xfs filesystem") {
 		t.Fatalf("host without xfs: %d warnings, %q; want one about the xfs filesystem", n, stderr.String())
 	}
 }

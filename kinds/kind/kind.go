@@ -14,6 +14,7 @@ import (
 	"github.com/volumed/volumed/agent"
 	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/firmware"
+	"github.com/volumed/volumed/internal/hostcheck"
 	"github.com/volumed/volumed/store"
 )
 
@@ -32,8 +33,10 @@ type Kind interface {
 	// Network: its volumes need the network (a link coming up retries
 	// them, `volumed shutdown --network` takes them down).
 	Network() bool
-	// Tools are the host programs the driver runs (e.g. iscsiadm).
-	Tools() []string
+	// Needs is what the driver asks of the host for spec (a source of
+	// this kind, or New's zero value): the programs it runs (e.g.
+	// iscsiadm) and the kernel modules it uses.
+	Needs(spec any) hostcheck.Needs
 }
 
 // Env is what attachers are built with.
