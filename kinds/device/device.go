@@ -5,7 +5,6 @@ package device
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/volumed/volumed/agent"
 	"github.com/volumed/volumed/agent/manifest"
@@ -39,8 +38,8 @@ func (Kind) Needs(any) hostcheck.Needs { return hostcheck.Needs{} }
 func (Kind) Check(spec any, c *manifest.Check) manifest.Caps {
 	d := spec.(*Source)
 	kind.ExactlyOne(c, "", kind.Field{Name: "path", Value: d.Path}, kind.Field{Name: "serial", Value: d.Serial}, kind.Field{Name: "wwn", Value: d.WWN})
-	if d.Path != "" && c.Path("path", d.Path) && !strings.HasPrefix(d.Path, "/dev/") {
-		c.Report("path", "must be under /dev")
+	if d.Path != "" {
+		kind.DevPath(c, "path", d.Path)
 	}
 	caps := manifest.Caps{Key: "device " + d.Path + d.Serial + d.WWN}
 	switch {

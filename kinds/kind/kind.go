@@ -135,3 +135,11 @@ func ExactlyOne(c *manifest.Check, field string, alts ...Field) {
 		c.Report(field, "exactly one of "+strings.Join(names, ", ")+" is required, got "+got)
 	}
 }
+
+// DevPath reports at field unless p is a clean absolute path under /dev
+// (a device node or one of udev's links to it).
+func DevPath(c *manifest.Check, field, p string) {
+	if c.Path(field, p) && !strings.HasPrefix(p, "/dev/") {
+		c.Report(field, "must be under /dev")
+	}
+}

@@ -73,9 +73,7 @@ func (Kind) Check(spec any, c *manifest.Check) manifest.Caps {
 	case r.Match != "":
 		disk.CheckMatch(c, "disk.match", r.Match)
 	case r.Path != "":
-		if c.Path("disk.path", r.Path) && !strings.HasPrefix(r.Path, "/dev/") {
-			c.Report("disk.path", "must be under /dev")
-		}
+		kind.DevPath(c, "disk.path", r.Path)
 	}
 	switch {
 	case s.Grow && s.Size != "":
