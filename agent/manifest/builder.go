@@ -129,6 +129,14 @@ func (b *Builder) Load() *Result {
 // problem. Mounts whose volume is not among them are reported with
 // Warning set.
 func Validate(paths []string, opts Options) []Problem {
+	_, probs := ValidateVolumes(paths, opts)
+	return probs
+}
+
+// ValidateVolumes is Validate that also returns the volumes it accepted,
+// for callers that check more of them (validate's host warnings) without
+// reading the files again.
+func ValidateVolumes(paths []string, opts Options) ([]*Object, []Problem) {
 	var probs []Problem
 	var files []string
 	for _, p := range paths {
@@ -168,8 +176,8 @@ func Validate(paths []string, opts Options) []Problem {
 	}
 	accepted, cp := resolve(cands, nil)
 	accepted, np := refuseUndeclaredNesting(accepted, nil)
-	_, _, out := split(accepted, append(append(probs, cp...), np...))
-	return out
+	vols, _, out := split(accepted, append(append(probs, cp...), np...))
+	return vols, out
 }
 
 // split sorts the accepted objects into volumes and mounts, adds a

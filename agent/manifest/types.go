@@ -29,6 +29,11 @@ type Object struct {
 	pos map[string]position
 }
 
+// ProblemAt is a Problem at field of o (a dotted path,
+// "spec.filesystem.type"), placed where the file wrote it, or at its
+// nearest written ancestor.
+func (o *Object) ProblemAt(field, reason string) Problem { return o.problem(field, reason) }
+
 type Metadata struct {
 	Name string `yaml:"name" json:"name"`
 }

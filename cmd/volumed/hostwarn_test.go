@@ -8,7 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/internal/hostcheck"
+	"github.com/volumed/volumed/kinds"
 )
 
 const xfsManifest = `apiVersion: volumed/v1
@@ -74,7 +76,7 @@ func TestValidateQuietWhenHostHasTools(t *testing.T) {
 	t.Setenv("PATH", bin)
 	h := hostcheck.Host{Root: root, Release: "test", LookPath: exec.LookPath}
 	var stderr bytes.Buffer
-	if n := hostWarnings(h, []string{f}, &stderr); n != 0 || stderr.Len() > 0 {
+	if n := hostWarnings(h, kinds.All(), validVolumes(t, f), &stderr); n != 0 || stderr.Len() > 0 {
 		t.Fatalf("host warnings with xfs tools and xfs in the kernel: %d, %q; want none", n, stderr.String())
 	}
 	// The same manifest on a host without xfs is warned about, so the
@@ -82,7 +84,64 @@ func TestValidateQuietWhenHostHasTools(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "proc", "filesystems"), []byte("nodev\tproc\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if n := hostWarnings(h, []string{f}, &stderr); n == 0 || !strings.Contains(stderr.String(), "the xfs filesystem") {
+	if n := hostWarnings(h, kinds.All(), validVolumes(t, f), &stderr); n == 0 || !strings.Contains(stderr.String(), "the xfs filesystem") {
 		t.Fatalf("host without xfs: %d warnings, %q; want one about the xfs filesystem", n, stderr.String())
+	}
+}
+
+// validVolumes are the volumes validate accepts in path.
+func validVolumes(t *testing.T, path string) []*manifest.Object {
+	t.Helper()
+	vols, probs := manifest.ValidateVolumes([]string{path}, manifest.Options{Kinds: kinds.Manifest(kinds.All())})
+	for _, p := range probs {
+		if !p.Warning {
+			t.Fatalf("%s: %v", path, p)
+		}
+	}
+	return vols
+}
+
+// TestValidateWarnsOfSourceModules: the warning about a source comes from
+// the volume's own spec (an NVMe/TCP volume needs nvme-tcp, which this
+// host lacks though it has nvme-fabrics) and points at its source.
+func TestValidateWarnsOfSourceModules(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{"proc", "dev"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"proc/filesystems", "dev/nvme-fabrics"} {
+		if err := os.WriteFile(filepath.Join(root, f), []byte("\text4\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin := t.TempDir()
+	for _, p := range []string{"mkfs.ext4", "resize2fs"} {
+		if err := os.WriteFile(filepath.Join(bin, p), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("PATH", bin)
+	f := filepath.Join(t.TempDir(), "fast.yaml")
+	if err := os.WriteFile(f, []byte(`apiVersion: volumed/v1
+kind: Volume
+metadata: { name: fast }
+spec:
+  source:
+    nvme: { transport: tcp, address: 192.0.2.11, nqn: "nqn.2026-01.com.example:fast", namespace: 1 }
+  filesystem: { type: ext4 }
+  mounts: [ { path: /srv/fast } ]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := hostcheck.Host{Root: root, Release: "test", LookPath: exec.LookPath}
+	var stderr bytes.Buffer
+	if n := hostWarnings(h, kinds.All(), validVolumes(t, f), &stderr); n != 1 {
+		t.Fatalf("%d warnings, want 1 (nvme-tcp); stderr:\n%s", n, stderr.String())
+	}
+	want := "warning: " + f + ":6:5: spec.source.nvme: volume fast: this host lacks NVMe/TCP in its kernel (no nvme-tcp module in /lib/modules/test; use a kernel with nvme-tcp)\n"
+	if stderr.String() != want {
+		t.Fatalf("stderr:\n%s\nwant:\n%s", stderr.String(), want)
 	}
 }

@@ -123,8 +123,12 @@ func describeKinds(ks []kind.Kind) string {
 	var out []string
 	for _, k := range ks {
 		s := k.Name()
-		if t := k.Tools(); len(t) > 0 {
-			s += " (needs " + strings.Join(t, ", ") + ")"
+		var tools []string
+		for _, p := range k.Needs(k.New()).Programs {
+			tools = append(tools, p.Name)
+		}
+		if len(tools) > 0 {
+			s += " (needs " + strings.Join(tools, ", ") + ")"
 		}
 		out = append(out, s)
 	}

@@ -330,7 +330,8 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	}
 	// Ownership is checked as root only: an image build tree may belong
 	// to the builder, and the agent checks again on the host.
-	probs := manifest.Validate(paths, manifest.Options{StateDir: *stateDir, CheckOwnership: os.Geteuid() == 0, Kinds: kinds.Manifest(kinds.All())})
+	ks := kinds.All()
+	vols, probs := manifest.ValidateVolumes(paths, manifest.Options{StateDir: *stateDir, CheckOwnership: os.Geteuid() == 0, Kinds: kinds.Manifest(ks)})
 	failed, warned := 0, 0
 	for _, p := range probs {
 		if p.Warning {
@@ -343,7 +344,7 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	}
 	// Images are often validated on a build host: what this host lacks
 	// is a warning unless --strict.
-	warned += hostWarnings(hostcheck.Local(), paths, stderr)
+	warned += hostWarnings(hostcheck.Local(), ks, vols, stderr)
 	if failed > 0 || (*strict && warned > 0) {
 		return 1
 	}

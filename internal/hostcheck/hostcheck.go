@@ -1,7 +1,8 @@
 // Package hostcheck says what a host lacks for the filesystems and source
 // kinds a set of manifests uses: the programs the drivers run and the
-// kernel features they need. Its inputs are plain names, so that whatever
-// knows a manifest's needs (today `volumed validate`) can ask it.
+// kernel features they need. Its inputs are plain names and the Needs each
+// kind declares, so that whatever knows a manifest's needs (today
+// `volumed validate`) can ask it.
 //
 // A manifest is often validated on a build host, not on the machine it is
 // for, so what this package finds is a warning, never a refusal.
@@ -52,10 +53,27 @@ func (l Lack) String() string {
 	return fmt.Sprintf("this host lacks %s (%s; %s)", l.What, l.Why, l.Fix)
 }
 
-type program struct{ name, why, pkg string }
+// Program is a program a driver runs, and the package that gives it.
+type Program struct{ Name, Why, Package string }
+
+// Module is a kernel feature a driver needs: there when the module is
+// loaded or built in (/sys/module/NAME, or /dev/DEV when set) or can be
+// loaded.
+type Module struct {
+	Name string // "nvme-tcp"
+	What string // "NVMe/TCP", for messages
+	Dev  string // "nvme-fabrics": the device the feature makes, if any
+}
+
+// Needs is what a source kind's driver asks of the host (kind.Kind's
+// Needs says it per kind, so this package knows no kind by name).
+type Needs struct {
+	Programs []Program
+	Modules  []Module
+}
 
 // filesystems are the programs blockfs runs per filesystem type.
-var filesystems = map[string][]program{
+var filesystems = map[string][]Program{
 	"ext4":  {{"mkfs.ext4", "formats ext4 volumes", "e2fsprogs"}, {"resize2fs", "grows ext4 filesystems", "e2fsprogs"}},
 	"xfs":   {{"mkfs.xfs", "formats xfs volumes", "xfsprogs"}, {"xfs_growfs", "grows xfs filesystems", "xfsprogs"}},
 	"btrfs": {{"mkfs.btrfs", "formats btrfs volumes", "btrfs-progs"}, {"btrfs", "grows and checks btrfs filesystems", "btrfs-progs"}},
@@ -65,12 +83,7 @@ var filesystems = map[string][]program{
 // fstype: its programs, and the filesystem in the kernel (built in, or a
 // module that can be loaded).
 func (h Host) Filesystem(fstype string) []Lack {
-	var out []Lack
-	for _, p := range filesystems[fstype] {
-		if _, err := h.LookPath(p.name); err != nil {
-			out = append(out, Lack{What: p.name, Why: p.why, Fix: "install " + p.pkg})
-		}
-	}
+	out := h.programs(filesystems[fstype])
 	if !h.kernelHasFilesystem(fstype) && !h.hasModule(fstype) {
 		out = append(out, Lack{What: "the " + fstype + " filesystem in its kernel",
 			Why: "not in /proc/filesystems, and no " + fstype + " module in " + h.modulesDir(),
@@ -79,32 +92,27 @@ func (h Host) Filesystem(fstype string) []Lack {
 	return out
 }
 
-// Source reports what the host lacks to attach a source of kind ("loop",
-// "iscsi", "nvme", ...; kinds that need nothing of the host lack nothing).
-// For nvme, transport ("tcp", "rdma") names the module it also needs.
-func (h Host) Source(kind, transport string) []Lack {
+// Lacks reports what of n the host lacks.
+func (h Host) Lacks(n Needs) []Lack {
+	out := h.programs(n.Programs)
+	for _, m := range n.Modules {
+		if (m.Dev != "" && h.exists("dev/"+m.Dev)) || h.exists("sys/module/"+strings.ReplaceAll(m.Name, "-", "_")) || h.hasModule(m.Name) {
+			continue
+		}
+		why := "no " + m.Name + " module in " + h.modulesDir()
+		if m.Dev != "" {
+			why = "no /dev/" + m.Dev + " and " + why
+		}
+		out = append(out, Lack{What: m.What + " in its kernel", Why: why, Fix: "use a kernel with " + m.Name})
+	}
+	return out
+}
+
+func (h Host) programs(ps []Program) []Lack {
 	var out []Lack
-	switch kind {
-	case "loop":
-		if !h.exists("dev/loop-control") && !h.exists("sys/module/loop") && !h.hasModule("loop") {
-			out = append(out, Lack{What: "loop devices in its kernel", Why: "no /dev/loop-control and no loop module in " + h.modulesDir(), Fix: "use a kernel with loop"})
-		}
-	case "iscsi":
-		if _, err := h.LookPath("iscsiadm"); err != nil {
-			out = append(out, Lack{What: "iscsiadm", Why: "logs in to iSCSI targets", Fix: "install open-iscsi"})
-		}
-		if !h.exists("sys/module/iscsi_tcp") && !h.hasModule("iscsi_tcp") {
-			out = append(out, Lack{What: "iSCSI in its kernel", Why: "no iscsi_tcp module in " + h.modulesDir(), Fix: "use a kernel with iscsi_tcp"})
-		}
-	case "nvme":
-		if !h.exists("dev/nvme-fabrics") && !h.hasModule("nvme-fabrics") {
-			out = append(out, Lack{What: "NVMe over Fabrics in its kernel", Why: "no /dev/nvme-fabrics and no nvme-fabrics module in " + h.modulesDir(), Fix: "use a kernel with nvme-fabrics"})
-		}
-		if transport != "" {
-			mod := "nvme-" + transport
-			if !h.exists("sys/module/"+strings.ReplaceAll(mod, "-", "_")) && !h.hasModule(mod) {
-				out = append(out, Lack{What: "NVMe/" + strings.ToUpper(transport) + " in its kernel", Why: "no " + mod + " module in " + h.modulesDir(), Fix: "use a kernel with " + mod})
-			}
+	for _, p := range ps {
+		if _, err := h.LookPath(p.Name); err != nil {
+			out = append(out, Lack{What: p.Name, Why: p.Why, Fix: "install " + p.Package})
 		}
 	}
 	return out

@@ -68,26 +68,3 @@ func TestFilesystemNotInProcButModule(t *testing.T) {
 		t.Fatalf("xfs as a loadable module: lacks %q, want nothing", whats(got))
 	}
 }
-
-func TestSources(t *testing.T) {
-	h := fakeHost(t, nil, "", "kernel/drivers/nvme/host/nvme-fabrics.ko.xz")
-	if got, want := whats(h.Source("loop", "")), "loop devices in its kernel"; got != want {
-		t.Errorf("loop without /dev/loop-control or a module lacks %q, want %q", got, want)
-	}
-	if got, want := whats(h.Source("iscsi", "")), "iscsiadm, iSCSI in its kernel"; got != want {
-		t.Errorf("iscsi lacks %q, want %q", got, want)
-	}
-	if got, want := whats(h.Source("nvme", "tcp")), "NVMe/TCP in its kernel"; got != want {
-		t.Errorf("nvme tcp lacks %q, want %q", got, want)
-	}
-	h2 := fakeHost(t, []string{"iscsiadm"}, "", "kernel/drivers/scsi/iscsi_tcp.ko", "kernel/drivers/nvme/host/nvme-tcp.ko", "kernel/drivers/block/loop.ko.xz")
-	if got := whats(h2.Source("loop", "")); got != "" {
-		t.Errorf("loop as a module lacks %q, want nothing", got)
-	}
-	if got, want := whats(h2.Source("nvme", "tcp")), "NVMe over Fabrics in its kernel"; got != want {
-		t.Errorf("nvme without nvme-fabrics lacks %q, want %q", got, want)
-	}
-	if got := whats(h2.Source("iscsi", "")); got != "" {
-		t.Errorf("iscsi with iscsiadm and iscsi_tcp lacks %q, want nothing", got)
-	}
-}

@@ -2,6 +2,7 @@ package layers
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -60,7 +61,7 @@ func Violations(rules []Layer, imports map[string][]string) []string {
 			name := "unlayered"
 			if to != nil {
 				name = to.Name
-				if contains(from.MayUse, to.Name) {
+				if slices.Contains(from.MayUse, to.Name) {
 					continue
 				}
 			}
@@ -70,13 +71,4 @@ func Violations(rules []Layer, imports map[string][]string) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

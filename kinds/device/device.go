@@ -5,11 +5,11 @@ package device
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/volumed/volumed/agent"
 	"github.com/volumed/volumed/agent/manifest"
 	devicedrv "github.com/volumed/volumed/drivers/device"
+	"github.com/volumed/volumed/internal/hostcheck"
 	"github.com/volumed/volumed/kinds/kind"
 	"github.com/volumed/volumed/store"
 )
@@ -28,18 +28,18 @@ type Source struct {
 // Kind describes the device source kind.
 type Kind struct{}
 
-func (Kind) Name() string     { return Name }
-func (Kind) Staged() bool     { return false }
-func (Kind) AwaitsDisk() bool { return true }
-func (Kind) Network() bool    { return false }
-func (Kind) New() any         { return new(Source) }
-func (Kind) Tools() []string  { return nil }
+func (Kind) Name() string              { return Name }
+func (Kind) Staged() bool              { return false }
+func (Kind) AwaitsDisk() bool          { return true }
+func (Kind) Network() bool             { return false }
+func (Kind) New() any                  { return new(Source) }
+func (Kind) Needs(any) hostcheck.Needs { return hostcheck.Needs{} }
 
 func (Kind) Check(spec any, c *manifest.Check) manifest.Caps {
 	d := spec.(*Source)
 	kind.ExactlyOne(c, "", kind.Field{Name: "path", Value: d.Path}, kind.Field{Name: "serial", Value: d.Serial}, kind.Field{Name: "wwn", Value: d.WWN})
-	if d.Path != "" && c.Path("path", d.Path) && !strings.HasPrefix(d.Path, "/dev/") {
-		c.Report("path", "must be under /dev")
+	if d.Path != "" {
+		kind.DevPath(c, "path", d.Path)
 	}
 	caps := manifest.Caps{Key: "device " + d.Path + d.Serial + d.WWN}
 	switch {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/volumed/volumed/agent"
 	"github.com/volumed/volumed/agent/manifest"
+	"github.com/volumed/volumed/internal/hostcheck"
 	"github.com/volumed/volumed/kinds/kind"
 )
 
@@ -30,12 +31,12 @@ type Create struct {
 // Kind describes the directory source kind.
 type Kind struct{}
 
-func (Kind) Name() string     { return Name }
-func (Kind) Staged() bool     { return true }
-func (Kind) AwaitsDisk() bool { return false }
-func (Kind) Network() bool    { return false }
-func (Kind) New() any         { return new(Source) }
-func (Kind) Tools() []string  { return nil }
+func (Kind) Name() string              { return Name }
+func (Kind) Staged() bool              { return true }
+func (Kind) AwaitsDisk() bool          { return false }
+func (Kind) Network() bool             { return false }
+func (Kind) New() any                  { return new(Source) }
+func (Kind) Needs(any) hostcheck.Needs { return hostcheck.Needs{} }
 
 func (Kind) Check(spec any, c *manifest.Check) manifest.Caps {
 	d := spec.(*Source)

@@ -24,6 +24,7 @@ import (
 	"github.com/volumed/volumed/agent/manifest"
 	devicedrv "github.com/volumed/volumed/drivers/device"
 	diskdrv "github.com/volumed/volumed/drivers/disk"
+	"github.com/volumed/volumed/internal/hostcheck"
 	"github.com/volumed/volumed/kinds/kind"
 	"github.com/volumed/volumed/store"
 )
@@ -42,12 +43,12 @@ type Source struct {
 // Kind describes the disk source kind.
 type Kind struct{}
 
-func (Kind) Name() string     { return Name }
-func (Kind) Staged() bool     { return false }
-func (Kind) AwaitsDisk() bool { return true }
-func (Kind) Network() bool    { return false }
-func (Kind) New() any         { return new(Source) }
-func (Kind) Tools() []string  { return nil }
+func (Kind) Name() string              { return Name }
+func (Kind) Staged() bool              { return false }
+func (Kind) AwaitsDisk() bool          { return true }
+func (Kind) Network() bool             { return false }
+func (Kind) New() any                  { return new(Source) }
+func (Kind) Needs(any) hostcheck.Needs { return hostcheck.Needs{} }
 
 func (Kind) Rules() []kind.Rule { return nil }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/volumed/volumed/agent"
 	"github.com/volumed/volumed/agent/manifest"
 	iscsidrv "github.com/volumed/volumed/drivers/iscsi"
+	"github.com/volumed/volumed/internal/hostcheck"
 	"github.com/volumed/volumed/kinds/kind"
 )
 
@@ -48,7 +49,12 @@ func (Kind) Staged() bool     { return false }
 func (Kind) AwaitsDisk() bool { return true }
 func (Kind) Network() bool    { return true }
 func (Kind) New() any         { return new(Source) }
-func (Kind) Tools() []string  { return []string{"iscsiadm"} }
+func (Kind) Needs(any) hostcheck.Needs {
+	return hostcheck.Needs{
+		Programs: []hostcheck.Program{{Name: "iscsiadm", Why: "logs in to iSCSI targets", Package: "open-iscsi"}},
+		Modules:  []hostcheck.Module{{Name: "iscsi_tcp", What: "iSCSI"}},
+	}
+}
 
 func (Kind) Check(spec any, c *manifest.Check) manifest.Caps {
 	s := spec.(*Source)

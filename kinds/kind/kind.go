@@ -14,6 +14,7 @@ import (
 	"github.com/volumed/volumed/agent"
 	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/firmware"
+	"github.com/volumed/volumed/internal/hostcheck"
 	"github.com/volumed/volumed/store"
 )
 
@@ -32,8 +33,10 @@ type Kind interface {
 	// Network: its volumes need the network (a link coming up retries
 	// them, `volumed shutdown --network` takes them down).
 	Network() bool
-	// Tools are the host programs the driver runs (e.g. iscsiadm).
-	Tools() []string
+	// Needs is what the driver asks of the host for spec (a source of
+	// this kind, or New's zero value): the programs it runs (e.g.
+	// iscsiadm) and the kernel modules it uses.
+	Needs(spec any) hostcheck.Needs
 }
 
 // Env is what attachers are built with.
@@ -130,5 +133,13 @@ func ExactlyOne(c *manifest.Check, field string, alts ...Field) {
 			got = strings.Join(set, " and ")
 		}
 		c.Report(field, "exactly one of "+strings.Join(names, ", ")+" is required, got "+got)
+	}
+}
+
+// DevPath reports at field unless p is a clean absolute path under /dev
+// (a device node or one of udev's links to it).
+func DevPath(c *manifest.Check, field, p string) {
+	if c.Path(field, p) && !strings.HasPrefix(p, "/dev/") {
+		c.Report(field, "must be under /dev")
 	}
 }

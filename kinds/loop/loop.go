@@ -7,6 +7,7 @@ import (
 
 	"github.com/volumed/volumed/agent"
 	"github.com/volumed/volumed/agent/manifest"
+	"github.com/volumed/volumed/internal/hostcheck"
 	"github.com/volumed/volumed/internal/safepath"
 	"github.com/volumed/volumed/kinds/kind"
 )
@@ -41,7 +42,9 @@ func (Kind) Staged() bool     { return false }
 func (Kind) AwaitsDisk() bool { return false }
 func (Kind) Network() bool    { return false }
 func (Kind) New() any         { return new(Source) }
-func (Kind) Tools() []string  { return nil }
+func (Kind) Needs(any) hostcheck.Needs {
+	return hostcheck.Needs{Modules: []hostcheck.Module{{Name: "loop", What: "loop devices", Dev: "loop-control"}}}
+}
 
 func (Kind) Check(spec any, c *manifest.Check) manifest.Caps {
 	l := spec.(*Source)

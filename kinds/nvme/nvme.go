@@ -11,6 +11,7 @@ import (
 	"github.com/volumed/volumed/agent"
 	"github.com/volumed/volumed/agent/manifest"
 	nvmedrv "github.com/volumed/volumed/drivers/nvme"
+	"github.com/volumed/volumed/internal/hostcheck"
 	"github.com/volumed/volumed/kinds/kind"
 )
 
@@ -47,7 +48,16 @@ func (Kind) Staged() bool     { return false }
 func (Kind) AwaitsDisk() bool { return true }
 func (Kind) Network() bool    { return true }
 func (Kind) New() any         { return new(Source) }
-func (Kind) Tools() []string  { return nil } // no nvme-cli: /dev/nvme-fabrics and sysfs
+
+// Needs: no nvme-cli (the driver writes /dev/nvme-fabrics and reads
+// sysfs), the fabrics module and the one of the source's transport.
+func (Kind) Needs(spec any) hostcheck.Needs {
+	n := hostcheck.Needs{Modules: []hostcheck.Module{{Name: "nvme-fabrics", What: "NVMe over Fabrics", Dev: "nvme-fabrics"}}}
+	if s, ok := spec.(*Source); ok && s.Transport != "" {
+		n.Modules = append(n.Modules, hostcheck.Module{Name: "nvme-" + s.Transport, What: "NVMe/" + strings.ToUpper(s.Transport)})
+	}
+	return n
+}
 
 func (Kind) Check(spec any, c *manifest.Check) manifest.Caps {
 	n := spec.(*Source)

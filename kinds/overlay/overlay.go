@@ -13,6 +13,7 @@ import (
 	"github.com/volumed/volumed/agent"
 	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/drivers/mount"
+	"github.com/volumed/volumed/internal/hostcheck"
 	"github.com/volumed/volumed/internal/safepath"
 	"github.com/volumed/volumed/kinds/kind"
 )
@@ -38,7 +39,7 @@ func (Kind) Name() string                     { return Name }
 func (Kind) Staged() bool                     { return true }
 func (Kind) AwaitsDisk() bool                 { return false }
 func (Kind) Network() bool                    { return false }
-func (Kind) Tools() []string                  { return nil }
+func (Kind) Needs(any) hostcheck.Needs        { return hostcheck.Needs{} }
 func (Kind) New() any                         { return new(Source) }
 func (Kind) Attacher(kind.Env) agent.Attacher { return attacher{kind.Unattached{Kind: Name}} }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/volumed/volumed/agent/manifest"
 	devicedrv "github.com/volumed/volumed/drivers/device"
 	partdrv "github.com/volumed/volumed/drivers/partition"
+	"github.com/volumed/volumed/internal/hostcheck"
 	"github.com/volumed/volumed/kinds/disk"
 	"github.com/volumed/volumed/kinds/kind"
 	"github.com/volumed/volumed/store"
@@ -50,12 +51,12 @@ type Source struct {
 // Kind describes the partition source kind.
 type Kind struct{}
 
-func (Kind) Name() string     { return Name }
-func (Kind) Staged() bool     { return false }
-func (Kind) AwaitsDisk() bool { return true }
-func (Kind) Network() bool    { return false }
-func (Kind) New() any         { return new(Source) }
-func (Kind) Tools() []string  { return nil }
+func (Kind) Name() string              { return Name }
+func (Kind) Staged() bool              { return false }
+func (Kind) AwaitsDisk() bool          { return true }
+func (Kind) Network() bool             { return false }
+func (Kind) New() any                  { return new(Source) }
+func (Kind) Needs(any) hostcheck.Needs { return hostcheck.Needs{} }
 
 func (Kind) Rules() []kind.Rule {
 	return []kind.Rule{
@@ -72,9 +73,7 @@ func (Kind) Check(spec any, c *manifest.Check) manifest.Caps {
 	case r.Match != "":
 		disk.CheckMatch(c, "disk.match", r.Match)
 	case r.Path != "":
-		if c.Path("disk.path", r.Path) && !strings.HasPrefix(r.Path, "/dev/") {
-			c.Report("disk.path", "must be under /dev")
-		}
+		kind.DevPath(c, "disk.path", r.Path)
 	}
 	switch {
 	case s.Grow && s.Size != "":

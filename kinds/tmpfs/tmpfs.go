@@ -10,6 +10,7 @@ import (
 	"github.com/volumed/volumed/agent"
 	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/drivers/mount"
+	"github.com/volumed/volumed/internal/hostcheck"
 	"github.com/volumed/volumed/kinds/kind"
 )
 
@@ -26,12 +27,12 @@ type Source struct {
 // Kind describes the tmpfs source kind.
 type Kind struct{}
 
-func (Kind) Name() string     { return Name }
-func (Kind) Staged() bool     { return true }
-func (Kind) AwaitsDisk() bool { return false }
-func (Kind) Network() bool    { return false }
-func (Kind) New() any         { return new(Source) }
-func (Kind) Tools() []string  { return nil }
+func (Kind) Name() string              { return Name }
+func (Kind) Staged() bool              { return true }
+func (Kind) AwaitsDisk() bool          { return false }
+func (Kind) Network() bool             { return false }
+func (Kind) New() any                  { return new(Source) }
+func (Kind) Needs(any) hostcheck.Needs { return hostcheck.Needs{} }
 
 func (Kind) Check(spec any, c *manifest.Check) manifest.Caps {
 	t := spec.(*Source)
