@@ -227,6 +227,19 @@ func (s *State) Attachments(skip, driver string) []store.Attachment {
 	return out
 }
 
+// Holder returns the volume other than skip whose record holds the
+// attachment identity, or "", without copying the records.
+func (s *State) Holder(identity, skip string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for n, v := range s.vols {
+		if n != skip && v.Attachment != nil && v.Attachment.Identity == identity {
+			return n
+		}
+	}
+	return ""
+}
+
 // Get returns a copy of one record, or nil.
 func (s *State) Get(name string) *store.Volume {
 	s.mu.Lock()
