@@ -74,10 +74,8 @@ func (a *Agent) attach(ctx context.Context, att Attacher, d *Desired) (Found, er
 // selectors (CEL disk expressions) may pick one disk, which no claim
 // checked at load time can see; the volume that recorded it first keeps it.
 func (a *Agent) heldByOther(name string, f Found) error {
-	for n, rec := range a.state.Snapshot() {
-		if n != name && rec.Attachment != nil && rec.Attachment.Identity == f.Identity {
-			return fmt.Errorf("%s (%s) is already volume %s's; two volumes never share it", f.Device, f.Identity, n)
-		}
+	if n := a.state.Holder(f.Identity, name); n != "" {
+		return fmt.Errorf("%s (%s) is already volume %s's; two volumes never share it", f.Device, f.Identity, n)
 	}
 	return nil
 }

@@ -23,9 +23,9 @@ type Attacher interface {
 	// the same identity, and its current device path.
 	Verify(ctx context.Context, a store.Attachment) (device string, ok bool, err error)
 	// Detach tears a recorded attachment down after checking its
-	// identity. others are the attachments the agent holds for other
-	// volumes of the same driver: a shared kernel object (an iSCSI
-	// session, an NVMe controller) is kept while one of them uses it.
+	// identity. The core calls it only when the kernel object may go
+	// (mayRelease: a shared session no other volume rides); others, the
+	// attachments of the driver's other volumes, is for information.
 	Detach(ctx context.Context, a store.Attachment, others []store.Attachment) error
 }
 

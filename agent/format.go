@@ -70,7 +70,7 @@ func newUUID() string {
 // A mount failure is never a reason: options, permissions or a path make
 // mounts fail on perfect filesystems.
 func (a *Agent) resumeFormat(ctx context.Context, d *Desired, dev string, sigs []Signature) (bool, error) {
-	uuid, pending := a.formatInterrupted(d.Name)
+	uuid, pending := a.formats.interruptedUUID(d.Name)
 	if !pending {
 		return false, nil
 	}
@@ -129,19 +129,38 @@ func (m *formatMemory) forgetRefused(name string) {
 	delete(m.refused, name)
 }
 
-// formatInterrupted returns the UUID of the format a crash left
-// uncertain for the volume, if one did.
-func (a *Agent) formatInterrupted(name string) (string, bool) {
-	a.formats.mu.Lock()
-	defer a.formats.mu.Unlock()
-	uuid, ok := a.formats.interrupted[name]
+// interruptedUUID returns the UUID of the format a crash left uncertain
+// for the volume, if one did.
+func (m *formatMemory) interruptedUUID(name string) (string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	uuid, ok := m.interrupted[name]
 	return uuid, ok
 }
 
-func (a *Agent) clearFormatInterrupted(name string) {
-	a.formats.mu.Lock()
-	defer a.formats.mu.Unlock()
-	delete(a.formats.interrupted, name)
+func (m *formatMemory) clearInterrupted(name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.interrupted, name)
+}
+
+func (m *formatMemory) refuse(name string, r refusedFormat) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.refused[name] = r
+}
+
+// refusedFor returns the refusal kept for the volume and whether one was
+// kept; a refusal made for another generation is forgotten as it is
+// returned.
+func (m *formatMemory) refusedFor(name, generation string) (refusedFormat, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.refused[name]
+	if ok && r.generation != generation {
+		delete(m.refused, name)
+	}
+	return r, ok
 }
 
 func mkfsArgs(fs *manifest.Filesystem, force bool) []string {

@@ -27,9 +27,7 @@ func (a *Agent) formatFailed(ctx context.Context, d *Desired, dev string, mkfsEr
 	}
 	refused := fmt.Errorf("%w; it left signatures on %s: %s; volumed does not format over it, mount it or wipe it, and will not try again until the manifest changes; if nothing on %s is wanted, run `wipefs -a %s`, then edit the manifest (or restart volumed)",
 		mkfsErr, dev, describeSignatures(sigs), dev, dev)
-	a.formats.mu.Lock()
-	a.formats.refused[d.Name] = refusedFormat{generation: d.Generation, err: refused}
-	a.formats.mu.Unlock()
+	a.formats.refuse(d.Name, refusedFormat{generation: d.Generation, err: refused})
 	a.conds.Set(d.Name, CondFormatRefused, "FormatFailed", refused.Error())
 	return permanent(refused)
 }
@@ -37,12 +35,7 @@ func (a *Agent) formatFailed(ctx context.Context, d *Desired, dev string, mkfsEr
 // formatRefusedFor returns the refusal of a failed format while the
 // manifest is the one it was made for; a changed manifest clears it.
 func (a *Agent) formatRefusedFor(d *Desired) error {
-	a.formats.mu.Lock()
-	r, ok := a.formats.refused[d.Name]
-	if ok && r.generation != d.Generation {
-		delete(a.formats.refused, d.Name)
-	}
-	a.formats.mu.Unlock()
+	r, ok := a.formats.refusedFor(d.Name, d.Generation)
 	switch {
 	case !ok:
 		return nil

@@ -81,6 +81,27 @@ func TestReconstructLeavesAnotherVolumesDisk(t *testing.T) {
 	}
 }
 
+// Without any record (a lost state file), two volumes whose selectors
+// both pick one disk never both adopt it at start-up: the first to be
+// reconstructed keeps it.
+func TestReconstructAdoptsOneDiskOnce(t *testing.T) {
+	a := sessionAgent(t, nil)
+	a.cfg.Attachers = map[string]Attacher{"fake": &oneDisk{present: true}}
+	a.manifests.replace(map[string]*Desired{"a": netVolume("a"), "b": netVolume("b")}, nil)
+	if err := a.reconstruct(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var holders []string
+	for _, n := range []string{"a", "b"} {
+		if rec := a.state.Get(n); rec != nil && rec.Attachment != nil {
+			holders = append(holders, n)
+		}
+	}
+	if len(holders) != 1 {
+		t.Errorf("volumes holding the one disk after start-up: %v, want exactly one", holders)
+	}
+}
+
 // coplanner records the others it is handed.
 type coplanner struct {
 	oneDisk

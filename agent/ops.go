@@ -53,7 +53,7 @@ func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
 	}
 	if pt, err := a.cfg.Mounter.At(a.stagingPath(d.Name)); err == nil && pt.Root {
 		// Mounted already: whatever format there was had finished.
-		a.clearFormatInterrupted(d.Name)
+		a.formats.clearInterrupted(d.Name)
 		return a.mountStaging(d, dev)
 	}
 	sigs, err := a.cfg.FS.Probe(ctx, dev)
@@ -82,7 +82,7 @@ func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
 			return a.formatFailed(ctx, d, dev, err)
 		}
 	}
-	a.clearFormatInterrupted(d.Name)
+	a.formats.clearInterrupted(d.Name)
 	err = a.mountStaging(d, dev)
 	a.noteMountResult(d, err)
 	return err

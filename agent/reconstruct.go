@@ -94,6 +94,11 @@ func (a *Agent) reconstruct(ctx context.Context) error {
 		v := a.probeVolume(ctx, name, recs[name], d, mounts, pending[name], ownedLists, strays, holders)
 		if v.Attachment != nil {
 			claimed[v.Attachment.Identity] = true
+			if holders[v.Attachment.Identity] == "" {
+				// Adopted without a record: a later volume whose selector
+				// picks the same disk leaves it to this one.
+				holders[v.Attachment.Identity] = name
+			}
 			if v.Attachment.Owned {
 				a.sessions.add(sessionKey(v.Attachment.Driver, v.Attachment.Session))
 			}

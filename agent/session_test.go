@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"path/filepath"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -50,12 +49,12 @@ func (f *fakeTarget) Verify(context.Context, store.Attachment) (string, bool, er
 	return "", true, nil
 }
 
-func (f *fakeTarget) Detach(_ context.Context, a store.Attachment, others []store.Attachment) error {
+// Detach tears down whenever called, as the real adapters do: whether a
+// shared session may go is the core's call (mayRelease), which the tests
+// check.
+func (f *fakeTarget) Detach(context.Context, store.Attachment, []store.Attachment) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if slices.ContainsFunc(others, func(o store.Attachment) bool { return o.Session == a.Session }) {
-		return nil
-	}
 	if f.connected {
 		f.connected = false
 		f.disconnects++

@@ -189,20 +189,27 @@ func (s *State) settle(name string) error {
 
 // Snapshot returns a deep copy of every record.
 func (s *State) Snapshot() map[string]*store.Volume {
-	out, _ := s.VersionedSnapshot()
-	return out
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.snapshot()
 }
 
 // VersionedSnapshot is Snapshot with each volume's record version (see
-// Version), taken together.
+// Version), taken together. Only the pass needs the versions: the map
+// keeps every volume ever seen, so the other readers (a kernel event,
+// the status) do not copy it.
 func (s *State) VersionedSnapshot() (map[string]*store.Volume, map[string]uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.snapshot(), maps.Clone(s.versions)
+}
+
+func (s *State) snapshot() map[string]*store.Volume {
 	out := make(map[string]*store.Volume, len(s.vols))
 	for n, v := range s.vols {
 		out[n] = cloneVolume(v)
 	}
-	return out, maps.Clone(s.versions)
+	return out
 }
 
 // Version counts the changes made to a volume's record so far: a record
@@ -225,6 +232,19 @@ func (s *State) Attachments(skip, driver string) []store.Attachment {
 		}
 	}
 	return out
+}
+
+// Holder returns the volume other than skip whose record holds the
+// attachment identity, or "", without copying the records.
+func (s *State) Holder(identity, skip string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for n, v := range s.vols {
+		if n != skip && v.Attachment != nil && v.Attachment.Identity == identity {
+			return n
+		}
+	}
+	return ""
 }
 
 // Get returns a copy of one record, or nil.

@@ -1,6 +1,13 @@
 package agent
 
-import "testing"
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/volumed/volumed/store"
+)
 
 func TestPartitionOf(t *testing.T) {
 	for _, c := range []struct {
@@ -20,5 +27,44 @@ func TestPartitionOf(t *testing.T) {
 		if got := partitionOf(c.part, c.disk); got != c.want {
 			t.Errorf("partitionOf(%q, %q) = %v, want %v", c.part, c.disk, got, c.want)
 		}
+	}
+}
+
+// refreshingTarget is a fakeTarget whose devices can change size: it
+// counts the Refresh calls by device.
+type refreshingTarget struct {
+	*fakeTarget
+	refreshed []string
+}
+
+func (r *refreshingTarget) Refresh(_ context.Context, at store.Attachment) error {
+	r.refreshed = append(r.refreshed, at.Device)
+	return nil
+}
+
+// A disk's change uevent names the disk, which no volume holds: a staged
+// volume on one of its partitions is refreshed (its table rewritten) and
+// its growth checked, and a pass is due; a volume on another disk is left
+// alone.
+func TestWakeOnDiskChangeRefreshesItsPartitions(t *testing.T) {
+	r := &refreshingTarget{fakeTarget: &fakeTarget{}}
+	a := sessionAgent(t, &fakeTarget{})
+	a.cfg.Attachers = map[string]Attacher{"fake": r}
+	staged := func(name, dev string) *store.Volume {
+		return &store.Volume{Name: name, Driver: "fake",
+			Attachment: &store.Attachment{Driver: "fake", Device: dev, Identity: "fake:" + name},
+			Staging:    &store.MountRecord{Path: "/s/" + name, Owned: true}}
+	}
+	a.state = NewState(a.cfg.Store, time.Now, map[string]*store.Volume{
+		"p": staged("p", "/dev/vdc1"), "q": staged("q", "/dev/vdd1")})
+	if !a.wake(context.Background(), Wake{Reason: "disk change", Grow: true, Device: "vdc"}) {
+		t.Fatal("a change of the disk under a volume's partition did not ask for a pass")
+	}
+	if !slices.Equal(r.refreshed, []string{"/dev/vdc1"}) {
+		t.Fatalf("refreshed %v, want only the partition on vdc", r.refreshed)
+	}
+	all, devices := a.growth.take()
+	if all || !devices["vdc1"] || devices["vdd1"] {
+		t.Fatalf("growth check asked for all=%v devices=%v, want vdc1 alone", all, devices)
 	}
 }

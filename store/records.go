@@ -109,7 +109,7 @@ func (s *Store) Begin(in Intent) (uint64, error) {
 // Finish atomically, in one durable transaction, deletes the intent and writes the outcome:
 // v != nil puts the record v (keyed by v.Name); v == nil deletes the record of volume name.
 func (s *Store) Finish(intentID uint64, name string, v *Volume) error {
-	return s.finish(intentID, name, v, nil)
+	return s.finish(intentID, name, v, true, nil)
 }
 
 // FinishLater is Finish without waiting for the fsync: the outcome is
@@ -119,9 +119,9 @@ func (s *Store) Finish(intentID uint64, name string, v *Volume) error {
 // the next intent's fsync carries it to disk. A commit that fails (a full
 // or failing state filesystem) is not: failed, when set, is told, on the
 // commit goroutine, so that the caller keeps the outcome and retries it
-// (Settle); it must not block.
+// (Settle); it must not block. A nil failed still does not wait.
 func (s *Store) FinishLater(intentID uint64, name string, v *Volume, failed func(error)) error {
-	return s.finish(intentID, name, v, failed)
+	return s.finish(intentID, name, v, false, failed)
 }
 
 // Settle durably resolves intents whose outcome could not be recorded:
@@ -171,7 +171,7 @@ func putRecord(tx *bbolt.Tx, name string, data []byte) error {
 	return tx.Bucket(bucketVolumes).Put([]byte(name), data)
 }
 
-func (s *Store) finish(intentID uint64, name string, v *Volume, later func(error)) error {
+func (s *Store) finish(intentID uint64, name string, v *Volume, wait bool, failed func(error)) error {
 	data, err := s.recordData(name, v)
 	if err != nil {
 		return fmt.Errorf("finish intent %d: %w", intentID, err)
@@ -190,10 +190,10 @@ func (s *Store) finish(intentID uint64, name string, v *Volume, later func(error
 	if ferr := s.fault(s.opOf(intentID), "finish"); ferr != nil {
 		fn = func(*bbolt.Tx) error { return ferr }
 	}
-	if later != nil {
-		err = s.send(&request{fn: fn, failed: later})
-	} else {
+	if wait {
 		err = s.do(fn)
+	} else {
+		err = s.send(&request{fn: fn, failed: failed})
 	}
 	if err != nil {
 		return fmt.Errorf("finish intent %d of %s: %w", intentID, name, err)
