@@ -24,9 +24,8 @@ type Attacher interface {
 	Verify(ctx context.Context, a store.Attachment) (device string, ok bool, err error)
 	// Detach tears a recorded attachment down after checking its
 	// identity. The core calls it only when the kernel object may go
-	// (mayRelease: a shared session no other volume rides); others, the
-	// attachments of the driver's other volumes, is for information.
-	Detach(ctx context.Context, a store.Attachment, others []store.Attachment) error
+	// (mayRelease: what volumed made, and a session no other volume rides).
+	Detach(ctx context.Context, a store.Attachment) error
 }
 
 // Found is one attachment of a source seen in the kernel.

@@ -29,7 +29,7 @@ func (o *oneDisk) Verify(context.Context, store.Attachment) (string, bool, error
 	return "/dev/sdz", true, nil
 }
 
-func (o *oneDisk) Detach(context.Context, store.Attachment, []store.Attachment) error { return nil }
+func (o *oneDisk) Detach(context.Context, store.Attachment) error { return nil }
 
 // Two volumes never record one disk: the first keeps it, the newcomer is
 // refused, whether the disk was found in place or handed by Attach.

@@ -398,7 +398,7 @@ func (a *Agent) opDetach(ctx context.Context, name, driver string) error {
 				return err
 			}
 			at.Owned = true
-			detach := func(ctx context.Context) error { return att.Detach(ctx, at, sharers) }
+			detach := func(ctx context.Context) error { return att.Detach(ctx, at) }
 			if err := a.teardownStep(ctx, name, "detach", at.Device, 0, detach); err != nil {
 				return err
 			}

@@ -344,7 +344,7 @@ func (a *Agent) detachOrphans(ctx context.Context, ownedLists map[string][]store
 				a.cfg.Log.Warn("orphan attachment is mounted; left alone", "device", o.Device, "identity", o.Identity)
 				continue
 			}
-			if err := att.Detach(ctx, o, nil); err != nil {
+			if err := att.Detach(ctx, o); err != nil {
 				a.cfg.Log.Warn("detach orphan attachment", "device", o.Device, "error", err)
 				continue
 			}

@@ -104,4 +104,4 @@ func (a attacher) Verify(_ context.Context, at store.Attachment) (string, bool, 
 	return disk.Device, ok, err
 }
 
-func (attacher) Detach(context.Context, store.Attachment, []store.Attachment) error { return nil }
+func (attacher) Detach(context.Context, store.Attachment) error { return nil }

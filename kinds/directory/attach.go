@@ -86,7 +86,7 @@ func (attacher) Verify(_ context.Context, a store.Attachment) (string, bool, err
 	return a.Device, fi.IsDir(), nil
 }
 
-func (attacher) Detach(context.Context, store.Attachment, []store.Attachment) error { return nil }
+func (attacher) Detach(context.Context, store.Attachment) error { return nil }
 
 func (attacher) Stage(_ context.Context, d *agent.Desired, staging string) error {
 	src, err := kind.Spec[Source](d, Name)

@@ -204,4 +204,4 @@ func (a attacher) Verify(_ context.Context, at store.Attachment) (string, bool, 
 	return a.rv.Locate(at.Identity)
 }
 
-func (attacher) Detach(context.Context, store.Attachment, []store.Attachment) error { return nil }
+func (attacher) Detach(context.Context, store.Attachment) error { return nil }

@@ -79,7 +79,7 @@ func (a attacher) Verify(_ context.Context, at store.Attachment) (string, bool, 
 	return disk.Device, ok, err
 }
 
-func (a attacher) Detach(ctx context.Context, at store.Attachment, others []store.Attachment) error {
+func (a attacher) Detach(ctx context.Context, at store.Attachment) error {
 	t, _, err := iscsidrv.ParseIdentity(at.Identity)
 	if err != nil {
 		return err

@@ -112,7 +112,7 @@ func (Unattached) Verify(_ context.Context, a store.Attachment) (string, bool, e
 	return a.Device, true, nil
 }
 
-func (Unattached) Detach(context.Context, store.Attachment, []store.Attachment) error { return nil }
+func (Unattached) Detach(context.Context, store.Attachment) error { return nil }
 
 // Field is one of a set of alternative fields, as a check sees it.
 type Field struct{ Name, Value string }

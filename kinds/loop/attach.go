@@ -187,7 +187,7 @@ func checkRoom(src *Source, growing bool) error {
 // show as a failed detach naming it, not as one that never ends.
 const loopDetachWait = 10 * time.Second
 
-func (attacher) Detach(ctx context.Context, a store.Attachment, _ []store.Attachment) error {
+func (attacher) Detach(ctx context.Context, a store.Attachment) error {
 	dev, err := byIdentity(a)
 	if err != nil || dev == nil {
 		return err

@@ -67,7 +67,7 @@ func (a attacher) Verify(ctx context.Context, at store.Attachment) (string, bool
 	return ns.Device, ok, err
 }
 
-func (a attacher) Detach(ctx context.Context, at store.Attachment, others []store.Attachment) error {
+func (a attacher) Detach(ctx context.Context, at store.Attachment) error {
 	t, _, err := nvmedrv.ParseIdentity(at.Identity)
 	if err != nil {
 		return err

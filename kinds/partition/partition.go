@@ -306,7 +306,7 @@ func (a attacher) Refresh(ctx context.Context, at store.Attachment) error {
 }
 
 // Detach leaves the partition: its data is the user's to delete.
-func (attacher) Detach(context.Context, store.Attachment, []store.Attachment) error { return nil }
+func (attacher) Detach(context.Context, store.Attachment) error { return nil }
 
 // waitNode waits (bounded) for devtmpfs to make a node the kernel has
 // just announced: it does so asynchronously.
