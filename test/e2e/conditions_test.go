@@ -33,13 +33,6 @@ spec:
 `, name, file, size, fs, e.target(name)))
 }
 
-func conditionOf(v *api.Volume, typ string) (api.Condition, bool) {
-	if c := condition(v, typ); c != nil {
-		return *c, true
-	}
-	return api.Condition{}, false
-}
-
 // waitCondition waits until the status shows volume name not Ready with
 // a condition of type typ whose message holds every one of words.
 func (e *env) waitCondition(name, typ string, words ...string) api.Condition {
@@ -47,8 +40,8 @@ func (e *env) waitCondition(name, typ string, words ...string) api.Condition {
 	var got api.Condition
 	e.waitFor(name+" "+typ+" "+strings.Join(words, ","), func(st *api.Status) bool {
 		v := find(st, name)
-		c, ok := conditionOf(v, typ)
-		if !ok || v.Phase == api.PhaseReady {
+		c := condition(v, typ)
+		if c == nil || v.Phase == api.PhaseReady {
 			return false
 		}
 		for _, w := range words {
@@ -56,7 +49,7 @@ func (e *env) waitCondition(name, typ string, words ...string) api.Condition {
 				return false
 			}
 		}
-		got = c
+		got = *c
 		return true
 	})
 	return got
