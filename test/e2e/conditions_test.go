@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -204,33 +203,13 @@ func TestBackingFull(t *testing.T) {
 	e.start()
 	e.waitReady("f")
 
-	filler := filepath.Join(small, "filler")
-	fill(t, filler)
+	filler := fillDir(t, small)
 	e.waitCondition("f", "BackingFull", small, "free")
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
 	if v := find(e.waitReady("f"), "f"); len(v.Conditions) != 0 {
 		t.Errorf("conditions after space was freed: %+v", v.Conditions)
-	}
-}
-
-// fill writes p until its filesystem is full.
-func fill(t *testing.T, p string) {
-	t.Helper()
-	f, err := os.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 1<<20)
-	for {
-		if _, err := f.Write(buf); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatal(err)
-			}
-			return
-		}
 	}
 }
 
