@@ -40,13 +40,8 @@ func (e *env) waitCondition(name, typ string, words ...string) api.Condition {
 	e.waitFor(name+" "+typ+" "+strings.Join(words, ","), func(st *api.Status) bool {
 		v := find(st, name)
 		c := condition(v, typ)
-		if c == nil || v.Phase == api.PhaseReady {
+		if c == nil || v.Phase == api.PhaseReady || !containsAll(c.Message, words) {
 			return false
-		}
-		for _, w := range words {
-			if !strings.Contains(c.Message, w) {
-				return false
-			}
 		}
 		got = *c
 		return true
