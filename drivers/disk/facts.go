@@ -275,7 +275,9 @@ func LookAt(ctx context.Context, path string, size int64, sectorSize int) (Look,
 		return Look{}, err
 	}
 	lk := Look{Signatures: sigs}
-	if len(sigs) == 0 {
+	// The probe looks for a GPT header wherever gpt.Read does: with none
+	// found there is no table to read, and the disk is not opened again.
+	if !slices.ContainsFunc(sigs, func(s blockfs.Signature) bool { return s.Type == "gpt" }) {
 		return lk, nil
 	}
 	f, err := os.Open(path)
