@@ -470,13 +470,7 @@ func TestMkfs(t *testing.T) {
 func losetup(t *testing.T, img string) string {
 	t.Helper()
 	need(t, "losetup")
-	dev := strings.TrimSpace(runCmd(t, "", "losetup", "-f", "--show", img))
-	t.Cleanup(func() {
-		if out, err := exec.Command("losetup", "-d", dev).CombinedOutput(); err != nil {
-			t.Errorf("losetup -d %s: %v: %s", dev, err, out)
-		}
-	})
-	return dev
+	return testtool.Losetup(t, img)
 }
 
 func mountAt(t *testing.T, dev, fstype string) string {

@@ -221,3 +221,23 @@ func TestFactsSelector(t *testing.T) {
 		}
 	}
 }
+
+// Select orders the disks itself: given them in any order, it picks and
+// reports the first match by path, not the first in the slice.
+func TestSelectOrdersByPath(t *testing.T) {
+	disks := list(t)
+	slices.Reverse(disks)
+	s, err := Compile(`disk.blank && !disk.removable && disk.transport in ["sata", "scsi"]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel := s.Select(disks)
+	if sel.Chosen == nil || sel.Chosen.Path != "/dev/sdb" || sel.Why != "2 disks match (/dev/sdb, /dev/sde); /dev/sdb is the first by path" {
+		t.Errorf("chosen %+v, why %q", sel.Chosen, sel.Why)
+	}
+	for i := 1; i < len(sel.Verdicts); i++ {
+		if Compare(sel.Verdicts[i-1].Disk.Path, sel.Verdicts[i].Disk.Path) > 0 {
+			t.Errorf("verdicts not in path order: %s before %s", sel.Verdicts[i-1].Disk.Path, sel.Verdicts[i].Disk.Path)
+		}
+	}
+}

@@ -256,25 +256,14 @@ func (l Lister) transport(dir, name string) string {
 }
 
 func (l Lister) partitions(dir string) ([]Partition, error) {
-	ents, err := os.ReadDir(dir)
+	ps, err := device.Partitions(dir)
 	if err != nil {
 		return nil, err
 	}
-	out := []Partition{}
-	for _, e := range ents {
-		sub := filepath.Join(dir, e.Name())
-		if !e.IsDir() || !fileExists(filepath.Join(sub, "partition")) {
-			continue
-		}
-		n, err1 := strconv.Atoi(attr(sub, "partition"))
-		start, err2 := strconv.ParseInt(attr(sub, "start"), 10, 64)
-		size, err3 := strconv.ParseInt(attr(sub, "size"), 10, 64)
-		if err := errors.Join(err1, err2, err3); err != nil {
-			return nil, fmt.Errorf("partition %s: %w", e.Name(), err)
-		}
-		out = append(out, Partition{Number: n, Name: e.Name(), Path: l.dev(device.NodeName(sub)), Start: start * 512, Size: size * 512})
+	out := make([]Partition, len(ps))
+	for i, p := range ps {
+		out[i] = Partition{Number: p.Number, Name: p.Name, Path: l.dev(p.Node), Start: p.Start, Size: p.Size}
 	}
-	slices.SortFunc(out, func(a, b Partition) int { return a.Number - b.Number })
 	return out, nil
 }
 
@@ -286,7 +275,9 @@ func LookAt(ctx context.Context, path string, size int64, sectorSize int) (Look,
 		return Look{}, err
 	}
 	lk := Look{Signatures: sigs}
-	if len(sigs) == 0 {
+	// The probe looks for a GPT header wherever gpt.Read does: with none
+	// found there is no table to read, and the disk is not opened again.
+	if !slices.ContainsFunc(sigs, func(s blockfs.Signature) bool { return s.Type == "gpt" }) {
 		return lk, nil
 	}
 	f, err := os.Open(path)

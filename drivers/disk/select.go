@@ -231,11 +231,7 @@ func (s *Selector) Select(disks []Facts) Selection {
 }
 
 func sortedByPath(disks []Facts) []Facts {
-	out := append([]Facts(nil), disks...)
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && Compare(out[j-1].Path, out[j].Path) > 0; j-- {
-			out[j-1], out[j] = out[j], out[j-1]
-		}
-	}
+	out := slices.Clone(disks)
+	slices.SortStableFunc(out, func(a, b Facts) int { return Compare(a.Path, b.Path) })
 	return out
 }

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -385,4 +386,12 @@ func TestApplyKernelDisagrees(t *testing.T) {
 	if hashFile(t, img) != before {
 		t.Fatal("the disk changed")
 	}
+}
+
+func readInt(p string) (int64, error) {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 }

@@ -1,12 +1,7 @@
 package partition
 
 import (
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -23,49 +18,17 @@ type kpart struct {
 	devName     string
 }
 
-// kernelParts reads the partitions the kernel has for the disk whose
-// sysfs directory is dir, by number.
+// kernelParts is device.Partitions by number.
 func kernelParts(dir string) (map[int]kpart, error) {
-	ents, err := os.ReadDir(dir)
+	ps, err := device.Partitions(dir)
 	if err != nil {
 		return nil, err
 	}
-	out := map[int]kpart{}
-	for _, e := range ents {
-		if !e.IsDir() {
-			continue
-		}
-		sub := filepath.Join(dir, e.Name())
-		num, err := readInt(filepath.Join(sub, "partition"))
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		start, err := readInt(filepath.Join(sub, "start"))
-		if err != nil {
-			return nil, err
-		}
-		size, err := readInt(filepath.Join(sub, "size"))
-		if err != nil {
-			return nil, err
-		}
-		out[int(num)] = kpart{number: int(num), start: start * 512, size: size * 512, devName: device.NodeName(sub)}
+	out := make(map[int]kpart, len(ps))
+	for _, p := range ps {
+		out[p.Number] = kpart{number: p.Number, start: p.Start, size: p.Size, devName: p.Node}
 	}
 	return out, nil
-}
-
-func readInt(p string) (int64, error) {
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return 0, err
-	}
-	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	if err != nil || v < 0 {
-		return 0, fmt.Errorf("%s: %q is not a count", p, strings.TrimSpace(string(b)))
-	}
-	return v, nil
 }
 
 // tellKernel makes the kernel's partition e.Index match the entry: added

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -33,13 +32,6 @@ spec:
 `, name, file, size, fs, e.target(name)))
 }
 
-func conditionOf(v *api.Volume, typ string) (api.Condition, bool) {
-	if c := condition(v, typ); c != nil {
-		return *c, true
-	}
-	return api.Condition{}, false
-}
-
 // waitCondition waits until the status shows volume name not Ready with
 // a condition of type typ whose message holds every one of words.
 func (e *env) waitCondition(name, typ string, words ...string) api.Condition {
@@ -47,16 +39,11 @@ func (e *env) waitCondition(name, typ string, words ...string) api.Condition {
 	var got api.Condition
 	e.waitFor(name+" "+typ+" "+strings.Join(words, ","), func(st *api.Status) bool {
 		v := find(st, name)
-		c, ok := conditionOf(v, typ)
-		if !ok || v.Phase == api.PhaseReady {
+		c := condition(v, typ)
+		if c == nil || v.Phase == api.PhaseReady || !containsAll(c.Message, words) {
 			return false
 		}
-		for _, w := range words {
-			if !strings.Contains(c.Message, w) {
-				return false
-			}
-		}
-		got = c
+		got = *c
 		return true
 	})
 	return got
@@ -211,33 +198,13 @@ func TestBackingFull(t *testing.T) {
 	e.start()
 	e.waitReady("f")
 
-	filler := filepath.Join(small, "filler")
-	fill(t, filler)
+	filler := fillDir(t, small)
 	e.waitCondition("f", "BackingFull", small, "free")
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
 	if v := find(e.waitReady("f"), "f"); len(v.Conditions) != 0 {
 		t.Errorf("conditions after space was freed: %+v", v.Conditions)
-	}
-}
-
-// fill writes p until its filesystem is full.
-func fill(t *testing.T, p string) {
-	t.Helper()
-	f, err := os.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 1<<20)
-	for {
-		if _, err := f.Write(buf); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatal(err)
-			}
-			return
-		}
 	}
 }
 

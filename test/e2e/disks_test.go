@@ -46,12 +46,7 @@ func row(t *testing.T, rows []diskRow, path string) diskRow {
 // and names the volume on a disk when the agent runs.
 func TestDisksCommand(t *testing.T) {
 	e := newEnv(t)
-	img := e.image("blank.img", 64<<20)
-	out, err := exec.Command("losetup", "-f", "--show", "-P", img).CombinedOutput()
-	if err != nil {
-		t.Fatalf("losetup: %v: %s", err, out)
-	}
-	blank := strings.TrimSpace(string(out)) // detached by the env's cleanup
+	blank, _ := e.loopDisk("blank.img", 64<<20)
 
 	// No agent: the facts alone.
 	r := row(t, disksJSON(t, "--socket", e.socket), blank)
@@ -60,7 +55,7 @@ func TestDisksCommand(t *testing.T) {
 	}
 
 	match := fmt.Sprintf(`disk.path == %q && disk.blank`, blank)
-	out, err = exec.Command(volumedBin, "disks", "--socket", e.socket, "--match", match).CombinedOutput()
+	out, err := exec.Command(volumedBin, "disks", "--socket", e.socket, "--match", match).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "picks "+blank+" is the only disk that matches") {
 		t.Errorf("disks --match: %v\n%s", err, out)
 	}

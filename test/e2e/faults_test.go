@@ -57,24 +57,12 @@ func (e *env) reboot() {
 // faultManifest writes a loop volume with one target and the given mount
 // options.
 func (e *env) faultManifest(name, fstype string, mountOptions ...string) {
-	opts := ""
+	e.t.Helper()
+	fs := "type: " + fstype
 	if len(mountOptions) > 0 {
-		opts = fmt.Sprintf("    mountOptions: [%s]\n", strings.Join(mountOptions, ", "))
+		fs += ", mountOptions: [" + strings.Join(mountOptions, ", ") + "]"
 	}
-	e.write(name+".yaml", fmt.Sprintf(`apiVersion: volumed/v1
-kind: Volume
-metadata:
-  name: %s
-spec:
-  source:
-    loop:
-      file: %s
-      create: { size: 64Mi }
-  filesystem:
-    type: %s
-%s  mounts:
-    - path: %s
-`, name, filepath.Join(e.images, name+".img"), fstype, opts, e.target(name)))
+	e.loopManifest(name, filepath.Join(e.images, name+".img"), "64Mi", fs)
 }
 
 // fsUUID is the filesystem UUID on an image, "" when it has none.

@@ -396,6 +396,16 @@ func (e *env) waitReady(names ...string) *api.Status {
 	})
 }
 
+// containsAll reports whether s holds every one of words.
+func containsAll(s string, words []string) bool {
+	for _, w := range words {
+		if !strings.Contains(s, w) {
+			return false
+		}
+	}
+	return true
+}
+
 func (e *env) waitPhase(name, phase string) *api.Volume {
 	e.t.Helper()
 	st := e.waitFor(name+" "+phase, func(st *api.Status) bool {

@@ -93,8 +93,7 @@ spec:
 
 	manifest("noatime, commit=30", false, false)
 	e.waitFor("the change is dropped and the rest applied", func(st *api.Status) bool {
-		_, pending := conditionOf(find(st, "o"), "PendingChange")
-		return !pending && find(st, "o").Phase == api.PhaseReady && e.hasOptions(tp, "rw", "nosuid", "-noexec") && e.hasOptions(sp, "nosuid", "-noexec")
+		return condition(find(st, "o"), "PendingChange") == nil && find(st, "o").Phase == api.PhaseReady && e.hasOptions(tp, "rw", "nosuid", "-noexec") && e.hasOptions(sp, "nosuid", "-noexec")
 	})
 	if err := os.WriteFile(filepath.Join(tp, "f"), nil, 0o644); err != nil {
 		t.Errorf("write through a target made writable again: %v", err)
@@ -231,8 +230,8 @@ spec:
 	e.waitReady("big")
 	manifest("128Mi", false)
 	e.waitFor("grow refused", func(st *api.Status) bool {
-		c, ok := conditionOf(find(st, "big"), "GrowFailed")
-		return ok && refusal(c.Message) && find(st, "big").Phase == api.PhaseDegraded
+		c := condition(find(st, "big"), "GrowFailed")
+		return c != nil && refusal(c.Message) && find(st, "big").Phase == api.PhaseDegraded
 	})
 	if fi, err := os.Stat(filepath.Join(e.images, "big.img")); err != nil || fi.Size() != 24<<20 {
 		t.Errorf("image after a refused grow: %v %v, want 24 MiB", fi, err)
@@ -305,9 +304,9 @@ spec:
 	var dev string
 	e.waitFor("FormatRefused", func(st *api.Status) bool {
 		v := find(st, "half")
-		c, ok := conditionOf(v, "FormatRefused")
+		c := condition(v, "FormatRefused")
 		dev = v.Device
-		return ok && v.Phase == api.PhaseError && c.Message == strings.TrimPrefix(v.LastError, "mount_device: ")
+		return c != nil && v.Phase == api.PhaseError && c.Message == strings.TrimPrefix(v.LastError, "mount_device: ")
 	})
 	v := find(mustStatus(t, e), "half")
 	for _, w := range []string{"it left signatures on " + dev + ": xfs (filesystem, at byte 0)", "wipefs -a " + dev, "will not try again until the manifest changes"} {

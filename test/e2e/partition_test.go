@@ -82,15 +82,7 @@ func (e *env) waitError(name string, words ...string) *api.Volume {
 	e.t.Helper()
 	st := e.waitFor(name+" failing with "+strings.Join(words, ","), func(st *api.Status) bool {
 		v := find(st, name)
-		if v == nil || v.Phase == api.PhaseReady {
-			return false
-		}
-		for _, w := range words {
-			if !strings.Contains(v.LastError, w) {
-				return false
-			}
-		}
-		return true
+		return v != nil && v.Phase != api.PhaseReady && containsAll(v.LastError, words)
 	})
 	return find(st, name)
 }
