@@ -312,18 +312,10 @@ func TestOpenWithWrongKeysLeavesDeviceAlone(t *testing.T) {
 	missing := FileKey{Path: filepath.Join(t.TempDir(), "absent")}
 	w := &procWatch{}
 	c.observe = w.observe
-	if _, err := os.Stat("/sys/class/misc/device-mapper"); err != nil {
-		// No device-mapper here: cryptsetup open would fail before it
-		// looked at a key. The stand-in checks the keys with the real
-		// cryptsetup (--test-passphrase) and maps nothing, which is all
-		// an open with wrong keys does.
-		c.Cryptsetup = filepath.Join(t.TempDir(), "cryptsetup-nodm")
-		script := "#!/bin/sh\n[ \"$1\" = open ] || exit 1\nshift\n" +
-			"exec cryptsetup open --test-passphrase \"$@\"\n"
-		if err := os.WriteFile(c.Cryptsetup, []byte(script), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	// Without device-mapper, cryptsetup open would fail before it
+	// looked at a key; the stand-in checks the keys and maps nothing,
+	// which is all an open with wrong keys does.
+	useNoDMCryptsetup(t, c)
 	_, err := c.Open(ctx, OpenOptions{Device: dev, Name: "volumed-t", UUID: testUUID, Keys: []Key{w1, missing, w2}})
 	var le *LockedError
 	if !errors.As(err, &le) || !errors.Is(err, ErrLocked) || len(le.Failures) != 3 {
