@@ -136,6 +136,7 @@ type vmPlan struct {
 	id        int
 	scenarios []scenario
 	disks     bool
+	tpm       bool   // attach a software TPM2
 	log       string // console log file
 }
 
@@ -192,6 +193,15 @@ func boot(ctx context.Context, cfg bootConfig, plan vmPlan, onResult func(*resul
 		}
 		args = append(args, d...)
 	}
+	if plan.tpm {
+		sock, stop, err := startSwtpm(ctx, plan.id)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+		args = append(args, "-chardev", "socket,id=chrtpm,path="+sock,
+			"-tpmdev", "emulator,id=tpm0,chardev=chrtpm", "-device", "tpm-tis,tpmdev=tpm0")
+	}
 	logf, err := os.Create(plan.log)
 	if err != nil {
 		return nil, err
@@ -232,6 +242,54 @@ func boot(ctx context.Context, cfg bootConfig, plan vmPlan, onResult func(*resul
 		return con, fmt.Errorf("VM %d ended before running all its scenarios (qemu: %v)", plan.id, werr)
 	}
 	return con, nil
+}
+
+// startSwtpm runs a software TPM2 with a fresh state for one VM boot and
+// returns its control socket, which qemu's TPM emulator backend drives
+// (it powers the TPM on; the guest kernel sends TPM2_Startup). stop ends
+// it and removes its state.
+func startSwtpm(ctx context.Context, id int) (string, func(), error) {
+	// A unix socket's path has room for 107 bytes: not under a long
+	// TMPDIR.
+	dir, err := os.MkdirTemp("/tmp", "vmtpm")
+	if err != nil {
+		return "", nil, err
+	}
+	sock := filepath.Join(dir, fmt.Sprintf("vm%d.tpm", id))
+	cmd := exec.CommandContext(ctx, "swtpm", "socket", "--tpm2", "--tpmstate", "dir="+dir,
+		"--ctrl", "type=unixio,path="+sock, "--log", "level=0")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("start swtpm: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	stop := func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		os.RemoveAll(dir)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		// The socket file appears before swtpm listens on it.
+		if c, err := net.Dial("unix", sock); err == nil {
+			c.Close()
+			return sock, stop, nil
+		}
+		select {
+		case err := <-exited:
+			exited <- err
+			stop()
+			return "", nil, fmt.Errorf("swtpm exited: %v: %s", err, out.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return "", nil, fmt.Errorf("swtpm made no socket %s in 10s", sock)
+		}
+	}
 }
 
 // monitor sends the guest's VMTEST-HOST requests to qemu's HMP monitor.
