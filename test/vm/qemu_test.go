@@ -172,7 +172,7 @@ func boot(ctx context.Context, cfg bootConfig, plan vmPlan, onResult func(*resul
 		"-uuid", fmt.Sprintf("6f0c2a3e-5b1d-4c8e-9a7f-%012x", plan.id),
 		"-kernel", cfg.kernel, "-initrd", cfg.initrd,
 		"-append", "console=ttyS0 panic=-1 loglevel=4 vmtest.vm=" + strconv.Itoa(plan.id) +
-			" vmtest.scenarios=" + strings.Join(list, ","),
+			" vmtest.scenarios=" + strings.Join(list, ",") + tpmCmdline(plan.tpm),
 	}
 	monSock := filepath.Join(cfg.diskDir, fmt.Sprintf("vm%d.mon", plan.id))
 	if len(monSock) > 100 {
@@ -242,6 +242,15 @@ func boot(ctx context.Context, cfg bootConfig, plan vmPlan, onResult func(*resul
 		return con, fmt.Errorf("VM %d ended before running all its scenarios (qemu: %v)", plan.id, werr)
 	}
 	return con, nil
+}
+
+// tpmCmdline has the kernel probe the TIS TPM at its fixed address:
+// booted with -kernel, the guest finds no ACPI entry for it.
+func tpmCmdline(tpm bool) string {
+	if !tpm {
+		return ""
+	}
+	return " tpm_tis.force=1 tpm_tis.interrupts=0"
 }
 
 // startSwtpm runs a software TPM2 with a fresh state for one VM boot and

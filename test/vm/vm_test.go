@@ -376,6 +376,13 @@ func TestVM(t *testing.T) {
 					r.seconds, r.detail, o.plan.log, lastLines(r.lines, 120))
 			}
 			t.Logf("PASS in %.1fs in the VM", r.seconds)
+			// What the scenario measured (latencies, costs) outlives
+			// the console log, which a pass deletes.
+			for _, l := range r.lines {
+				if i := strings.Index(l, "VMTEST-LOG "); i >= 0 {
+					t.Log(l[i+len("VMTEST-LOG "):])
+				}
+			}
 		})
 	}
 }
