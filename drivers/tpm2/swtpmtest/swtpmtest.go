@@ -36,7 +36,9 @@ func Start(t testing.TB) string {
 	cmd := exec.Command(bin, "socket", "--tpm2",
 		"--tpmstate", "dir="+state,
 		"--server", "type=unixio,path="+sock,
-		"--ctrl", "type=unixio,path="+filepath.Join(dir, "ctrl.sock"),
+		// tpm2-tss's swtpm TCTI (systemd's way to a software TPM)
+		// finds the control socket next to the server's.
+		"--ctrl", "type=unixio,path="+sock+".ctrl",
 		"--flags", "not-need-init,startup-clear",
 		"--log", "level=0")
 	cmd.Stdout, cmd.Stderr = &out, &out
