@@ -168,7 +168,10 @@ func (c *Client) Format(ctx context.Context, o FormatOptions) error {
 	keys := make([]secret.Value, len(o.Keys))
 	first := -1
 	for i, k := range o.Keys {
-		if _, ok := k.(TPM2Key); ok {
+		if tk, ok := k.(TPM2Key); ok {
+			if err := tk.usable(); err != nil {
+				return fmt.Errorf("luks format %s: key %d (%s): %w", o.Device, i, k.Describe(), err)
+			}
 			continue
 		}
 		if keys[i], err = k.Material(ctx); err != nil {

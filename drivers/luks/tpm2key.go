@@ -49,6 +49,21 @@ var tpm2PBKDF = PBKDF{Type: "pbkdf2", Hash: "sha512", Iterations: 1000}
 
 func (k TPM2Key) open() (*tpm2.TPM, error) { return tpm2.Open(cmp.Or(k.Device, DefaultTPM)) }
 
+// usable checks, before Format touches a device, that k's PCRs make a
+// policy and its TPM answers.
+func (k TPM2Key) usable() error {
+	if err := tpm2.CheckPCRs(k.PCRs); err != nil {
+		return err
+	}
+	t, err := k.open()
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	_, err = t.ReadPCRs(k.PCRs)
+	return err
+}
+
 // unsealTokens unseals each systemd-tpm2 token of h with this key's TPM
 // and returns the passphrases in token order, or why there is none.
 func (k TPM2Key) unsealTokens(h Header) ([]secret.Value, error) {

@@ -180,6 +180,28 @@ func useNoDMCryptsetup(t *testing.T, c *Client) {
 	}
 }
 
+func TestTPM2FormatRefusesBeforeTouchingTheDevice(t *testing.T) {
+	needCryptsetup(t)
+	sock := swtpmtest.Start(t)
+	ctx := context.Background()
+	fk, _ := randomKey(t)
+	for _, k := range []TPM2Key{
+		{Device: sock, PCRs: []int{7, 24}},
+		{Device: sock},
+		{Device: filepath.Join(t.TempDir(), "no-tpm"), PCRs: []int{7}},
+	} {
+		dev := img(t, 32<<20)
+		before := hashFile(t, dev)
+		err := (&Client{}).Format(ctx, FormatOptions{Device: dev, UUID: testUUID, Keys: []Key{fk, k}, PBKDF: fast})
+		if err == nil || !strings.Contains(err.Error(), "key 1 (tpm2") {
+			t.Errorf("format with %+v: %v, want an error naming key 1", k, err)
+		}
+		if hashFile(t, dev) != before {
+			t.Errorf("format with %+v wrote the device before failing", k)
+		}
+	}
+}
+
 // importUnbound seals a new secret for k and imports its token bound to
 // no keyslot, as enrolTPM2's first step does; it returns the passphrase.
 func importUnbound(t *testing.T, c *Client, dev string, k TPM2Key) secret.Value {

@@ -145,16 +145,27 @@ var primaryTemplate = gotpm.TPMTPublic{
 	Unique: gotpm.NewTPMUPublicID(gotpm.TPMAlgECC, &gotpm.TPMSECCPoint{}),
 }
 
-func (t *TPM) primary() (gotpm.NamedHandle, func(), error) {
+// primary creates the primary key and returns it with an HMAC session
+// salted by it that encrypts a command's first parameter as enc says
+// (AESEncryption in or out): the secret going into Create, or coming out
+// of Unseal, crosses the bus and the resource manager encrypted, as
+// systemd's does.
+func (t *TPM) primary(enc gotpm.AuthOption) (gotpm.NamedHandle, gotpm.Session, func(), error) {
 	rsp, err := gotpm.CreatePrimary{
 		PrimaryHandle: gotpm.TPMRHOwner,
 		InPublic:      gotpm.New2B(primaryTemplate),
 	}.Execute(t.t)
 	if err != nil {
-		return gotpm.NamedHandle{}, nil, fmt.Errorf("create the primary key: %w", err)
+		return gotpm.NamedHandle{}, nil, nil, fmt.Errorf("create the primary key: %w", err)
 	}
 	h := gotpm.NamedHandle{Handle: rsp.ObjectHandle, Name: rsp.Name}
-	return h, func() { t.flush(h.Handle) }, nil
+	flush := func() { t.flush(h.Handle) }
+	pub, err := rsp.OutPublic.Contents()
+	if err != nil {
+		flush()
+		return gotpm.NamedHandle{}, nil, nil, fmt.Errorf("the primary key's public part: %w", err)
+	}
+	return h, gotpm.HMAC(gotpm.TPMAlgSHA256, 16, enc, gotpm.Salted(h.Handle, *pub)), flush, nil
 }
 
 func (t *TPM) flush(h gotpm.TPMHandle) {
@@ -254,7 +265,7 @@ func (t *TPM) Seal(secret []byte, pcrs []int) (Sealed, error) {
 		return Sealed{}, fmt.Errorf("tpm2 seal: %w", err)
 	}
 	done()
-	parent, flush, err := t.primary()
+	parent, enc, flush, err := t.primary(gotpm.AESEncryption(128, gotpm.EncryptIn))
 	if err != nil {
 		return Sealed{}, fmt.Errorf("tpm2 seal: %w", err)
 	}
@@ -277,7 +288,7 @@ func (t *TPM) Seal(secret []byte, pcrs []int) (Sealed, error) {
 			Data: gotpm.NewTPMUSensitiveCreate(&gotpm.TPM2BSensitiveData{Buffer: secret}),
 		}},
 		InPublic: gotpm.New2B(tmpl),
-	}.Execute(t.t)
+	}.Execute(t.t, enc)
 	if err != nil {
 		return Sealed{}, fmt.Errorf("tpm2 seal: create the sealed object: %w", err)
 	}
@@ -339,7 +350,7 @@ func (t *TPM) Unseal(s Sealed) ([]byte, error) {
 	if len(s.PolicyHash) > 0 && !bytes.Equal(digest, s.PolicyHash) {
 		return nil, t.policyError(s)
 	}
-	parent, flush, err := t.primary()
+	parent, enc, flush, err := t.primary(gotpm.AESEncryption(128, gotpm.EncryptOut))
 	if err != nil {
 		return nil, fmt.Errorf("tpm2 unseal: %w", err)
 	}
@@ -355,7 +366,7 @@ func (t *TPM) Unseal(s Sealed) ([]byte, error) {
 	defer t.flush(loaded.ObjectHandle)
 	out, err := gotpm.Unseal{
 		ItemHandle: gotpm.AuthHandle{Handle: loaded.ObjectHandle, Name: loaded.Name, Auth: sess},
-	}.Execute(t.t)
+	}.Execute(t.t, enc)
 	if errors.Is(err, gotpm.TPMRCPolicyFail) {
 		return nil, t.policyError(s)
 	}
