@@ -81,7 +81,8 @@ func TestTPM2FormatAndCheck(t *testing.T) {
 	tk := TPM2Key{Device: sock, PCRs: []int{7}}
 	fk, fb := randomKey(t)
 	w := &procWatch{}
-	c := &Client{observe: w.observe}
+	c := &Client{}
+	w.watch(t, c)
 	if err := c.Format(ctx, FormatOptions{Device: dev, UUID: testUUID, Keys: []Key{tk, fk}, PBKDF: fast}); err != nil {
 		t.Fatal(err)
 	}
