@@ -169,7 +169,7 @@ func (c *Client) Format(ctx context.Context, o FormatOptions) error {
 	first := -1
 	for i, k := range o.Keys {
 		if tk, ok := k.(TPM2Key); ok {
-			if err := tk.usable(); err != nil {
+			if err := tk.usable(ctx); err != nil {
 				return fmt.Errorf("luks format %s: key %d (%s): %w", o.Device, i, k.Describe(), err)
 			}
 			continue

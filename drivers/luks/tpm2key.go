@@ -47,15 +47,17 @@ func (k TPM2Key) Material(context.Context) (secret.Value, error) {
 // nothing to 256 random bits.
 var tpm2PBKDF = PBKDF{Type: "pbkdf2", Hash: "sha512", Iterations: 1000}
 
-func (k TPM2Key) open() (*tpm2.TPM, error) { return tpm2.Open(cmp.Or(k.Device, DefaultTPM)) }
+func (k TPM2Key) open(ctx context.Context) (*tpm2.TPM, error) {
+	return tpm2.Open(ctx, cmp.Or(k.Device, DefaultTPM))
+}
 
 // usable checks, before Format touches a device, that k's PCRs make a
 // policy and its TPM answers.
-func (k TPM2Key) usable() error {
+func (k TPM2Key) usable(ctx context.Context) error {
 	if err := tpm2.CheckPCRs(k.PCRs); err != nil {
 		return err
 	}
-	t, err := k.open()
+	t, err := k.open(ctx)
 	if err != nil {
 		return err
 	}
@@ -66,7 +68,7 @@ func (k TPM2Key) usable() error {
 
 // unsealTokens unseals each systemd-tpm2 token of h with this key's TPM
 // and returns the passphrases in token order, or why there is none.
-func (k TPM2Key) unsealTokens(h Header) ([]secret.Value, error) {
+func (k TPM2Key) unsealTokens(ctx context.Context, h Header) ([]secret.Value, error) {
 	var toks []TPM2Token
 	var reasons []string
 	for _, t := range h.TokenObjects {
@@ -86,7 +88,7 @@ func (k TPM2Key) unsealTokens(h Header) ([]secret.Value, error) {
 		}
 		return nil, errors.New("tpm2: the header carries no systemd-tpm2 token")
 	}
-	tpm, err := k.open()
+	tpm, err := k.open(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("tpm2: %w", err)
 	}
@@ -120,7 +122,7 @@ func tpm2Reason(err error) string {
 // content, or what a TPM2 key unseals from the header's tokens.
 func offers(ctx context.Context, k Key, h Header) ([]secret.Value, error) {
 	if tk, ok := k.(TPM2Key); ok {
-		return tk.unsealTokens(h)
+		return tk.unsealTokens(ctx, h)
 	}
 	v, err := k.Material(ctx)
 	if err != nil {
@@ -134,7 +136,7 @@ func offers(ctx context.Context, k Key, h Header) ([]secret.Value, error) {
 // right after. A crash between the two leaves a header nothing can open;
 // tpm2Torn recognises it and Format redoes it.
 func (c *Client) formatTPM2First(ctx context.Context, o FormatOptions, k TPM2Key, args []string) (secret.Value, error) {
-	tpm, err := k.open()
+	tpm, err := k.open(ctx)
 	if err != nil {
 		return secret.Value{}, fmt.Errorf("luks format %s: key 0 (%s): %w", o.Device, k.Describe(), err)
 	}
@@ -208,7 +210,7 @@ func (c *Client) enrolTPM2(ctx context.Context, device string, k TPM2Key, opener
 	if !ok {
 		return fmt.Errorf("no whole LUKS2 header: %w", ErrNoHeader)
 	}
-	tpm, err := k.open()
+	tpm, err := k.open(ctx)
 	if err != nil {
 		return err
 	}

@@ -43,7 +43,7 @@ func tpm2Tokens(t *testing.T, dev string) (Header, []TPM2Token) {
 
 func extend(t *testing.T, sock string, pcr int) {
 	t.Helper()
-	tpm, err := tpm2.Open(sock)
+	tpm, err := tpm2.Open(context.Background(), sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func unsealed(t *testing.T, sock, dev string) []byte {
 	if len(toks) != 1 {
 		t.Fatalf("%d systemd-tpm2 tokens, want 1", len(toks))
 	}
-	tpm, err := tpm2.Open(sock)
+	tpm, err := tpm2.Open(context.Background(), sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func TestTPM2FormatRefusesBeforeTouchingTheDevice(t *testing.T) {
 // no keyslot, as enrolTPM2's first step does; it returns the passphrase.
 func importUnbound(t *testing.T, c *Client, dev string, k TPM2Key) secret.Value {
 	t.Helper()
-	tpm, err := k.open()
+	tpm, err := k.open(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package tpm2
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -11,17 +12,24 @@ import (
 	"time"
 
 	"github.com/google/go-tpm/tpm2/transport"
-	"github.com/google/go-tpm/tpm2/transport/linuxtpm"
+	"golang.org/x/sys/unix"
 )
 
 // DefaultDevice is the kernel's TPM2 resource manager: it lets several
 // programs use the TPM at once and flushes what a closed file left loaded.
 const DefaultDevice = "/dev/tpmrm0"
 
+// commandTimeout bounds one command when ctx has no earlier deadline: a
+// TPM's slowest commands (an RSA key generation) take seconds, never
+// minutes.
+const commandTimeout = 2 * time.Minute
+
 // Open opens a TPM2: a character device (/dev/tpmrm0), or a unix socket
 // that speaks raw TPM2 commands (a software TPM: swtpm socket --server
-// type=unixio).
-func Open(path string) (*TPM, error) {
+// type=unixio). Every command of the returned TPM gives up when ctx ends
+// (the TPM's device and sockets are pollable, so a read can be
+// abandoned); Close stops watching ctx.
+func Open(ctx context.Context, path string) (*TPM, error) {
 	if path == "" {
 		path = DefaultDevice
 	}
@@ -29,63 +37,94 @@ func Open(path string) (*TPM, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open TPM2: %w", err)
 	}
-	if fi.Mode()&os.ModeSocket != 0 {
-		c, err := net.DialTimeout("unix", path, 5*time.Second)
+	var c conn
+	framed := false
+	switch {
+	case fi.Mode()&os.ModeSocket != 0:
+		var d net.Dialer
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		nc, err := d.DialContext(dctx, "unix", path)
 		if err != nil {
 			return nil, fmt.Errorf("open TPM2 socket %s: %w", path, err)
 		}
-		return New(retrying{&stream{c: c}}), nil
+		c, framed = nc, true
+	case fi.Mode()&os.ModeCharDevice != 0:
+		f, err := os.OpenFile(path, os.O_RDWR|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("open TPM2 %s: %w", path, err)
+		}
+		c = f
+	default:
+		return nil, fmt.Errorf("open TPM2 %s: not a character device or a socket (%s)", path, fi.Mode())
 	}
-	t, err := linuxtpm.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("open TPM2 %s: %w", path, err)
-	}
-	return New(retrying{t}), nil
+	s := &stream{c: c, framed: framed, ctx: ctx}
+	s.stop = context.AfterFunc(ctx, func() {
+		// Wake a blocked read or write now.
+		_ = c.SetDeadline(time.Unix(1, 0))
+	})
+	return New(retrying{s, ctx}), nil
 }
 
-// retrying resends a command the TPM answered with a warning that asks
-// for it (TPM_RC_RETRY, _YIELDED, _TESTING: busy with self tests or
-// another command), for up to about 10 s.
-type retrying struct{ transport.TPMCloser }
-
-func (r retrying) Send(cmd []byte) ([]byte, error) {
-	delay := 10 * time.Millisecond
-	for i := 0; ; i++ {
-		rsp, err := r.TPMCloser.Send(cmd)
-		if err != nil || len(rsp) < 10 || i == 20 {
-			return rsp, err
-		}
-		switch binary.BigEndian.Uint32(rsp[6:10]) {
-		case 0x922, 0x908, 0x90A: // RETRY, YIELDED, TESTING
-			time.Sleep(delay)
-			delay = min(2*delay, time.Second)
-		default:
-			return rsp, nil
-		}
-	}
+type conn interface {
+	io.ReadWriteCloser
+	SetDeadline(time.Time) error
 }
 
-// stream sends commands over a byte stream: a response is a 10-byte
-// header whose size field says how much follows.
+// stream sends one command and reads its response. A device returns a
+// response whole to one read; a socket is a byte stream, where the
+// response's 10-byte header says how much follows.
 type stream struct {
-	mu sync.Mutex
-	c  net.Conn
+	mu     sync.Mutex
+	c      conn
+	framed bool
+	ctx    context.Context
+	stop   func() bool
 }
 
 var _ transport.TPMCloser = (*stream)(nil)
 
 // maxResponse bounds what a (possibly confused) peer can make us
-// allocate; TPM2 responses are at most a few KiB.
+// allocate; TPM2 responses are at most a few KiB (4096 for the kernel's
+// driver).
 const maxResponse = 1 << 16
 
 func (s *stream) Send(cmd []byte) ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.c.SetDeadline(time.Now().Add(2 * time.Minute)); err != nil {
+	if err := s.ctx.Err(); err != nil {
 		return nil, err
 	}
+	deadline := time.Now().Add(commandTimeout)
+	if d, ok := s.ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	if err := s.c.SetDeadline(deadline); err != nil && !errors.Is(err, os.ErrNoDeadline) {
+		// A device the poller cannot watch (an old kernel's) runs
+		// without a deadline: it cannot be abandoned, only waited for.
+		return nil, err
+	}
+	rsp, err := s.exchange(cmd)
+	if err != nil && s.ctx.Err() != nil {
+		return nil, fmt.Errorf("TPM2 command: %w", s.ctx.Err())
+	}
+	return rsp, err
+}
+
+func (s *stream) exchange(cmd []byte) ([]byte, error) {
 	if _, err := s.c.Write(cmd); err != nil {
 		return nil, fmt.Errorf("send TPM2 command: %w", err)
+	}
+	if !s.framed {
+		buf := make([]byte, maxResponse)
+		n, err := s.c.Read(buf)
+		if err != nil {
+			return nil, fmt.Errorf("read TPM2 response: %w", err)
+		}
+		if n < 10 || int(binary.BigEndian.Uint32(buf[2:6])) != n {
+			return nil, errors.New("TPM2 response of an impossible size")
+		}
+		return buf[:n], nil
 	}
 	hdr := make([]byte, 10)
 	if _, err := io.ReadFull(s.c, hdr); err != nil {
@@ -103,4 +142,36 @@ func (s *stream) Send(cmd []byte) ([]byte, error) {
 	return rsp, nil
 }
 
-func (s *stream) Close() error { return s.c.Close() }
+func (s *stream) Close() error {
+	s.stop()
+	return s.c.Close()
+}
+
+// retrying resends a command the TPM answered with a warning that asks
+// for it (TPM_RC_RETRY, _YIELDED, _TESTING: busy with self tests or
+// another command), for up to about 10 s.
+type retrying struct {
+	transport.TPMCloser
+	ctx context.Context
+}
+
+func (r retrying) Send(cmd []byte) ([]byte, error) {
+	delay := 10 * time.Millisecond
+	for i := 0; ; i++ {
+		rsp, err := r.TPMCloser.Send(cmd)
+		if err != nil || len(rsp) < 10 || i == 20 {
+			return rsp, err
+		}
+		switch binary.BigEndian.Uint32(rsp[6:10]) {
+		case 0x922, 0x908, 0x90A: // RETRY, YIELDED, TESTING
+			select {
+			case <-r.ctx.Done():
+				return nil, fmt.Errorf("TPM2 command: %w", r.ctx.Err())
+			case <-time.After(delay):
+			}
+			delay = min(2*delay, time.Second)
+		default:
+			return rsp, nil
+		}
+	}
+}

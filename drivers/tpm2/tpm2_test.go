@@ -2,8 +2,11 @@ package tpm2_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"errors"
+	"net"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +17,7 @@ import (
 
 func open(t *testing.T, sock string) *tpm2.TPM {
 	t.Helper()
-	tpm, err := tpm2.Open(sock)
+	tpm, err := tpm2.Open(context.Background(), sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,5 +157,40 @@ func TestAnotherTPMCannotUnseal(t *testing.T) {
 	}
 	if _, err := b.Unseal(s); err == nil || errors.Is(err, tpm2.ErrPolicy) {
 		t.Errorf("another TPM: %v, want a load error", err)
+	}
+}
+
+// A TPM that never answers (a wedged chip, a dead software TPM) does not
+// hold the caller past its context.
+func TestHungTPMHonoursTheContext(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "hung.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // read nothing, answer nothing
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	tpm, err := tpm2.Open(ctx, sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tpm.Close()
+	start := time.Now()
+	_, err = tpm.Seal([]byte("x"), []int{7})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("seal on a TPM that never answers: %v, want the context's deadline", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("seal took %s on a 300ms context", took)
 	}
 }

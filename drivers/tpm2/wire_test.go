@@ -2,6 +2,7 @@ package tpm2
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"testing"
 
@@ -24,7 +25,7 @@ func (w *wire) Send(cmd []byte) ([]byte, error) {
 }
 
 func TestSecretNeverCrossesTheWireInClear(t *testing.T) {
-	tpm, err := Open(swtpmtest.Start(t))
+	tpm, err := Open(context.Background(), swtpmtest.Start(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,7 +74,7 @@ func pcr(s string) (*tpm2.TPM, int, error) {
 	if err != nil {
 		return nil, 0, fmt.Errorf("PCR %q is not a number", s)
 	}
-	t, err := tpm2.Open(tpm2.DefaultDevice)
+	t, err := tpm2.Open(context.Background(), tpm2.DefaultDevice)
 	return t, n, err
 }
 
@@ -160,7 +160,7 @@ func printPassphrase(dev string) error {
 	if !ok {
 		return luks.ErrNoHeader
 	}
-	t, err := tpm2.Open(tpm2.DefaultDevice)
+	t, err := tpm2.Open(context.Background(), tpm2.DefaultDevice)
 	if err != nil {
 		return err
 	}
