@@ -26,9 +26,8 @@ const commandTimeout = 2 * time.Minute
 
 // Open opens a TPM2: a character device (/dev/tpmrm0), or a unix socket
 // that speaks raw TPM2 commands (a software TPM: swtpm socket --server
-// type=unixio). Every command of the returned TPM gives up when ctx ends
-// (the TPM's device and sockets are pollable, so a read can be
-// abandoned); Close stops watching ctx.
+// type=unixio). Every command of the returned TPM gives up when ctx ends;
+// Close stops watching ctx.
 func Open(ctx context.Context, path string) (*TPM, error) {
 	if path == "" {
 		path = DefaultDevice
@@ -38,7 +37,6 @@ func Open(ctx context.Context, path string) (*TPM, error) {
 		return nil, fmt.Errorf("open TPM2: %w", err)
 	}
 	var c conn
-	framed := false
 	switch {
 	case fi.Mode()&os.ModeSocket != 0:
 		var d net.Dialer
@@ -48,38 +46,42 @@ func Open(ctx context.Context, path string) (*TPM, error) {
 		if err != nil {
 			return nil, fmt.Errorf("open TPM2 socket %s: %w", path, err)
 		}
-		c, framed = nc, true
+		c = framedConn{nc}
 	case fi.Mode()&os.ModeCharDevice != 0:
-		f, err := os.OpenFile(path, os.O_RDWR|unix.O_CLOEXEC, 0)
+		// Non-blocking: the kernel then runs each command on its own
+		// and says by poll when the response is there, so a wait can
+		// be given up.
+		fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 		if err != nil {
 			return nil, fmt.Errorf("open TPM2 %s: %w", path, err)
 		}
-		c = f
+		c = &device{fd: fd}
 	default:
 		return nil, fmt.Errorf("open TPM2 %s: not a character device or a socket (%s)", path, fi.Mode())
 	}
-	s := &stream{c: c, framed: framed, ctx: ctx}
+	s := &stream{c: c, ctx: ctx}
 	s.stop = context.AfterFunc(ctx, func() {
-		// Wake a blocked read or write now.
+		// Wake a blocked exchange now.
 		_ = c.SetDeadline(time.Unix(1, 0))
 	})
 	return New(retrying{s, ctx}), nil
 }
 
+// conn sends one command and returns its response, giving up at the
+// deadline.
 type conn interface {
-	io.ReadWriteCloser
+	exchange(cmd []byte) ([]byte, error)
 	SetDeadline(time.Time) error
+	Close() error
 }
 
-// stream sends one command and reads its response. A device returns a
-// response whole to one read; a socket is a byte stream, where the
-// response's 10-byte header says how much follows.
+// stream is a TPM open for commands, one at a time, each bounded by the
+// context.
 type stream struct {
-	mu     sync.Mutex
-	c      conn
-	framed bool
-	ctx    context.Context
-	stop   func() bool
+	mu   sync.Mutex
+	c    conn
+	ctx  context.Context
+	stop func() bool
 }
 
 var _ transport.TPMCloser = (*stream)(nil)
@@ -99,35 +101,26 @@ func (s *stream) Send(cmd []byte) ([]byte, error) {
 	if d, ok := s.ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	if err := s.c.SetDeadline(deadline); err != nil && !errors.Is(err, os.ErrNoDeadline) {
-		// A device the poller cannot watch (an old kernel's) runs
-		// without a deadline: it cannot be abandoned, only waited for.
+	if err := s.c.SetDeadline(deadline); err != nil {
 		return nil, err
 	}
-	rsp, err := s.exchange(cmd)
+	rsp, err := s.c.exchange(cmd)
 	if err != nil && s.ctx.Err() != nil {
 		return nil, fmt.Errorf("TPM2 command: %w", s.ctx.Err())
 	}
 	return rsp, err
 }
 
-func (s *stream) exchange(cmd []byte) ([]byte, error) {
-	if _, err := s.c.Write(cmd); err != nil {
+// framedConn is a socket: a byte stream, where the response's 10-byte
+// header says how much follows.
+type framedConn struct{ net.Conn }
+
+func (c framedConn) exchange(cmd []byte) ([]byte, error) {
+	if _, err := c.Write(cmd); err != nil {
 		return nil, fmt.Errorf("send TPM2 command: %w", err)
 	}
-	if !s.framed {
-		buf := make([]byte, maxResponse)
-		n, err := s.c.Read(buf)
-		if err != nil {
-			return nil, fmt.Errorf("read TPM2 response: %w", err)
-		}
-		if n < 10 || int(binary.BigEndian.Uint32(buf[2:6])) != n {
-			return nil, errors.New("TPM2 response of an impossible size")
-		}
-		return buf[:n], nil
-	}
 	hdr := make([]byte, 10)
-	if _, err := io.ReadFull(s.c, hdr); err != nil {
+	if _, err := io.ReadFull(c, hdr); err != nil {
 		return nil, fmt.Errorf("read TPM2 response: %w", err)
 	}
 	n := binary.BigEndian.Uint32(hdr[2:6])
@@ -136,11 +129,66 @@ func (s *stream) exchange(cmd []byte) ([]byte, error) {
 	}
 	rsp := make([]byte, n)
 	copy(rsp, hdr)
-	if _, err := io.ReadFull(s.c, rsp[10:]); err != nil {
+	if _, err := io.ReadFull(c, rsp[10:]); err != nil {
 		return nil, fmt.Errorf("read TPM2 response: %w", err)
 	}
 	return rsp, nil
 }
+
+// device is the kernel's TPM character device in non-blocking mode: a
+// write queues the command, poll says when its response can be read,
+// whole, in one read. The wait is polled in slices so that a deadline
+// moved by another goroutine (the context's end) is seen.
+type device struct {
+	fd       int
+	mu       sync.Mutex
+	deadline time.Time
+}
+
+func (d *device) SetDeadline(t time.Time) error {
+	d.mu.Lock()
+	d.deadline = t
+	d.mu.Unlock()
+	return nil
+}
+
+func (d *device) expired() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return !d.deadline.IsZero() && time.Now().After(d.deadline)
+}
+
+func (d *device) exchange(cmd []byte) ([]byte, error) {
+	if _, err := unix.Write(d.fd, cmd); err != nil {
+		return nil, fmt.Errorf("send TPM2 command: %w", err)
+	}
+	for {
+		if d.expired() {
+			// The command runs on in the kernel; closing the file
+			// (the caller's next step) discards its response.
+			return nil, fmt.Errorf("read TPM2 response: %w", os.ErrDeadlineExceeded)
+		}
+		fds := []unix.PollFd{{Fd: int32(d.fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, 50)
+		if err != nil && !errors.Is(err, unix.EINTR) {
+			return nil, fmt.Errorf("wait for the TPM2 response: %w", err)
+		}
+		if n > 0 {
+			break
+		}
+	}
+	buf := make([]byte, maxResponse)
+	n, err := unix.Read(d.fd, buf)
+	if err != nil {
+		return nil, fmt.Errorf("read TPM2 response: %w", err)
+	}
+	if n < 10 || int(binary.BigEndian.Uint32(buf[2:6])) != n {
+		return nil, errors.New("TPM2 response of an impossible size")
+	}
+	return buf[:n], nil
+}
+
+func (d *device) Close() error { return unix.Close(d.fd) }
 
 func (s *stream) Close() error {
 	s.stop()
