@@ -98,15 +98,21 @@ func (s *stream) Send(cmd []byte) ([]byte, error) {
 		return nil, err
 	}
 	deadline := time.Now().Add(commandTimeout)
+	ctxDeadline := false
 	if d, ok := s.ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
+		deadline, ctxDeadline = d, true
 	}
 	if err := s.c.SetDeadline(deadline); err != nil {
 		return nil, err
 	}
 	rsp, err := s.c.exchange(cmd)
-	if err != nil && s.ctx.Err() != nil {
+	switch {
+	case err == nil:
+	case s.ctx.Err() != nil:
 		return nil, fmt.Errorf("TPM2 command: %w", s.ctx.Err())
+	case ctxDeadline && errors.Is(err, os.ErrDeadlineExceeded):
+		// The socket's timer can fire a moment before the context's.
+		return nil, fmt.Errorf("TPM2 command: %w", context.DeadlineExceeded)
 	}
 	return rsp, err
 }
