@@ -81,6 +81,9 @@ type Agent struct {
 	conds    *conditions
 
 	manifests *desiredState
+	// external is the desired state set through SetDesired (CSI); it is
+	// guarded by manifests.mu, so one snapshot sees both consistently.
+	external  *externalState
 	hold      *networkHold
 	growth    *growthRequests
 	formats   *formatMemory
@@ -118,6 +121,7 @@ func New(cfg Config) *Agent {
 		usage:     newUsageCache(),
 		conds:     newConditions(cfg.Now),
 		manifests: &desiredState{volumes: map[string]*Desired{}},
+		external:  &externalState{},
 		hold:      &networkHold{drivers: cfg.NetworkDrivers},
 		growth:    &growthRequests{},
 		formats:   newFormatMemory(),

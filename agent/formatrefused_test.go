@@ -84,6 +84,7 @@ type refusingMounter struct{ Mounter }
 
 func (refusingMounter) At(string) (MountPoint, error) { return MountPoint{}, errors.New("not mounted") }
 func (refusingMounter) EnsureDir(string) error        { return nil }
+func (refusingMounter) BindDevice(string, string, BindOptions) error { return nil }
 func (refusingMounter) MountDevice(string, string, string, []string) error {
 	return errors.New("wrong fs type, bad option, bad superblock")
 }

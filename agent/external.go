@@ -1,0 +1,107 @@
+// Desired state from a source other than the manifests: the CSI node
+// service, whose kubelet calls add and remove one volume at a time.
+
+package agent
+
+import (
+	"maps"
+	"sort"
+
+	"github.com/volumed/volumed/agent/api"
+	"github.com/volumed/volumed/store"
+)
+
+// externalState holds the volumes another source wants. Its entries are
+// handed in whole and never changed in place.
+type externalState struct {
+	volumes map[string]*Desired
+}
+
+// SetDesired makes d (Name, Driver, Spec, Caps, Targets, StagingPath set
+// by the caller) part of the desired state, replacing any entry of the
+// same name that was set this way; Generation is computed here. A name a
+// manifest declares is refused by the caller (ManifestDeclares): the
+// manifest would win. Safe to call before Run, which is how entries that
+// were persisted are handed back at start.
+func (a *Agent) SetDesired(d *Desired) {
+	d.Generation = Generation(d)
+	a.manifests.mu.Lock()
+	old := a.external.volumes[d.Name]
+	next := maps.Clone(a.external.volumes)
+	if next == nil {
+		next = map[string]*Desired{}
+	}
+	next[d.Name] = d
+	a.external.volumes = next
+	a.manifests.mu.Unlock()
+	if old == nil || old.Generation != d.Generation {
+		a.exec.Reset(d.Name)
+		a.askGrowthCheck()
+	}
+	a.Trigger()
+}
+
+// RemoveDesired drops an entry SetDesired made: the volume is torn down.
+func (a *Agent) RemoveDesired(name string) {
+	a.manifests.mu.Lock()
+	_, ok := a.external.volumes[name]
+	if ok {
+		next := maps.Clone(a.external.volumes)
+		delete(next, name)
+		a.external.volumes = next
+	}
+	a.manifests.mu.Unlock()
+	if ok {
+		a.exec.Reset(name)
+		a.Trigger()
+	}
+}
+
+// ManifestDeclares reports whether a manifest declares the volume name.
+func (a *Agent) ManifestDeclares(name string) bool {
+	return a.manifests.get()[name] != nil
+}
+
+// mergedDesired is the manifests' volumes with the external ones added;
+// a manifest's volume wins a name both hold.
+func (s *desiredState) merged(ext *externalState) map[string]*Desired {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(ext.volumes) == 0 {
+		return s.volumes
+	}
+	out := make(map[string]*Desired, len(s.volumes)+len(ext.volumes))
+	maps.Copy(out, ext.volumes)
+	maps.Copy(out, s.volumes)
+	return out
+}
+
+// VolumeView is what a caller waiting on one volume needs: its record,
+// the latest failure of its operations and its conditions.
+type VolumeView struct {
+	Record     *store.Volume // nil before the first operation
+	Running    string        // the operation running now, if any
+	Failure    *Failure
+	Conditions []api.Condition
+}
+
+// View returns the volume's state now; ok is false until the agent has
+// reconstructed its actual state.
+func (a *Agent) View(name string) (VolumeView, bool) {
+	if !a.started() {
+		return VolumeView{}, false
+	}
+	v := VolumeView{Record: a.state.Get(name), Conditions: a.conds.Of(name)}
+	v.Running, _ = a.exec.Running(name)
+	if f, ok := a.exec.LastFailure(name); ok {
+		v.Failure = &f
+	}
+	sort.Slice(v.Conditions, func(i, j int) bool { return v.Conditions[i].Type < v.Conditions[j].Type })
+	return v, true
+}
+
+// Settled reports whether the agent has reconstructed its state and its
+// last pass left nothing to do: the readiness a CSI Probe reports.
+func (a *Agent) Settled() bool {
+	return a.started() && a.systemd.isSettled()
+}
