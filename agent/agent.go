@@ -83,14 +83,14 @@ type Agent struct {
 	manifests *desiredState
 	// external is the desired state set through SetDesired (CSI); it is
 	// guarded by manifests.mu, so one snapshot sees both consistently.
-	external  *externalState
-	hold      *networkHold
-	growth    *growthRequests
-	formats   *formatMemory
-	sessions  *ownedSessions
-	history   *history
-	notes     choiceNotes
-	systemd   *systemdStatus
+	external *externalState
+	hold     *networkHold
+	growth   *growthRequests
+	formats  *formatMemory
+	sessions *ownedSessions
+	history  *history
+	notes    choiceNotes
+	systemd  *systemdStatus
 	// driftLog says each drift-check failure once, not at every resync.
 	driftLog *onceLog
 

@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/volumed/volumed/agent/api"
+	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/store"
 )
 
@@ -104,4 +105,30 @@ func (a *Agent) View(name string) (VolumeView, bool) {
 // last pass left nothing to do: the readiness a CSI Probe reports.
 func (a *Agent) Settled() bool {
 	return a.started() && a.systemd.isSettled()
+}
+
+// ClaimHolder names the wanted volume other than skip that already
+// claims one of claims (of a source of driver), or "".
+func (a *Agent) ClaimHolder(driver string, claims []manifest.Claim, skip string) string {
+	for name, d := range a.manifests.merged(a.external) {
+		if name == skip || d.Driver != driver || !d.Wanted() {
+			continue
+		}
+		for _, c := range d.Caps.Claims {
+			for _, w := range claims {
+				if c.Key == w.Key {
+					return name
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// CheckGrowth asks the next pass to compare the volumes' sizes with
+// their filesystems (a CSI NodeExpandVolume: the device grew on the
+// target's side).
+func (a *Agent) CheckGrowth() {
+	a.askGrowthCheck()
+	a.Trigger()
 }

@@ -366,3 +366,11 @@ func ParseMode(s string) (uint32, error) {
 	}
 	return uint32(m), nil
 }
+
+// CheckTarget says why p may not be a publish target ("" if it may): the
+// rules a manifest's mounts[].path is held to, for targets that come
+// from elsewhere (the kubelet's).
+func CheckTarget(p, stateDir string) string { return checkTarget(p, stateDir) }
+
+// CheckName says why name may not be a volume's name ("" if it may).
+func CheckName(name string) string { return checkName(name) }
