@@ -64,9 +64,9 @@ func (e *env) loopContext(name string, size int64) map[string]string {
 	}
 }
 
-func mountCap(mode csipb.VolumeCapability_AccessMode_Mode) *csipb.VolumeCapability {
+func mountCap(mode csipb.VolumeCapability_AccessMode_Mode, fsType string) *csipb.VolumeCapability {
 	return &csipb.VolumeCapability{
-		AccessType: &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{FsType: "ext4", MountFlags: []string{"noatime"}}},
+		AccessType: &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{FsType: fsType, MountFlags: []string{"noatime"}}},
 		AccessMode: &csipb.VolumeCapability_AccessMode{Mode: mode},
 	}
 }
