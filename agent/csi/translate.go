@@ -203,3 +203,19 @@ func set(m *yaml.Node, keys []string, v *yaml.Node) {
 		m = next
 	}
 }
+
+// CheckVolume reports whether a volume's attributes (a PV's
+// volumeAttributes and the keys of its stage secret) and its capability
+// translate into a volume, as NodeStageVolume would: for the checks of
+// shipped examples and of an administrator's PVs.
+func CheckVolume(volumeID string, context map[string]string, secretKeys []string, fsType string, block bool, opts manifest.Options) error {
+	r := &Record{VolumeID: volumeID, Context: map[string]string{}, FSType: fsType, Block: block, StagingPath: "/staging"}
+	for k, v := range context {
+		r.Context[k] = v
+	}
+	for _, k := range secretKeys {
+		r.Context[k+"File"] = path.Join("/secrets", k)
+	}
+	_, err := desired(VolumeName(volumeID), r, opts)
+	return err
+}
