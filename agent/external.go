@@ -20,10 +20,10 @@ type externalState struct {
 
 // SetDesired makes d (Name, Driver, Spec, Caps, Targets, StagingPath set
 // by the caller) part of the desired state, replacing any entry of the
-// same name that was set this way; Generation is computed here. A name a
-// manifest declares is refused by the caller (ManifestDeclares): the
-// manifest would win. Safe to call before Run, which is how entries that
-// were persisted are handed back at start.
+// same name that was set this way; Generation is computed here. Its name
+// starts with manifest.ReservedPrefix, which no manifest may use. Safe to
+// call before Run, which is how entries that were persisted are handed
+// back at start.
 func (a *Agent) SetDesired(d *Desired) {
 	d.Generation = Generation(d)
 	a.manifests.mu.Lock()
@@ -58,13 +58,8 @@ func (a *Agent) RemoveDesired(name string) {
 	}
 }
 
-// ManifestDeclares reports whether a manifest declares the volume name.
-func (a *Agent) ManifestDeclares(name string) bool {
-	return a.manifests.get()[name] != nil
-}
-
-// mergedDesired is the manifests' volumes with the external ones added;
-// a manifest's volume wins a name both hold.
+// merged is the manifests' volumes with the external ones added (their
+// names never meet: manifest.ReservedPrefix).
 func (s *desiredState) merged(ext *externalState) map[string]*Desired {
 	s.mu.Lock()
 	defer s.mu.Unlock()

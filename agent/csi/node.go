@@ -108,9 +108,6 @@ func (s *Service) NodeStageVolume(ctx context.Context, req *csipb.NodeStageVolum
 	if err != nil {
 		return nil, err
 	}
-	if s.cfg.Agent.ManifestDeclares(name) {
-		return nil, status.Errorf(codes.FailedPrecondition, "volume name %s (of CSI volume %s) is declared by a manifest", name, id)
-	}
 	if r := s.record(name); r != nil {
 		if r.StagingPath != sp || r.Block != c.block || (!c.block && r.FSType != c.fsType) {
 			return nil, status.Errorf(codes.AlreadyExists, "volume %s is already staged at %s with another capability", id, r.StagingPath)
@@ -169,9 +166,6 @@ func (s *Service) NodeUnstageVolume(ctx context.Context, req *csipb.NodeUnstageV
 		return nil, err
 	}
 	defer release()
-	if s.cfg.Agent.ManifestDeclares(name) {
-		return nil, status.Errorf(codes.FailedPrecondition, "volume name %s (of CSI volume %s) is declared by a manifest", name, id)
-	}
 	if s.record(name) != nil {
 		if err := s.commit(name, nil, nil); err != nil {
 			return nil, err

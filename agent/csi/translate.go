@@ -23,11 +23,11 @@ const defaultFSType = "ext4"
 // ID when that is a valid name, else "csi-" and a hash of the ID (CSI
 // IDs may hold any character and be 128 bytes long).
 func VolumeName(volumeID string) string {
-	if n := "csi-" + volumeID; manifest.CheckName(n) == "" {
+	if n := manifest.ReservedPrefix + volumeID; manifest.CheckName(n) == "" {
 		return n
 	}
 	sum := sha256.Sum256([]byte(volumeID))
-	return "csi-" + hex.EncodeToString(sum[:10])
+	return manifest.ReservedPrefix + hex.EncodeToString(sum[:10])
 }
 
 // desired translates a record into the desired-state entry a manifest
@@ -92,7 +92,8 @@ func desired(name string, r *Record, opts manifest.Options) (*agent.Desired, err
 	doc := mapping()
 	set(doc, []string{"apiVersion"}, scalar(manifest.APIVersion))
 	set(doc, []string{"kind"}, scalar(manifest.KindVolume))
-	set(doc, []string{"metadata", "name"}, scalar(name))
+	// The document's own name: the csi- prefix is refused to manifests.
+	set(doc, []string{"metadata", "name"}, scalar("csi"))
 	set(doc, []string{"spec"}, spec)
 	data, err := yaml.Marshal(doc)
 	if err != nil {

@@ -87,6 +87,9 @@ func TestParseBytesProblems(t *testing.T) {
 		{"name too long", strings.Replace(vol, "name: data", "name: "+strings.Repeat("a", 64), 1) + "  source: {tmpfs: {size: 1Mi}}\n", []string{
 			`x.yaml:4:9: metadata.name: must be at most 63 characters, got 64`,
 		}},
+		{"name of a CSI volume", strings.Replace(vol, "name: data", "name: csi-data", 1) + "  source: {tmpfs: {size: 1Mi}}\n", []string{
+			`x.yaml:4:9: metadata.name: names starting with "csi-" are the volumes of the CSI node service (volumed run --csi-endpoint)`,
+		}},
 		{"no name", "apiVersion: volumed/v1\nkind: Volume\nspec:\n  source: {tmpfs: {size: 1Mi}}\n", []string{
 			`x.yaml:1:1: metadata.name: required`,
 		}},

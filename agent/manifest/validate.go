@@ -58,6 +58,8 @@ func (v *validator) object(kindOK, hasSpec bool) {
 	}
 	if r := checkName(o.Metadata.Name); r != "" {
 		v.report("metadata.name", r)
+	} else if o.Kind == KindVolume && strings.HasPrefix(o.Metadata.Name, ReservedPrefix) {
+		v.report("metadata.name", fmt.Sprintf("names starting with %q are the volumes of the CSI node service (volumed run --csi-endpoint)", ReservedPrefix))
 	}
 	if !kindOK {
 		return
@@ -371,6 +373,11 @@ func ParseMode(s string) (uint32, error) {
 // rules a manifest's mounts[].path is held to, for targets that come
 // from elsewhere (the kubelet's).
 func CheckTarget(p, stateDir string) string { return checkTarget(p, stateDir) }
+
+// ReservedPrefix starts the names of the volumes the CSI node service
+// makes; a manifest may not declare one, so neither source can take
+// over the other's volume.
+const ReservedPrefix = "csi-"
 
 // CheckName says why name may not be a volume's name ("" if it may).
 func CheckName(name string) string { return checkName(name) }

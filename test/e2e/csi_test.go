@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -18,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/volumed/volumed/agent/csi"
+	"github.com/volumed/volumed/internal/testtool"
 )
 
 // csiCall bounds one call like the kubelet does.
@@ -183,7 +186,20 @@ func isROFS(err error) bool { return errors.Is(err, unix.EROFS) }
 // volume while one runs gets Aborted.
 func TestCSIErrors(t *testing.T) {
 	e := newEnv(t)
-	conn := e.startCSI()
+	// A mkfs that takes 3 s holds the first stage in flight.
+	real, err := exec.LookPath("mkfs.ext4")
+	if err != nil {
+		testtool.Missing(t, "mkfs.ext4", "e2fsprogs", err)
+	}
+	bin := filepath.Join(e.dir, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := fmt.Sprintf("#!/bin/sh\nsleep 3\nexec %s \"$@\"\n", real)
+	if err := os.WriteFile(filepath.Join(bin, "mkfs.ext4"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	conn := e.startCSI("PATH=" + bin + ":" + os.Getenv("PATH"))
 	e.csiReady(conn)
 	k := e.kubelet(conn, "pv-err", 64<<20, mountCap(csipb.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER, ""))
 
@@ -200,23 +216,16 @@ func TestCSIErrors(t *testing.T) {
 		t.Errorf("publish before stage: %v, want FailedPrecondition", err)
 	}
 
-	// A stage that is still running (a crash point holds it forever is not
-	// needed: a second call made while the first waits is enough).
-	done := make(chan error, 1)
-	go func() { done <- k.stage() }()
-	aborted := false
-	for i := 0; i < 200 && !aborted; i++ {
-		err := k.stage()
-		aborted = status.Code(err) == codes.Aborted
-		if err == nil {
-			break // the first finished before we got in: try the next round
-		}
+	first := make(chan error, 1)
+	go func() { first <- k.stage() }()
+	time.Sleep(time.Second)
+	if err := k.stage(); status.Code(err) != codes.Aborted {
+		t.Errorf("a stage while one runs: %v, want Aborted", err)
 	}
-	if err := <-done; err != nil && status.Code(err) != codes.Aborted {
+	if err := <-first; err != nil {
 		t.Fatalf("stage: %v", err)
 	}
-	k.must("stage", k.stage())
-	t.Logf("a concurrent stage was answered Aborted: %v", aborted)
+	k.must("stage again", k.stage())
 
 	k.must("publish", k.publish(e.target("one"), false))
 	if err := k.publish(e.target("two"), false); status.Code(err) != codes.FailedPrecondition {
@@ -226,6 +235,9 @@ func TestCSIErrors(t *testing.T) {
 	defer cancel()
 	if _, err := k.node.NodeGetVolumeStats(ctx, &csipb.NodeGetVolumeStatsRequest{VolumeId: "nope", VolumePath: e.target("one")}); status.Code(err) != codes.NotFound {
 		t.Errorf("stats of an unknown volume: %v, want NotFound", err)
+	}
+	if _, err := k.node.NodeGetVolumeStats(ctx, &csipb.NodeGetVolumeStatsRequest{VolumeId: k.id, VolumePath: e.target("two")}); status.Code(err) != codes.NotFound {
+		t.Errorf("stats at a path the volume is not at: %v, want NotFound", err)
 	}
 }
 
