@@ -96,10 +96,12 @@ func (a *Agent) View(name string) (VolumeView, bool) {
 	return v, true
 }
 
-// Settled reports whether the agent has reconstructed its state and its
-// last pass left nothing to do: the readiness a CSI Probe reports.
+// Settled reports whether the agent has reconstructed its state and
+// converged once (when systemd is told READY=1): the readiness a CSI
+// Probe reports. It does not drop while later operations run: the
+// plugin stays able to take calls.
 func (a *Agent) Settled() bool {
-	return a.started() && a.systemd.isSettled()
+	return a.started() && a.systemd.hasSettled()
 }
 
 // ClaimHolder names the wanted volume other than skip that already

@@ -425,19 +425,15 @@ func (s *Service) NodeExpandVolume(ctx context.Context, req *csipb.NodeExpandVol
 		}
 	}
 	s.cfg.Agent.CheckGrowth()
-	if r.Block {
-		n, err := deviceBytes(p)
-		if err != nil {
-			return nil, status.Errorf(codes.Internal, "volume %s: %v", id, err)
-		}
-		return &csipb.NodeExpandVolumeResponse{CapacityBytes: n}, nil
-	}
 	var got int64
 	err = s.wait(ctx, name, id, growOps, "", func(rec *store.Volume) bool {
-		if rec == nil || rec.Staging == nil {
-			return false
+		switch {
+		case r.Block:
+			// No filesystem: the device itself, read at the target.
+			got, _ = deviceBytes(p)
+		case rec != nil && rec.Staging != nil:
+			got = rec.Staging.DeviceBytes
 		}
-		got = rec.Staging.DeviceBytes
 		return got >= want && got > 0
 	})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -178,6 +179,15 @@ func TestCSILifecycle(t *testing.T) {
 	if got, err := os.ReadFile(k.ctx["loop.file"]); err != nil || !bytes.Contains(got, []byte("hi")) {
 		t.Errorf("the image lost its data on unstage (%v)", err)
 	}
+}
+
+func deviceSize(p string) (int64, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	return f.Seek(0, io.SeekEnd)
 }
 
 func isROFS(err error) bool { return errors.Is(err, unix.EROFS) }
@@ -365,12 +375,24 @@ func TestCSIRawBlock(t *testing.T) {
 	if err != nil || len(stats.GetUsage()) != 1 || stats.GetUsage()[0].GetTotal() != 16<<20 {
 		t.Errorf("stats of the block volume: %v, %v", stats, err)
 	}
+	// Expanded: the image and the device grow, the data stays.
+	resp, err := k.node.NodeExpandVolume(ctx, &csipb.NodeExpandVolumeRequest{VolumeId: k.id, VolumePath: target, CapacityRange: &csipb.CapacityRange{RequiredBytes: 32 << 20}})
+	if err != nil || resp.GetCapacityBytes() != 32<<20 {
+		t.Errorf("expand the block volume: %v, %v", resp, err)
+	}
+	if n, err := deviceSize(target); err != nil || n != 32<<20 {
+		t.Errorf("block target after expand: %d bytes, %v", n, err)
+	}
 	for i := 0; i < 2; i++ {
 		k.must("unpublish", k.unpublish(target))
 		k.must("unstage", k.unstage())
 	}
 	if _, err := os.Lstat(target); !os.IsNotExist(err) {
 		t.Errorf("block target left behind: %v", err)
+	}
+	img, err := os.ReadFile(k.ctx["loop.file"])
+	if err != nil || !bytes.Equal(img[4096:4096+len(msg)], msg) {
+		t.Errorf("the image lost what was written through the target (%v)", err)
 	}
 	if n := len(e.loops()[k.ctx["loop.file"]]); n != 0 {
 		t.Errorf("%d loop devices left after unstage", n)
