@@ -173,12 +173,14 @@ func (s *Service) GetPluginInfo(context.Context, *csipb.GetPluginInfoRequest) (*
 	return &csipb.GetPluginInfoResponse{Name: DriverName, VendorVersion: v}, nil
 }
 
-// GetPluginCapabilities: a node plugin with topology; no controller
-// service (volumes are pre-provisioned: static PVs).
+// GetPluginCapabilities: a node plugin with topology whose volumes grow
+// while published; no controller service (volumes are pre-provisioned:
+// static PVs).
 func (s *Service) GetPluginCapabilities(context.Context, *csipb.GetPluginCapabilitiesRequest) (*csipb.GetPluginCapabilitiesResponse, error) {
-	return &csipb.GetPluginCapabilitiesResponse{Capabilities: []*csipb.PluginCapability{{
-		Type: &csipb.PluginCapability_Service_{Service: &csipb.PluginCapability_Service{Type: csipb.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS}},
-	}}}, nil
+	return &csipb.GetPluginCapabilitiesResponse{Capabilities: []*csipb.PluginCapability{
+		{Type: &csipb.PluginCapability_Service_{Service: &csipb.PluginCapability_Service{Type: csipb.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS}}},
+		{Type: &csipb.PluginCapability_VolumeExpansion_{VolumeExpansion: &csipb.PluginCapability_VolumeExpansion{Type: csipb.PluginCapability_VolumeExpansion_ONLINE}}},
+	}}, nil
 }
 
 // Probe is ready once the agent has reconstructed its state and settled.
