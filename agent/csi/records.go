@@ -109,7 +109,7 @@ func (rs records) load() (map[string]*Record, error) {
 		}
 		var r Record
 		if err := json.Unmarshal(b, &r); err != nil {
-			bad = append(bad, fmt.Sprintf("%s: %v", e.Name(), err))
+			bad = append(bad, fmt.Sprintf("%s: %v", filepath.Join(rs.dir, e.Name()), err))
 			continue
 		}
 		out[name] = &r

@@ -71,16 +71,16 @@ func New(cfg Config) (*Service, error) {
 		return nil, errors.New("csi: a node ID is required")
 	}
 	s := &Service{cfg: cfg, recs: records{dir: cfg.Dir}, records: map[string]*Record{}, busy: map[string]bool{}}
+	// A record that cannot be read or translated stops the start: without
+	// it the first pass would tear its volume down under a running pod.
 	recs, err := s.recs.load()
 	if err != nil {
-		// Unreadable records are reported; the readable ones still load.
-		cfg.Log.Error("csi records", "error", err)
+		return nil, fmt.Errorf("%w; volumed will not start rather than tear those volumes down: fix or remove them", err)
 	}
 	for name, r := range recs {
 		d, err := desired(name, r, cfg.Manifest)
 		if err != nil {
-			cfg.Log.Error("csi record no longer translates; the volume is not set up", "volume", name, "volumeID", r.VolumeID, "error", err)
-			continue
+			return nil, fmt.Errorf("csi record %s: %w; volumed will not start rather than tear the volume down: fix or remove the record", s.recs.path(name), err)
 		}
 		s.records[name] = r
 		cfg.Agent.SetDesired(d)
@@ -155,9 +155,13 @@ func (s *Service) logCalls(ctx context.Context, req any, info *grpc.UnaryServerI
 		if v, ok := req.(interface{ GetVolumeId() string }); ok {
 			attrs = append(attrs, "volumeID", v.GetVolumeId())
 		}
-		if err != nil {
+		switch {
+		case err != nil:
 			s.cfg.Log.Warn("csi call failed", append(attrs, "code", status.Code(err).String(), "error", status.Convert(err).Message())...)
-		} else {
+		case strings.HasPrefix(method, "NodeGetVolume"):
+			// The kubelet asks for stats and health of every volume, often.
+			s.cfg.Log.Debug("csi call", attrs...)
+		default:
 			s.cfg.Log.Info("csi call", attrs...)
 		}
 	}

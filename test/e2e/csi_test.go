@@ -287,6 +287,47 @@ func TestCSISurvivesRestart(t *testing.T) {
 	e.waitGone(name)
 }
 
+// A record that no longer reads stops the start, naming it, rather than
+// let the first pass tear its volume down under a running pod.
+func TestCSIBadRecordKeepsVolumes(t *testing.T) {
+	e := newEnv(t)
+	conn := e.startCSI()
+	e.csiReady(conn)
+	k := e.kubelet(conn, "pv-rec", 64<<20, mountCap(csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, "ext4"))
+	target := e.target("pod/volume")
+	k.must("stage", k.stage())
+	k.must("publish", k.publish(target, false))
+	before := e.mountIDs()
+	e.stop()
+
+	rec := filepath.Join(e.state, "csi", csi.VolumeName(k.id)+".json")
+	good, err := os.ReadFile(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(rec, []byte(strings.Replace(string(good), `"loop.file"`, `"loop.fiel"`, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	e.waitExit(30 * time.Second)
+	if log := e.logText(); !strings.Contains(log, rec) || !strings.Contains(log, "spec.source.loop.fiel") {
+		t.Errorf("the refusal does not name the record and the field:\n%s", log)
+	}
+	if after := e.mountIDs(); !reflect.DeepEqual(before, after) {
+		t.Errorf("mounts changed: %v -> %v", before, after)
+	}
+
+	if err := os.WriteFile(rec, good, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	conn = e.startCSI()
+	e.csiReady(conn)
+	e.waitReady(csi.VolumeName(k.id))
+	if after := e.mountIDs(); !reflect.DeepEqual(before, after) {
+		t.Errorf("mounts changed after the record was mended: %v -> %v", before, after)
+	}
+}
+
 // SIGKILL at every crash point of a stage; the kubelet retries the stage
 // against the restarted agent, which finds the work done or finishes it,
 // with one loop device, one staging mount and one filesystem.
