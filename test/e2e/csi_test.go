@@ -251,22 +251,29 @@ func TestCSIErrors(t *testing.T) {
 	}
 }
 
+// publishedCSI starts an agent serving CSI with one ext4 volume, id,
+// staged and published at its target.
+func publishedCSI(t *testing.T, id string) (*env, *kubelet, string) {
+	e := newEnv(t)
+	conn := e.startCSI()
+	e.csiReady(conn)
+	k := e.kubelet(conn, id, 64<<20, mountCap(csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, "ext4"))
+	target := e.target("pod/volume")
+	k.must("stage", k.stage())
+	k.must("publish", k.publish(target, false))
+	return e, k, target
+}
+
 // A volume staged and published through CSI survives a SIGKILL of the
 // agent and a restart with nothing remounted: the kubelet never stages
 // it again, and the agent keeps it from its own records.
 func TestCSISurvivesRestart(t *testing.T) {
-	e := newEnv(t)
-	conn := e.startCSI()
-	e.csiReady(conn)
-	k := e.kubelet(conn, "pv-keep", 64<<20, mountCap(csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, "ext4"))
-	target := e.target("pod/volume")
-	k.must("stage", k.stage())
-	k.must("publish", k.publish(target, false))
+	e, k, target := publishedCSI(t, "pv-keep")
 	before := e.mountIDs()
 	loopsBefore := e.loops()
 	e.kill()
 
-	conn = e.startCSI()
+	conn := e.startCSI()
 	e.csiReady(conn)
 	name := csi.VolumeName(k.id)
 	e.waitReady(name)
@@ -290,13 +297,7 @@ func TestCSISurvivesRestart(t *testing.T) {
 // A record that no longer reads stops the start, naming it, rather than
 // let the first pass tear its volume down under a running pod.
 func TestCSIBadRecordKeepsVolumes(t *testing.T) {
-	e := newEnv(t)
-	conn := e.startCSI()
-	e.csiReady(conn)
-	k := e.kubelet(conn, "pv-rec", 64<<20, mountCap(csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, "ext4"))
-	target := e.target("pod/volume")
-	k.must("stage", k.stage())
-	k.must("publish", k.publish(target, false))
+	e, k, _ := publishedCSI(t, "pv-rec")
 	before := e.mountIDs()
 	e.stop()
 
@@ -320,7 +321,7 @@ func TestCSIBadRecordKeepsVolumes(t *testing.T) {
 	if err := os.WriteFile(rec, good, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	conn = e.startCSI()
+	conn := e.startCSI()
 	e.csiReady(conn)
 	e.waitReady(csi.VolumeName(k.id))
 	if after := e.mountIDs(); !reflect.DeepEqual(before, after) {
