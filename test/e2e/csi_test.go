@@ -329,19 +329,29 @@ func TestCSIBadRecordKeepsVolumes(t *testing.T) {
 	}
 }
 
-// SIGKILL at every crash point of a stage; the kubelet retries the stage
-// against the restarted agent, which finds the work done or finishes it,
-// with one loop device, one staging mount and one filesystem.
+// SIGKILL at every crash point of a stage (and of the publish after
+// it); the kubelet retries the call against the restarted agent, which
+// finds the work done or finishes it, with one loop device, one staging
+// mount, one target mount and one filesystem.
 func TestCSICrashDuringStage(t *testing.T) {
-	for _, point := range []string{"attach:after-intent", "attach:after-kernel", "format:after-intent", "format:after-kernel", "mount_device:after-intent", "mount_device:after-kernel"} {
+	points := []string{"attach:after-intent", "attach:after-kernel", "format:after-intent", "format:after-kernel",
+		"mount_device:after-intent", "mount_device:after-kernel", "publish:after-intent", "publish:after-kernel"}
+	for _, point := range points {
 		t.Run(point, func(t *testing.T) {
 			e := newEnv(t)
 			e.extraArgs = []string{"--csi-endpoint", "unix://" + filepath.Join(e.dir, "csi.sock"), "--node-id", csiNodeID, "--parallel", "1"}
 			conn := e.startCSI("VOLUMED_CRASH_AT=" + point)
 			e.csiReady(conn)
 			k := e.kubelet(conn, "pv-crash", 64<<20, mountCap(csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, "ext4"))
-			if err := k.stage(); err == nil {
-				t.Fatalf("stage returned success from an agent meant to die at %s", point)
+			target := e.target("pod/volume")
+			publishing := strings.HasPrefix(point, "publish:")
+			err := k.stage()
+			if publishing {
+				k.must("stage", err)
+				err = k.publish(target, false)
+			}
+			if err == nil {
+				t.Fatalf("the call returned success from an agent meant to die at %s", point)
 			}
 			if !e.waitExit(30 * time.Second) {
 				t.Fatalf("agent did not die of SIGKILL at %s", point)
@@ -352,6 +362,13 @@ func TestCSICrashDuringStage(t *testing.T) {
 			e.csiReady(conn)
 			k.must("stage retried", k.stage())
 			k.must("stage again", k.stage())
+			if publishing {
+				k.must("publish retried", k.publish(target, false))
+				if n := len(e.mounts()[target]); n != 1 {
+					t.Errorf("target mounted %d times, want 1", n)
+				}
+				k.must("unpublish", k.unpublish(target))
+			}
 			if uuid != "" {
 				if got := fsUUID(t, k.ctx["loop.file"]); got != uuid {
 					t.Errorf("filesystem made again: UUID %s -> %s", uuid, got)
