@@ -62,7 +62,7 @@ func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
 	dev := rec.Attachment.Device
 	fs := d.Spec.Filesystem
 	if fs == nil {
-		return fmt.Errorf("no filesystem block: raw block volumes are not supported yet")
+		return fmt.Errorf("no filesystem block: a raw block volume is never staged")
 	}
 	if pt, err := a.cfg.Mounter.At(a.stagingPathOf(d.Name, d, nil)); err == nil && pt.Root {
 		// Mounted already: whatever format there was had finished.
