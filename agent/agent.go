@@ -81,13 +81,16 @@ type Agent struct {
 	conds    *conditions
 
 	manifests *desiredState
-	hold      *networkHold
-	growth    *growthRequests
-	formats   *formatMemory
-	sessions  *ownedSessions
-	history   *history
-	notes     choiceNotes
-	systemd   *systemdStatus
+	// external is the desired state set through SetDesired (CSI); it is
+	// guarded by manifests.mu, so one snapshot sees both consistently.
+	external *externalState
+	hold     *networkHold
+	growth   *growthRequests
+	formats  *formatMemory
+	sessions *ownedSessions
+	history  *history
+	notes    choiceNotes
+	systemd  *systemdStatus
 	// driftLog says each drift-check failure once, not at every resync.
 	driftLog *onceLog
 
@@ -118,6 +121,7 @@ func New(cfg Config) *Agent {
 		usage:     newUsageCache(),
 		conds:     newConditions(cfg.Now),
 		manifests: &desiredState{volumes: map[string]*Desired{}},
+		external:  &externalState{},
 		hold:      &networkHold{drivers: cfg.NetworkDrivers},
 		growth:    &growthRequests{},
 		formats:   newFormatMemory(),

@@ -38,7 +38,7 @@ func (a *Agent) opAttach(ctx context.Context, d *Desired) error {
 		if len(found) > 0 {
 			return fmt.Errorf("the source is already attached as %s by something other than volumed; left alone", found[0].Device)
 		}
-		if err := a.stagingFree(d.Name); err != nil {
+		if err := a.stagingFree(d); err != nil {
 			return err
 		}
 		f, err := a.attach(ctx, att, d)
@@ -84,8 +84,11 @@ func (a *Agent) heldByOther(name string, f Found) error {
 // is still mounted: that is the volume's data on a device the record lost
 // (an image moved away under it), and a second device on whatever the
 // path names now would be formatted and mounted beside it.
-func (a *Agent) stagingFree(name string) error {
-	p := a.stagingPath(name)
+func (a *Agent) stagingFree(d *Desired) error {
+	if d.Block {
+		return nil // never staged
+	}
+	p := a.stagingPathOf(d.Name, d, nil)
 	if pt, err := a.cfg.Mounter.At(p); err != nil || !pt.Root {
 		return nil
 	}

@@ -26,6 +26,12 @@ type Desired struct {
 	// Generation changes whenever anything about the volume's manifest
 	// (or a Mount pointing at it) changes; it resets backoff.
 	Generation string
+	// StagingPath, when set, is where the volume is staged instead of
+	// <state-dir>/staging/<name>: the kubelet names it for a CSI volume.
+	StagingPath string
+	// Block: a raw block volume (a block source with no filesystem): it
+	// is attached but never staged, and its targets bind the device node.
+	Block bool
 }
 
 // DesiredTarget is one place the volume is published.
@@ -37,7 +43,9 @@ type DesiredTarget struct {
 	NestedIn string
 	// AllowNonEmpty: the target may hide what its directory holds.
 	AllowNonEmpty bool
-	From          string // "Volume/name" or "Mount/name", for messages
+	// Block: the device node is bound at Path, a file.
+	Block bool
+	From  string // "Volume/name" or "Mount/name", for messages
 }
 
 // Wanted reports whether the volume should be set up (not torn down).
@@ -68,9 +76,10 @@ func buildDesired(res *manifest.Result) map[string]*Desired {
 			Spec:   spec,
 			Caps:   spec.Source.Caps,
 			Absent: spec.State == "absent",
+			Block:  IsRawBlock(spec),
 		}
 		for _, m := range spec.Mounts {
-			d.Targets = append(d.Targets, DesiredTarget{Path: path.Clean(m.Path), ReadOnly: m.ReadOnly, NestedIn: m.NestedIn, AllowNonEmpty: m.AllowNonEmpty, From: "Volume/" + d.Name})
+			d.Targets = append(d.Targets, DesiredTarget{Path: path.Clean(m.Path), ReadOnly: m.ReadOnly, NestedIn: m.NestedIn, AllowNonEmpty: m.AllowNonEmpty, Block: m.Block, From: "Volume/" + d.Name})
 		}
 		out[d.Name] = d
 	}
@@ -84,16 +93,25 @@ func buildDesired(res *manifest.Result) map[string]*Desired {
 	}
 	for _, d := range out {
 		sort.Slice(d.Targets, func(i, j int) bool { return d.Targets[i].Path < d.Targets[j].Path })
-		d.Generation = generation(d)
+		d.Generation = Generation(d)
 	}
 	return out
 }
 
-func generation(d *Desired) string {
+// IsRawBlock: a block source with no filesystem block, published as the
+// device node itself.
+func IsRawBlock(spec *manifest.VolumeSpec) bool {
+	return spec.Filesystem == nil && !spec.Source.Staged
+}
+
+// Generation is the hash that changes whenever anything about d that
+// the reconciler acts on changes.
+func Generation(d *Desired) string {
 	b, _ := json.Marshal(struct {
-		Spec    *manifest.VolumeSpec
-		Targets []DesiredTarget
-	}{d.Spec, d.Targets})
+		Spec        *manifest.VolumeSpec
+		Targets     []DesiredTarget
+		StagingPath string `json:",omitempty"`
+	}{d.Spec, d.Targets, d.StagingPath})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
 }

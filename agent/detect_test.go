@@ -31,6 +31,7 @@ type fakeMounter struct {
 func (m *fakeMounter) MountDevice(string, string, string, []string) error { return nil }
 func (m *fakeMounter) Bind(string, string, string, BindOptions) error     { return nil }
 func (m *fakeMounter) EnsureDir(string) error                             { return nil }
+func (m *fakeMounter) BindDevice(string, string, BindOptions) error       { return nil }
 func (m *fakeMounter) Remount(string, int, []string, []string) error      { return nil }
 func (m *fakeMounter) SetBindOptions(string, int, BindOptions) error      { return nil }
 func (m *fakeMounter) Entries(string) (int, error)                        { return 0, nil }

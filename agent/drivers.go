@@ -152,6 +152,9 @@ type Mounter interface {
 	// subPath nor the target is resolved through a symlink, so nothing
 	// can redirect the mount outside what the manifest names.
 	Bind(staging, subPath, target string, o BindOptions) error
+	// BindDevice publishes a block device node at target, a file it
+	// creates if missing, without following a symlink in target.
+	BindDevice(device, target string, o BindOptions) error
 	// Unmount removes the topmost mount at target and confirms it against
 	// mountinfo; it fails (never pretends) when the target stays busy.
 	Unmount(ctx context.Context, target string) error

@@ -82,8 +82,9 @@ func TestFailedMkfsIsNotRetried(t *testing.T) {
 // refusingMounter mounts nothing: the half-made filesystem does not mount.
 type refusingMounter struct{ Mounter }
 
-func (refusingMounter) At(string) (MountPoint, error) { return MountPoint{}, errors.New("not mounted") }
-func (refusingMounter) EnsureDir(string) error        { return nil }
+func (refusingMounter) At(string) (MountPoint, error)                { return MountPoint{}, errors.New("not mounted") }
+func (refusingMounter) EnsureDir(string) error                       { return nil }
+func (refusingMounter) BindDevice(string, string, BindOptions) error { return nil }
 func (refusingMounter) MountDevice(string, string, string, []string) error {
 	return errors.New("wrong fs type, bad option, bad superblock")
 }

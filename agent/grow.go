@@ -26,7 +26,7 @@ type sizes struct {
 // than when the filesystem was last grown and the manifest asks for
 // growth. It never asks for shrinking.
 func growNeeded(d *Desired, rec *store.Volume, now sizes) bool {
-	if !d.Wanted() || rec == nil || rec.Staging == nil || rec.Attachment == nil {
+	if !d.Wanted() || !placed(d, rec) {
 		return false
 	}
 	if d.Caps.Size > 0 && now.image >= 0 && now.image < d.Caps.Size {
@@ -34,6 +34,13 @@ func growNeeded(d *Desired, rec *store.Volume, now sizes) bool {
 	}
 	fs := d.Spec.Filesystem
 	return fs != nil && fs.Grow && now.device > 0 && now.device > rec.Staging.DeviceBytes
+}
+
+// placed: the volume is where growing it makes sense: attached and
+// staged, or attached when it is a raw block volume (its loop image
+// grows; there is no filesystem).
+func placed(d *Desired, rec *store.Volume) bool {
+	return rec != nil && rec.Attachment != nil && (rec.Staging != nil || d != nil && d.Block)
 }
 
 // refreshSizes asks the kernel, once per shared session or controller, to
@@ -65,7 +72,7 @@ func (a *Agent) refreshSizes(ctx context.Context) {
 // which never asks for growth, and the error is returned.
 func (a *Agent) observeSizes(d *Desired, rec *store.Volume) (sizes, error) {
 	s := sizes{image: -1}
-	if rec == nil || rec.Attachment == nil || rec.Staging == nil {
+	if !placed(d, rec) {
 		return s, nil
 	}
 	if d.Caps.Size > 0 {
@@ -93,7 +100,7 @@ func (a *Agent) opGrow(ctx context.Context, d *Desired) error {
 
 func (a *Agent) grow(ctx context.Context, d *Desired) error {
 	rec := a.state.Get(d.Name)
-	if rec == nil || rec.Attachment == nil || rec.Staging == nil {
+	if !placed(d, rec) {
 		return errRetryNow
 	}
 	dev := rec.Attachment.Device
@@ -111,7 +118,7 @@ func (a *Agent) grow(ctx context.Context, d *Desired) error {
 		// DeviceBytes is the size the filesystem was last fitted to: it
 		// moves only when the filesystem is grown, so turning grow on
 		// later still grows it.
-		if fs := d.Spec.Filesystem; fs != nil && fs.Grow {
+		if fs := d.Spec.Filesystem; fs != nil && fs.Grow && rec.Staging != nil {
 			if size > rec.Staging.DeviceBytes {
 				if err := a.cfg.FS.Grow(ctx, fs.Type, dev, rec.Staging.Path); err != nil {
 					return err

@@ -26,6 +26,7 @@ func TestGrowNeeded(t *testing.T) {
 	}
 	absent := loopVol(128*mi, true)
 	absent.Absent = true
+	raw := &Desired{Name: "a", Driver: "loop", Spec: &manifest.VolumeSpec{}, Block: true, Caps: manifest.Caps{ImageFile: "/i", Size: 128 * mi}}
 	cases := []struct {
 		name string
 		d    *Desired
@@ -41,6 +42,9 @@ func TestGrowNeeded(t *testing.T) {
 		{"device size unknown", loopVol(64*mi, true), staged(64 * mi), sizes{0, 64 * mi}, false},
 		{"not staged yet", loopVol(128*mi, true), have("a", true, false), sizes{64 * mi, 64 * mi}, false},
 		{"being torn down", absent, staged(64 * mi), sizes{64 * mi, 64 * mi}, false},
+		{"raw block image smaller than wanted: never staged, still grown", raw, have("a", true, false), sizes{64 * mi, 64 * mi}, true},
+		{"raw block image as wanted", raw, have("a", true, false), sizes{128 * mi, 128 * mi}, false},
+		{"raw block not attached yet", raw, have("a", false, false), sizes{64 * mi, 64 * mi}, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -74,7 +74,7 @@ func (a *Agent) loadManifests() {
 }
 
 // desiredSnapshot is the desired state as the passes see it: the
-// manifests, with the network hold applied.
+// manifests and the external entries (CSI), with the network hold applied.
 func (a *Agent) desiredSnapshot() map[string]*Desired {
-	return a.hold.apply(a.manifests.get())
+	return a.hold.apply(a.manifests.merged(a.external))
 }

@@ -15,8 +15,10 @@ const statusEvery = 250 * time.Millisecond
 // systemdStatus is what systemd was told and when: whether the agent has
 // settled (READY=1 once), and the last STATUS= line.
 type systemdStatus struct {
-	mu         sync.Mutex
-	settled    bool
+	mu      sync.Mutex
+	settled bool
+	// ever: the agent has settled once (READY=1 was sent).
+	ever       bool
 	line       string
 	lastReport time.Time
 }
@@ -30,11 +32,18 @@ func (s *systemdStatus) passDone(settled bool, now time.Time) (first, report boo
 	defer s.mu.Unlock()
 	first = settled && !s.settled
 	s.settled = settled
+	s.ever = s.ever || settled
 	report = settled || now.Sub(s.lastReport) >= statusEvery
 	if report {
 		s.lastReport = now
 	}
 	return first, report
+}
+
+func (s *systemdStatus) hasSettled() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ever
 }
 
 func (s *systemdStatus) isSettled() bool {

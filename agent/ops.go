@@ -23,6 +23,19 @@ func (a *Agent) stagingPath(name string) string {
 	return filepath.Join(a.cfg.StateDir, "staging", name)
 }
 
+// stagingPathOf is where the volume is staged: the path its desired
+// entry names (the kubelet's, for a CSI volume), else the one its record
+// names (a volume no longer wanted), else <state-dir>/staging/<name>.
+func (a *Agent) stagingPathOf(name string, d *Desired, rec *store.Volume) string {
+	switch {
+	case d != nil && d.StagingPath != "":
+		return d.StagingPath
+	case d == nil && rec != nil && rec.Staging != nil:
+		return rec.Staging.Path
+	}
+	return a.stagingPath(name)
+}
+
 func (a *Agent) attacher(driver string) (Attacher, error) {
 	att := a.cfg.Attachers[driver]
 	if att == nil {
@@ -49,9 +62,9 @@ func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
 	dev := rec.Attachment.Device
 	fs := d.Spec.Filesystem
 	if fs == nil {
-		return fmt.Errorf("no filesystem block: raw block volumes are not supported yet")
+		return fmt.Errorf("no filesystem block: a raw block volume is never staged")
 	}
-	if pt, err := a.cfg.Mounter.At(a.stagingPath(d.Name)); err == nil && pt.Root {
+	if pt, err := a.cfg.Mounter.At(a.stagingPathOf(d.Name, d, nil)); err == nil && pt.Root {
 		// Mounted already: whatever format there was had finished.
 		a.formats.clearInterrupted(d.Name)
 		return a.mountStaging(d, dev)
@@ -102,7 +115,7 @@ func (a *Agent) noteMountResult(d *Desired, err error) {
 func (a *Agent) mountStaging(d *Desired, dev string) error {
 	fs := d.Spec.Filesystem
 	return a.state.Do(d.Name, d.Driver, OpMountDevice, map[string]string{"device": dev}, func(rec *store.Volume) error {
-		p := a.stagingPath(d.Name)
+		p := a.stagingPathOf(d.Name, d, nil)
 		if pt, err := a.cfg.Mounter.At(p); err == nil && pt.Root {
 			// Mounted already (e.g. by a run that died before recording it).
 			top, err := a.mountInfoAt(p)
@@ -153,7 +166,7 @@ func (a *Agent) fittedSize(name, dev string) int64 {
 // tmpfs) at the staging path.
 func (a *Agent) stageSource(ctx context.Context, d *Desired, stager Stager) error {
 	return a.state.Do(d.Name, d.Driver, OpMountDevice, nil, func(rec *store.Volume) error {
-		p := a.stagingPath(d.Name)
+		p := a.stagingPathOf(d.Name, d, nil)
 		if pt, err := a.cfg.Mounter.At(p); err == nil && pt.Root {
 			if !stager.IsStaged(d, p) {
 				return fmt.Errorf("staging path %s has a mount that volumed did not make; left alone", p)
@@ -224,6 +237,9 @@ func (a *Agent) opPublish(ctx context.Context, d *Desired, t DesiredTarget) erro
 			// stale twin behind.
 			return nil
 		}
+		if t.Block {
+			return a.publishBlock(d, t, rec)
+		}
 		src, err := a.publishSource(rec, t.SubPath)
 		if errors.Is(err, errStagingGone) {
 			rec.Staging = nil // drift: the next pass mounts it again
@@ -261,6 +277,38 @@ func (a *Agent) opPublish(ctx context.Context, d *Desired, t DesiredTarget) erro
 	})
 }
 
+// publishBlock binds the attached device node at the target, a file.
+func (a *Agent) publishBlock(d *Desired, t DesiredTarget, rec *store.Volume) error {
+	if rec.Attachment == nil {
+		return errRetryNow
+	}
+	dev := rec.Attachment.Device
+	src, err := a.cfg.Mounter.At(dev)
+	if err != nil {
+		return fmt.Errorf("device %s: %w", dev, err)
+	}
+	if tp, err := a.cfg.Mounter.At(t.Path); err == nil && tp.Root {
+		if tp.SameFile(src) {
+			rec.Targets = append(rec.Targets, targetRecord(tp.MountID, t, nil))
+			return nil
+		}
+		return fmt.Errorf("target %s already has a mount%s that volumed did not make; left alone", t.Path, a.describeMount(t.Path))
+	}
+	o := bindOptions(d, t)
+	if err := a.cfg.Mounter.BindDevice(dev, t.Path, o); err != nil {
+		return err
+	}
+	tp, err := a.cfg.Mounter.At(t.Path)
+	if err != nil {
+		return err
+	}
+	if !tp.Root || !tp.SameFile(src) {
+		return fmt.Errorf("bind mount of %s at %s succeeded but the kernel does not show it", dev, t.Path)
+	}
+	rec.Targets = append(rec.Targets, targetRecord(tp.MountID, t, bindWords(o)))
+	return nil
+}
+
 // refuseNonEmpty: a mount hides what its directory holds, which is
 // seldom meant (a path typed wrong, data written before the volume came
 // up), so the manifest must ask for it.
@@ -285,7 +333,7 @@ func (a *Agent) refuseNonEmpty(t DesiredTarget) error {
 // bindOptions: nosuid and nodev unless the manifest allows them; a
 // volume without a filesystem block (directory, tmpfs) gets the defaults.
 func bindOptions(d *Desired, t DesiredTarget) BindOptions {
-	o := BindOptions{ReadOnly: t.ReadOnly || readOnlySource(d), NoSuid: true, NoDev: true}
+	o := BindOptions{ReadOnly: t.ReadOnly || readOnlySource(d), NoSuid: true, NoDev: !t.Block}
 	if fs := d.Spec.Filesystem; fs != nil {
 		o.NoSuid, o.NoDev = !fs.AllowSuid, !fs.AllowDev
 		o.NoExec = slices.Contains(fs.MountOptions, "noexec")
@@ -377,7 +425,9 @@ func (a *Agent) opUnmountDevice(ctx context.Context, name, driver string) error 
 			}
 		}
 		rec.Staging = nil
-		_ = os.Remove(p) // an empty dir of our own; harmless if it stays
+		if p == a.stagingPath(name) {
+			_ = os.Remove(p) // an empty dir of our own; harmless if it stays
+		}
 		return nil
 	})
 }
@@ -437,6 +487,16 @@ func sameDevice(m *mountinfo.Info, dev string) bool {
 		return false
 	}
 	return int(unix.Major(st.Rdev)) == m.Major && int(unix.Minor(st.Rdev)) == m.Minor
+}
+
+// boundDevice: the file at p is the block device dev (a raw block
+// target binds the device node).
+func boundDevice(p, dev string) bool {
+	var pst, dst unix.Stat_t
+	if unix.Stat(p, &pst) != nil || unix.Stat(dev, &dst) != nil {
+		return false
+	}
+	return pst.Mode&unix.S_IFMT == unix.S_IFBLK && dst.Mode&unix.S_IFMT == unix.S_IFBLK && pst.Rdev == dst.Rdev
 }
 
 func fileSize(p string) (int64, error) {

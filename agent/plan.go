@@ -101,7 +101,7 @@ func nextOp(name string, d *Desired, a *store.Volume, held heldPaths) (Op, bool)
 	if a.Attachment == nil {
 		return Op{Volume: name, Kind: OpAttach}, true
 	}
-	if a.Staging == nil {
+	if a.Staging == nil && !d.Block {
 		return Op{Volume: name, Kind: OpMountDevice}, true
 	}
 	for _, t := range d.Targets {

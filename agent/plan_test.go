@@ -31,6 +31,8 @@ func pub(p string, ro bool) store.MountRecord {
 }
 
 func TestPlan(t *testing.T) {
+	raw := &Desired{Name: "r", Driver: "loop", Spec: &manifest.VolumeSpec{}, Block: true, Targets: []DesiredTarget{{Path: "/dev-t", Block: true}}}
+	rawPub := store.MountRecord{Path: "/dev-t", Owned: true, Options: bindWords(bindOptions(raw, raw.Targets[0]))}
 	absent := want("a", tgt("/t", false))
 	absent.Absent = true
 	pinned := have("boot", true, true, pub("/boot-data", false))
@@ -54,6 +56,14 @@ func TestPlan(t *testing.T) {
 			map[string]*Desired{"a": want("a", tgt("/t1", false), tgt("/t2", true))},
 			map[string]*store.Volume{"a": have("a", true, true, pub("/t1", false))},
 			[]Op{{Volume: "a", Kind: OpPublish, Target: tgt("/t2", true)}}},
+		{"a raw block volume is published once attached, never staged",
+			map[string]*Desired{"r": raw},
+			map[string]*store.Volume{"r": have("r", true, false)},
+			[]Op{{Volume: "r", Kind: OpPublish, Target: raw.Targets[0]}}},
+		{"a published raw block volume needs nothing",
+			map[string]*Desired{"r": raw},
+			map[string]*store.Volume{"r": have("r", true, false, rawPub)},
+			nil},
 		{"converged volume needs nothing",
 			map[string]*Desired{"a": want("a", tgt("/t", false))},
 			map[string]*store.Volume{"a": have("a", true, true, pub("/t", false))},

@@ -197,7 +197,7 @@ func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume,
 	}
 
 	// The staging mount: the staging dir is ours alone.
-	p := a.stagingPath(name)
+	p := a.stagingPathOf(name, d, rec)
 	if v.Attachment == nil && d != nil {
 		// Our device still mounted at the volume's staging path is the
 		// volume's, even when its image was deleted or moved away (so it
@@ -252,7 +252,10 @@ func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume,
 	}
 	for _, tp := range paths {
 		top := mounts.Top(tp)
-		if top == nil || !mounts.SameSource(top, st, subPaths[tp]) {
+		if top == nil {
+			continue
+		}
+		if !mounts.SameSource(top, st, subPaths[tp]) && (v.Attachment == nil || !boundDevice(tp, v.Attachment.Device)) {
 			continue
 		}
 		m := store.MountRecord{Path: tp, SubPath: subPaths[tp], ReadOnly: mountReadOnly(top), MountID: top.ID, Owned: true}

@@ -57,7 +57,7 @@ func (a *Agent) Status() []api.Volume {
 }
 
 func (a *Agent) volumeStatus(name string, d *Desired, rec *store.Volume, next map[string]Op) api.Volume {
-	v := api.Volume{Name: name, Kind: "Volume", Wanted: d.Wanted(), StagingPath: a.stagingPath(name), Targets: []api.Target{}}
+	v := api.Volume{Name: name, Kind: "Volume", Wanted: d.Wanted(), StagingPath: a.stagingPathOf(name, d, rec), Targets: []api.Target{}}
 	if d != nil {
 		v.Driver, v.File = d.Driver, d.File
 		for _, t := range d.Targets {

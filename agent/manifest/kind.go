@@ -127,6 +127,9 @@ type Source struct {
 	Spec any    `yaml:"-" json:"-"`
 	// Caps is what the kind said of it once validated.
 	Caps Caps `yaml:"-" json:"-"`
+	// Staged: the kind puts the source at the staging path itself (no
+	// block device), as its kind said once validated.
+	Staged bool `yaml:"-" json:"-"`
 	// more holds every member written: more than one is refused, each
 	// still checked.
 	more []member

@@ -87,14 +87,23 @@ func TestParseBytesProblems(t *testing.T) {
 		{"name too long", strings.Replace(vol, "name: data", "name: "+strings.Repeat("a", 64), 1) + "  source: {tmpfs: {size: 1Mi}}\n", []string{
 			`x.yaml:4:9: metadata.name: must be at most 63 characters, got 64`,
 		}},
+		{"name of a CSI volume", strings.Replace(vol, "name: data", "name: csi-data", 1) + "  source: {tmpfs: {size: 1Mi}}\n", []string{
+			`x.yaml:4:9: metadata.name: names starting with "csi-" are the volumes of the CSI node service (volumed run --csi-endpoint)`,
+		}},
 		{"no name", "apiVersion: volumed/v1\nkind: Volume\nspec:\n  source: {tmpfs: {size: 1Mi}}\n", []string{
 			`x.yaml:1:1: metadata.name: required`,
 		}},
 		{"block source without filesystem", vol + "  source: {loop: {file: /x.img}}\n", []string{
-			`x.yaml:5:1: spec.filesystem: required with source.loop, a block device: add one with type ext4, xfs or btrfs (raw block volumes are not supported)`,
+			`x.yaml:5:1: spec.filesystem: required with source.loop, a block device: add one with type ext4, xfs or btrfs, or publish the raw device with mounts: [{path: ..., block: true}]`,
 		}},
 		{"block source without filesystem, absent", vol + "  state: absent\n  source: {device: {serial: X1}}\n", []string{
-			`x.yaml:5:1: spec.filesystem: required with source.device, a block device: add one with type ext4, xfs or btrfs (raw block volumes are not supported)`,
+			`x.yaml:5:1: spec.filesystem: required with source.device, a block device: add one with type ext4, xfs or btrfs, or publish the raw device with mounts: [{path: ..., block: true}]`,
+		}},
+		{"raw block mount of a filesystem volume", vol + "  source: {loop: {file: /x.img}}\n" + ext4 + "  mounts: [{path: /srv/a, block: true}]\n", []string{
+			`x.yaml:8:34: spec.mounts[0].block: only a block source without a filesystem block is published raw: remove block: true or the filesystem block`,
+		}},
+		{"filesystem mount of a raw block volume", vol + "  source: {loop: {file: /x.img}}\n  mounts: [{path: /srv/a}]\n", []string{
+			`x.yaml:7:12: spec.mounts[0].block: required: source.loop has no filesystem block, so it is published as the raw device (block: true), or add a filesystem block`,
 		}},
 		{"unknown source kind", vol + "  source:\n    lop: {file: /x.img}\n" + ext4, []string{
 			`x.yaml:6:3: spec.source: exactly one of loop, iscsi, nvme, device, directory, tmpfs is required, got none`,

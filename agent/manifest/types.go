@@ -73,6 +73,9 @@ type Target struct {
 	// AllowNonEmpty allows publishing onto a directory that holds
 	// something, which the mount then hides; refused otherwise.
 	AllowNonEmpty bool `yaml:"allowNonEmpty,omitempty" json:"allowNonEmpty,omitempty"`
+	// Block publishes the device node itself at path (a file, created if
+	// missing): a raw block volume, one without a filesystem block.
+	Block bool `yaml:"block,omitempty" json:"block,omitempty"`
 }
 
 // MountSpec is a `kind: Mount` consumer declared in its own file.

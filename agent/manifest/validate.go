@@ -58,6 +58,8 @@ func (v *validator) object(kindOK, hasSpec bool) {
 	}
 	if r := checkName(o.Metadata.Name); r != "" {
 		v.report("metadata.name", r)
+	} else if o.Kind == KindVolume && strings.HasPrefix(o.Metadata.Name, ReservedPrefix) {
+		v.report("metadata.name", fmt.Sprintf("names starting with %q are the volumes of the CSI node service (volumed run --csi-endpoint)", ReservedPrefix))
 	}
 	if !kindOK {
 		return
@@ -112,6 +114,7 @@ func (v *validator) volume(s *VolumeSpec) {
 		caps := m.kind.Check(m.spec, &Check{v: v, prefix: "spec.source." + m.kind.Name()})
 		if i == 0 {
 			src.Caps, staged = caps, m.kind.Staged()
+			src.Staged = staged
 		}
 	}
 
@@ -119,10 +122,19 @@ func (v *validator) volume(s *VolumeSpec) {
 	case len(src.more) == 0:
 	case fs != nil && staged:
 		v.report("spec.filesystem", fmt.Sprintf("not allowed with %s %s source", article(src.Kind), src.Kind))
-	case fs == nil && !staged:
-		// Raw block volumes are not supported: without this the volume
-		// would be accepted and then never come up.
-		v.report("spec.filesystem", fmt.Sprintf("required with source.%s, a block device: add one with type ext4, xfs or btrfs (raw block volumes are not supported)", src.Kind))
+	case fs == nil && !staged && len(s.Mounts) == 0:
+		// A block source with no filesystem and nowhere to publish it is
+		// almost always a forgotten filesystem block.
+		v.report("spec.filesystem", fmt.Sprintf("required with source.%s, a block device: add one with type ext4, xfs or btrfs, or publish the raw device with mounts: [{path: ..., block: true}]", src.Kind))
+	}
+	rawBlock := len(src.more) > 0 && s.Filesystem == nil && !staged
+	for i, m := range s.Mounts {
+		switch {
+		case m.Block && !rawBlock:
+			v.report(fmt.Sprintf("spec.mounts[%d].block", i), "only a block source without a filesystem block is published raw: remove block: true or the filesystem block")
+		case !m.Block && rawBlock:
+			v.report(fmt.Sprintf("spec.mounts[%d].block", i), fmt.Sprintf("required: source.%s has no filesystem block, so it is published as the raw device (block: true), or add a filesystem block", src.Kind))
+		}
 	}
 	if fs := s.Filesystem; fs != nil {
 		switch fs.Type {
@@ -356,3 +368,16 @@ func ParseMode(s string) (uint32, error) {
 	}
 	return uint32(m), nil
 }
+
+// CheckTarget says why p may not be a publish target ("" if it may): the
+// rules a manifest's mounts[].path is held to, for targets that come
+// from elsewhere (the kubelet's).
+func CheckTarget(p, stateDir string) string { return checkTarget(p, stateDir) }
+
+// ReservedPrefix starts the names of the volumes the CSI node service
+// makes; a manifest may not declare one, so neither source can take
+// over the other's volume.
+const ReservedPrefix = "csi-"
+
+// CheckName says why name may not be a volume's name ("" if it may).
+func CheckName(name string) string { return checkName(name) }

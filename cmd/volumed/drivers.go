@@ -92,6 +92,10 @@ func (mounter) Bind(staging, subPath, target string, o agent.BindOptions) error 
 	return mount.SafeBind(staging, subPath, target, mount.BindOptions(o))
 }
 
+func (mounter) BindDevice(device, target string, o agent.BindOptions) error {
+	return mount.SafeBindDevice(device, target, mount.BindOptions(o))
+}
+
 func (mounter) Remount(target string, mountID int, from, opts []string) error {
 	return mount.Remount(target, mountID, from, opts)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/volumed/volumed/agent"
+	"github.com/volumed/volumed/agent/csi"
 	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/firmware"
 	"github.com/volumed/volumed/kinds"
@@ -53,6 +55,8 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	parallel := fs.Int("parallel", 32, "operations running at once (across volumes)")
 	firmwareRoot := fs.String("firmware-root", "/", "root of the tree holding /sys/firmware, /etc/iscsi and /etc/nvme (for tests and chroots)")
+	csiEndpoint := fs.String("csi-endpoint", "", "also serve the CSI node service on this unix:// socket")
+	nodeID := fs.String("node-id", "", "CSI node ID (default: the host name)")
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -135,9 +139,10 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	ks := kinds.All()
 	wakes := watchKernel(ctx, log, kinds.AwaitDisk(ks), kinds.Network(ks))
 
+	manifestOpts := manifest.Options{StateDir: *stateDir, CheckOwnership: true, Kinds: kinds.Manifest(ks)}
 	a := agent.New(agent.Config{
 		StateDir:         *stateDir,
-		Manifests:        manifest.NewBuilder(dirs, manifest.Options{StateDir: *stateDir, CheckOwnership: true, Kinds: kinds.Manifest(ks)}),
+		Manifests:        manifest.NewBuilder(dirs, manifestOpts),
 		WatchDirs:        dirs,
 		Store:            st,
 		Attachers:        attachers(ks, kind.Env{LoopTag: loopTag(*stateDir), Host: host, Boot: boot}),
@@ -171,7 +176,17 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 	}()
 
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
+	if *csiEndpoint != "" {
+		// Restored before Run: the first pass must see the kubelet's
+		// volumes, or it would tear them down.
+		svc, ln, err := startCSI(*csiEndpoint, *nodeID, *stateDir, manifestOpts, a, log)
+		if err != nil {
+			return err
+		}
+		defer ln.Close()
+		go func() { errc <- svc.Serve(ctx, ln) }()
+	}
 	go func() { errc <- a.ServeAPI(ctx, apiLn) }()
 	if *metricsAddr != "" {
 		go func() { errc <- a.ServeMetrics(ctx, *metricsAddr) }()
@@ -191,6 +206,29 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		return <-runErr
 	}
+}
+
+// startCSI restores the CSI volumes kept by an earlier run and opens the
+// endpoint. It serves from the same agent, state file and executor as
+// the manifests: one agent per host owns the state.
+func startCSI(endpoint, nodeID, stateDir string, opts manifest.Options, a *agent.Agent, log *slog.Logger) (*csi.Service, net.Listener, error) {
+	if nodeID == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return nil, nil, fmt.Errorf("--node-id: %w", err)
+		}
+		nodeID = h
+	}
+	svc, err := csi.New(csi.Config{Agent: a, Dir: filepath.Join(stateDir, "csi"), NodeID: nodeID, Manifest: opts, Version: version, Log: log.With("service", "csi")})
+	if err != nil {
+		return nil, nil, err
+	}
+	ln, err := csi.Listen(endpoint)
+	if err != nil {
+		return nil, nil, err
+	}
+	log.Info("serving the CSI node service", "endpoint", endpoint, "driver", csi.DriverName, "nodeID", nodeID)
+	return svc, ln, nil
 }
 
 func monotonicUsec() int64 {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -289,4 +290,49 @@ func unquote(v string) string {
 		return v[1 : len(v)-1]
 	}
 	return v
+}
+
+// SafeBindDevice bind-mounts the block device node device at target, a
+// file created (mode 0600, with missing parent directories) when absent:
+// a raw block volume published where a consumer opens it. No symlink is
+// followed in target; device may be a symlink (/dev/disk/by-id) but must
+// resolve to a block device.
+func SafeBindDevice(device, target string, o BindOptions) error {
+	src, err := os.OpenFile(device, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("bind %s: %w", device, err)
+	}
+	defer src.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(src.Fd()), &st); err != nil {
+		return fmt.Errorf("bind %s: %w", device, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFBLK {
+		return fmt.Errorf("bind %s: not a block device", device)
+	}
+	dir, name := filepath.Split(filepath.Clean(target))
+	if name == "" {
+		return fmt.Errorf("bind %s on %s: not a file path", device, target)
+	}
+	d, err := safepath.OpenDir(dir, true)
+	if err != nil {
+		return fmt.Errorf("bind %s: target: %w", device, err)
+	}
+	defer d.Close()
+	// O_NOFOLLOW with O_CREAT: a symlink planted at the target fails
+	// (ELOOP) instead of creating or opening what it names.
+	fd, err := unix.Openat(int(d.Fd()), name, unix.O_CREAT|unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0o600)
+	if err != nil {
+		return fmt.Errorf("bind %s: target %s: %w", device, target, err)
+	}
+	t := os.NewFile(uintptr(fd), target)
+	defer t.Close()
+	var tst unix.Stat_t
+	if err := unix.Fstat(fd, &tst); err != nil {
+		return fmt.Errorf("bind %s: target %s: %w", device, target, err)
+	}
+	if tst.Mode&unix.S_IFMT != unix.S_IFREG && tst.Rdev != st.Rdev {
+		return fmt.Errorf("bind %s: target %s is not a regular file", device, target)
+	}
+	return BindAt(src, t, o)
 }

@@ -88,9 +88,10 @@ func SetBindOptions(target string, mountID int, o BindOptions) error {
 
 // openMountRoot opens target with no symlink followed and checks that it
 // is the root of the mount mountID, so that a change meant for our mount
-// never lands on another one.
+// never lands on another one. The target may be a file: a raw block
+// target is a device node bound onto one.
 func openMountRoot(target string, mountID int) (*os.File, error) {
-	t, err := safepath.OpenDir(target, false)
+	t, err := safepath.OpenFile(target, unix.O_PATH)
 	if err != nil {
 		return nil, err
 	}

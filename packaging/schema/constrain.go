@@ -220,6 +220,15 @@ func filesystemIf(kinds []string, want bool) func(*jsonschema.Schema) {
 		then := &jsonschema.Schema{Required: []string{"filesystem"}}
 		if !want {
 			then = &jsonschema.Schema{Not: then}
+		} else {
+			// Or a raw block volume: no filesystem, published only
+			// as the device node (every mount block: true).
+			block := jsonschema.NewProperties()
+			block.Set("block", &jsonschema.Schema{Const: true})
+			mounts := jsonschema.NewProperties()
+			one := uint64(1)
+			mounts.Set("mounts", &jsonschema.Schema{MinItems: &one, Items: &jsonschema.Schema{Required: []string{"block"}, Properties: block}})
+			then = &jsonschema.Schema{AnyOf: []*jsonschema.Schema{then, {Required: []string{"mounts"}, Properties: mounts}}}
 		}
 		s.AllOf = append(s.AllOf, &jsonschema.Schema{
 			If:   &jsonschema.Schema{Required: []string{"source"}, Properties: src},

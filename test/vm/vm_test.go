@@ -184,10 +184,11 @@ func buildVolumed(ctx context.Context, root, dir string) (string, error) {
 }
 
 // buildHelpers builds the test-only commands the scenarios run besides
-// volumed (vmluks drives drivers/luks), static, into dir.
+// volumed (vmluks drives drivers/luks, vmcsi the CSI node service),
+// static, into dir.
 func buildHelpers(ctx context.Context, root, dir string) (map[string]string, error) {
 	out := map[string]string{}
-	for _, name := range []string{"vmluks"} {
+	for _, name := range []string{"vmluks", "vmcsi"} {
 		bin := filepath.Join(dir, name)
 		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "./test/vm/"+name)
 		cmd.Dir = root

@@ -1,0 +1,443 @@
+package csi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/volumed/volumed/agent"
+	"github.com/volumed/volumed/agent/manifest"
+	"github.com/volumed/volumed/store"
+)
+
+// pollEvery is how often a call waiting on the reconciler looks again.
+const pollEvery = 20 * time.Millisecond
+
+// capability is what a VolumeCapability asks for.
+type capability struct {
+	block      bool
+	fsType     string
+	mountFlags []string
+	mode       csipb.VolumeCapability_AccessMode_Mode
+}
+
+func parseCapability(c *csipb.VolumeCapability) (capability, error) {
+	if c == nil {
+		return capability{}, status.Error(codes.InvalidArgument, "volume capability is required")
+	}
+	out := capability{mode: c.GetAccessMode().GetMode()}
+	switch {
+	case c.GetBlock() != nil:
+		out.block = true
+	case c.GetMount() != nil:
+		out.fsType = c.GetMount().GetFsType()
+		out.mountFlags = c.GetMount().GetMountFlags()
+	default:
+		return capability{}, status.Error(codes.InvalidArgument, "volume capability: access type block or mount is required")
+	}
+	switch out.mode {
+	case csipb.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER, csipb.VolumeCapability_AccessMode_MULTI_NODE_SINGLE_WRITER:
+		if !out.block {
+			// A filesystem mounted on two hosts at once is corrupted.
+			return capability{}, status.Errorf(codes.InvalidArgument, "access mode %s: a filesystem volume is never written from more than one node", out.mode)
+		}
+	case csipb.VolumeCapability_AccessMode_UNKNOWN:
+		return capability{}, status.Error(codes.InvalidArgument, "volume capability: access mode is required")
+	}
+	return out, nil
+}
+
+func readOnlyMode(m csipb.VolumeCapability_AccessMode_Mode) bool {
+	return m == csipb.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY || m == csipb.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY
+}
+
+// field is one request field a call requires: its name and value.
+type field struct{ name, value string }
+
+func required(fields ...field) error {
+	for _, f := range fields {
+		if f.value == "" {
+			return status.Errorf(codes.InvalidArgument, "%s is required", f.name)
+		}
+	}
+	return nil
+}
+
+// begin checks the fields a call requires, then claims the volume for
+// it: the volumed name of the volume, and the release of the claim.
+func (s *Service) begin(id string, fields ...field) (string, func(), error) {
+	if err := required(append([]field{{"volume ID", id}}, fields...)...); err != nil {
+		return "", nil, err
+	}
+	name := VolumeName(id)
+	release, err := s.claim(name, id)
+	if err != nil {
+		return "", nil, err
+	}
+	return name, release, nil
+}
+
+func (s *Service) checkPath(field, p string) error {
+	if r := manifest.CheckTarget(p, s.cfg.Manifest.StateDir); r != "" {
+		return status.Errorf(codes.InvalidArgument, "%s %s: %s", field, p, r)
+	}
+	return nil
+}
+
+// NodeStageVolume attaches the volume, formats it if blank and mounts it
+// at the staging path (a block volume is only attached).
+func (s *Service) NodeStageVolume(ctx context.Context, req *csipb.NodeStageVolumeRequest) (*csipb.NodeStageVolumeResponse, error) {
+	id, sp := req.GetVolumeId(), filepath.Clean(req.GetStagingTargetPath())
+	name, release, err := s.begin(id, field{"staging target path", req.GetStagingTargetPath()})
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	c, err := parseCapability(req.GetVolumeCapability())
+	if err != nil {
+		return nil, err
+	}
+	if r := s.record(name); r != nil {
+		if r.StagingPath != sp || r.Block != c.block || (!c.block && r.FSType != c.fsType) {
+			return nil, status.Errorf(codes.AlreadyExists, "volume %s is already staged at %s with another capability", id, r.StagingPath)
+		}
+		return &csipb.NodeStageVolumeResponse{}, s.waitStaged(ctx, name, r)
+	}
+	if err := s.checkPath("staging target path", sp); err != nil {
+		return nil, err
+	}
+	r := &Record{VolumeID: id, StagingPath: sp, Block: c.block, FSType: c.fsType, MountFlags: c.mountFlags, AccessMode: int32(c.mode), Context: map[string]string{}}
+	for k, v := range req.GetVolumeContext() {
+		r.Context[k] = v
+	}
+	files, err := s.recs.writeSecrets(name, req.GetSecrets())
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "secrets: %v", err)
+	}
+	for k, p := range files {
+		r.Context[k] = p
+		r.Secrets = append(r.Secrets, strings.TrimSuffix(k, "File"))
+	}
+	slices.Sort(r.Secrets)
+	d, err := desired(name, r, s.cfg.Manifest)
+	if err == nil {
+		if h := s.cfg.Agent.ClaimHolder(d.Driver, d.Caps.Claims, name); h != "" {
+			err = fmt.Errorf("its source is already volume %s's", h)
+			err = status.Errorf(codes.FailedPrecondition, "volume %s: %v", id, err)
+		}
+	} else {
+		err = status.Error(codes.InvalidArgument, err.Error())
+	}
+	if err != nil {
+		_ = s.recs.remove(name) // the secrets written above
+		return nil, err
+	}
+	if err := s.commit(name, r, d); err != nil {
+		return nil, err
+	}
+	return &csipb.NodeStageVolumeResponse{}, s.waitStaged(ctx, name, r)
+}
+
+func (s *Service) waitStaged(ctx context.Context, name string, r *Record) error {
+	return s.wait(ctx, name, r.VolumeID, stageOps, "", func(rec *store.Volume) bool {
+		if rec == nil || rec.Attachment == nil {
+			return false
+		}
+		return r.Block || (rec.Staging != nil && rec.Staging.Path == r.StagingPath)
+	})
+}
+
+// NodeUnstageVolume unmounts the staging mount and detaches the device.
+func (s *Service) NodeUnstageVolume(ctx context.Context, req *csipb.NodeUnstageVolumeRequest) (*csipb.NodeUnstageVolumeResponse, error) {
+	id := req.GetVolumeId()
+	name, release, err := s.begin(id, field{"staging target path", req.GetStagingTargetPath()})
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	if s.record(name) != nil {
+		if err := s.commit(name, nil, nil); err != nil {
+			return nil, err
+		}
+	}
+	return &csipb.NodeUnstageVolumeResponse{}, s.wait(ctx, name, id, unstageOps, "", func(rec *store.Volume) bool {
+		return rec == nil || (rec.Attachment == nil && rec.Staging == nil && len(rec.Targets) == 0)
+	})
+}
+
+// NodePublishVolume binds the staged volume (or the device node of a
+// block volume) at the target.
+func (s *Service) NodePublishVolume(ctx context.Context, req *csipb.NodePublishVolumeRequest) (*csipb.NodePublishVolumeResponse, error) {
+	id, tp := req.GetVolumeId(), filepath.Clean(req.GetTargetPath())
+	name, release, err := s.begin(id, field{"target path", req.GetTargetPath()})
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	c, err := parseCapability(req.GetVolumeCapability())
+	if err != nil {
+		return nil, err
+	}
+	r := s.record(name)
+	if r == nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is not staged on this node", id)
+	}
+	if sp := req.GetStagingTargetPath(); sp != "" && !r.Block && filepath.Clean(sp) != r.StagingPath {
+		return nil, status.Errorf(codes.InvalidArgument, "volume %s is staged at %s, not %s", id, r.StagingPath, sp)
+	}
+	if c.block != r.Block {
+		return nil, status.Errorf(codes.InvalidArgument, "volume %s was staged with another access type (block: %v)", id, r.Block)
+	}
+	ro := req.GetReadonly() || readOnlyMode(c.mode)
+	if t, ok := r.target(tp); ok {
+		if t.ReadOnly != ro {
+			return nil, status.Errorf(codes.AlreadyExists, "volume %s is already published at %s with readonly %v", id, tp, t.ReadOnly)
+		}
+		return &csipb.NodePublishVolumeResponse{}, s.waitPublished(ctx, name, id, tp)
+	}
+	single := csipb.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER
+	if len(r.Targets) > 0 && (c.mode == single || csipb.VolumeCapability_AccessMode_Mode(r.AccessMode) == single) {
+		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is single-writer and already published at %s", id, r.Targets[0].Path)
+	}
+	if err := s.checkPath("target path", tp); err != nil {
+		return nil, err
+	}
+	r.Targets = append(r.Targets, Target{Path: tp, ReadOnly: ro})
+	d, err := desired(name, r, s.cfg.Manifest)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if err := s.commit(name, r, d); err != nil {
+		return nil, err
+	}
+	return &csipb.NodePublishVolumeResponse{}, s.waitPublished(ctx, name, id, tp)
+}
+
+func (s *Service) waitPublished(ctx context.Context, name, id, tp string) error {
+	return s.wait(ctx, name, id, publishOps, tp, func(rec *store.Volume) bool {
+		return rec != nil && slices.ContainsFunc(rec.Targets, func(t store.MountRecord) bool { return t.Path == tp })
+	})
+}
+
+// NodeUnpublishVolume unmounts the target and removes it, as the CSI
+// spec asks of what the plugin created there.
+func (s *Service) NodeUnpublishVolume(ctx context.Context, req *csipb.NodeUnpublishVolumeRequest) (*csipb.NodeUnpublishVolumeResponse, error) {
+	id, tp := req.GetVolumeId(), filepath.Clean(req.GetTargetPath())
+	name, release, err := s.begin(id, field{"target path", req.GetTargetPath()})
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	if r := s.record(name); r != nil {
+		if _, ok := r.target(tp); ok {
+			r.Targets = slices.DeleteFunc(r.Targets, func(t Target) bool { return t.Path == tp })
+			d, err := desired(name, r, s.cfg.Manifest)
+			if err != nil {
+				return nil, status.Error(codes.Internal, err.Error())
+			}
+			if err := s.commit(name, r, d); err != nil {
+				return nil, err
+			}
+		}
+	}
+	err = s.wait(ctx, name, id, unpublishOps, tp, func(rec *store.Volume) bool {
+		return rec == nil || !slices.ContainsFunc(rec.Targets, func(t store.MountRecord) bool { return t.Path == tp })
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Only an empty directory or a plain file goes; a mount still there
+	// (not ours) fails busy and is reported.
+	if err := os.Remove(tp); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, status.Errorf(codes.Internal, "remove target %s: %v", tp, err)
+	}
+	return &csipb.NodeUnpublishVolumeResponse{}, nil
+}
+
+// Operations whose failure a waiting call reports.
+var (
+	stageOps     = []string{agent.OpAttach, agent.OpFormat, agent.OpMountDevice, agent.OpRemount}
+	unstageOps   = []string{agent.OpUnpublish, agent.OpUnmountDevice, agent.OpDetach}
+	publishOps   = []string{agent.OpPublish, agent.OpAttach, agent.OpMountDevice}
+	unpublishOps = []string{agent.OpUnpublish}
+	growOps      = []string{agent.OpGrow}
+)
+
+// blocking are the conditions that keep a stage from ever finishing
+// until someone acts: the call fails with them rather than time out.
+var blocking = []string{agent.CondFormatRefused, agent.CondMountConfig}
+
+// wait polls the agent until done says the volume's record is there, or
+// an operation of ops failed (about path, when set), or ctx ends.
+func (s *Service) wait(ctx context.Context, name, id string, ops []string, path string, done func(*store.Volume) bool) error {
+	t := time.NewTicker(pollEvery)
+	defer t.Stop()
+	for {
+		v, ok := s.cfg.Agent.View(name)
+		if ok {
+			if done(v.Record) {
+				return nil
+			}
+			if f := v.Failure; f != nil && slices.Contains(ops, f.Op) && (path == "" || strings.Contains(f.Err.Error(), path)) {
+				code := codes.Internal
+				if errors.Is(f.Err, agent.ErrBusy) {
+					code = codes.FailedPrecondition
+				}
+				return status.Errorf(code, "volume %s: %s failed: %v", id, f.Op, f.Err)
+			}
+			if slices.Contains(ops, agent.OpMountDevice) {
+				for _, c := range v.Conditions {
+					if slices.Contains(blocking, c.Type) {
+						return status.Errorf(codes.FailedPrecondition, "volume %s: %s: %s", id, c.Reason, c.Message)
+					}
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return status.Errorf(status.FromContextError(ctx.Err()).Code(), "volume %s: still in progress: %v", id, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// NodeGetVolumeStats: capacity and inodes of the filesystem (bytes of a
+// block volume), and the volume's condition from its conditions.
+func (s *Service) NodeGetVolumeStats(ctx context.Context, req *csipb.NodeGetVolumeStatsRequest) (*csipb.NodeGetVolumeStatsResponse, error) {
+	id, p := req.GetVolumeId(), filepath.Clean(req.GetVolumePath())
+	if err := required(field{"volume ID", id}, field{"volume path", req.GetVolumePath()}); err != nil {
+		return nil, err
+	}
+	name := VolumeName(id)
+	r := s.record(name)
+	if r == nil {
+		return nil, status.Errorf(codes.NotFound, "volume %s is not staged on this node", id)
+	}
+	if _, ok := r.target(p); !ok && (r.Block || p != r.StagingPath) {
+		return nil, status.Errorf(codes.NotFound, "volume %s is not at %s", id, req.GetVolumePath())
+	}
+	resp := &csipb.NodeGetVolumeStatsResponse{}
+	if r.Block {
+		n, err := deviceBytes(p)
+		if err != nil {
+			return nil, status.Errorf(codes.NotFound, "volume %s at %s: %v", id, p, err)
+		}
+		resp.Usage = []*csipb.VolumeUsage{{Unit: csipb.VolumeUsage_BYTES, Total: n}}
+	} else {
+		var st unix.Statfs_t
+		if err := unix.Statfs(p, &st); err != nil {
+			return nil, status.Errorf(codes.NotFound, "volume %s at %s: %v", id, p, err)
+		}
+		bs := int64(st.Bsize)
+		resp.Usage = []*csipb.VolumeUsage{
+			{Unit: csipb.VolumeUsage_BYTES, Total: int64(st.Blocks) * bs, Available: int64(st.Bavail) * bs, Used: int64(st.Blocks-st.Bfree) * bs},
+			{Unit: csipb.VolumeUsage_INODES, Total: int64(st.Files), Available: int64(st.Ffree), Used: int64(st.Files - st.Ffree)},
+		}
+	}
+	return resp, nil
+}
+
+// NodeGetVolumeHealth reports the volume's conditions (what volumed knows
+// to be wrong with it); none is a healthy volume. CSI 1.13 replaced the
+// VOLUME_CONDITION of NodeGetVolumeStats by this call.
+func (s *Service) NodeGetVolumeHealth(ctx context.Context, req *csipb.NodeGetVolumeHealthRequest) (*csipb.NodeGetVolumeHealthResponse, error) {
+	id := req.GetVolumeId()
+	if err := required(field{"volume ID", id}); err != nil {
+		return nil, err
+	}
+	name := VolumeName(id)
+	r := s.record(name)
+	if r == nil {
+		return nil, status.Errorf(codes.NotFound, "volume %s is not staged on this node", id)
+	}
+	if p := req.GetVolumePublishPath(); p != "" {
+		if _, ok := r.target(filepath.Clean(p)); !ok {
+			return nil, status.Errorf(codes.NotFound, "volume %s is not published at %s", id, p)
+		}
+	}
+	h := &csipb.VolumeHealth{VolumeId: id}
+	if v, ok := s.cfg.Agent.View(name); ok {
+		for _, c := range v.Conditions {
+			h.HealthStatuses = append(h.HealthStatuses, &csipb.VolumeHealth_VolumeHealthEntry{
+				Status: healthOf(c.Type), Reason: c.Type + "/" + c.Reason, Message: c.Message,
+			})
+		}
+	}
+	return &csipb.NodeGetVolumeHealthResponse{VolumeHealth: h}, nil
+}
+
+// healthOf maps a condition type onto the CSI health kinds: the ones
+// that keep the data from being reached are INACCESSIBLE, the rest
+// DEGRADED (volumed never knows data to be lost).
+func healthOf(typ string) csipb.VolumeHealthErrorType {
+	switch typ {
+	case agent.CondBackingChanged, agent.CondFormatRefused, agent.CondMountConfig:
+		return csipb.VolumeHealthErrorType_INACCESSIBLE
+	}
+	return csipb.VolumeHealthErrorType_DEGRADED
+}
+
+func deviceBytes(p string) (int64, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	return f.Seek(0, io.SeekEnd)
+}
+
+// NodeExpandVolume grows the filesystem online onto its grown device; a
+// loop image is first grown to the size asked for.
+func (s *Service) NodeExpandVolume(ctx context.Context, req *csipb.NodeExpandVolumeRequest) (*csipb.NodeExpandVolumeResponse, error) {
+	id, p := req.GetVolumeId(), filepath.Clean(req.GetVolumePath())
+	name, release, err := s.begin(id, field{"volume path", req.GetVolumePath()})
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	r := s.record(name)
+	if r == nil {
+		return nil, status.Errorf(codes.NotFound, "volume %s is not staged on this node", id)
+	}
+	if _, ok := r.target(p); !ok && (r.Block || p != r.StagingPath) {
+		return nil, status.Errorf(codes.NotFound, "volume %s is not at %s", id, req.GetVolumePath())
+	}
+	want := req.GetCapacityRange().GetRequiredBytes()
+	if want > r.CapacityBytes {
+		r.CapacityBytes = want
+		d, err := desired(name, r, s.cfg.Manifest)
+		if err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+		if err := s.commit(name, r, d); err != nil {
+			return nil, err
+		}
+	}
+	s.cfg.Agent.CheckGrowth()
+	var got int64
+	err = s.wait(ctx, name, id, growOps, "", func(rec *store.Volume) bool {
+		switch {
+		case r.Block:
+			// No filesystem: the device itself, read at the target.
+			got, _ = deviceBytes(p)
+		case rec != nil && rec.Staging != nil:
+			got = rec.Staging.DeviceBytes
+		}
+		return got >= want && got > 0
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &csipb.NodeExpandVolumeResponse{CapacityBytes: got}, nil
+}

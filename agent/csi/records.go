@@ -1,0 +1,184 @@
+package csi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Record is what the kubelet asked of one volume, kept durably: the
+// kubelet does not send NodeStageVolume again for a volume it staged, so
+// an agent restart must find its desired state here. It holds no secret
+// (secrets are files of their own, see writeSecrets).
+type Record struct {
+	VolumeID string `json:"volumeID"`
+	// Context is the volume context as the kubelet sent it at stage.
+	Context     map[string]string `json:"context"`
+	StagingPath string            `json:"stagingPath"`
+	Block       bool              `json:"block,omitempty"`
+	FSType      string            `json:"fsType,omitempty"`
+	MountFlags  []string          `json:"mountFlags,omitempty"`
+	AccessMode  int32             `json:"accessMode"`
+	// CapacityBytes is the largest size NodeExpandVolume asked for.
+	CapacityBytes int64 `json:"capacityBytes,omitempty"`
+	// Secrets names the secret keys written beside the record.
+	Secrets []string `json:"secrets,omitempty"`
+	Targets []Target `json:"targets,omitempty"`
+}
+
+// Target is one NodePublishVolume.
+type Target struct {
+	Path     string `json:"path"`
+	ReadOnly bool   `json:"readOnly,omitempty"`
+}
+
+func (r *Record) target(p string) (Target, bool) {
+	for _, t := range r.Targets {
+		if t.Path == p {
+			return t, true
+		}
+	}
+	return Target{}, false
+}
+
+func (r *Record) clone() *Record {
+	c := *r
+	c.Targets = append([]Target(nil), r.Targets...)
+	c.MountFlags = append([]string(nil), r.MountFlags...)
+	c.Secrets = append([]string(nil), r.Secrets...)
+	return &c
+}
+
+// records is the directory of records, one file per volume, each
+// replaced atomically: written to a temporary file, synced, renamed over
+// the old one, and the directory synced. A crash leaves the old record
+// or the new one, never a mix; a left-over temporary file is ignored.
+type records struct{ dir string }
+
+const recordExt = ".json"
+
+func (rs records) path(name string) string { return filepath.Join(rs.dir, name+recordExt) }
+
+func (rs records) put(name string, r *Record) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(rs.dir, 0o700); err != nil {
+		return fmt.Errorf("csi records: %w", err)
+	}
+	return writeAtomic(rs.path(name), append(b, '\n'))
+}
+
+func (rs records) remove(name string) error {
+	err := os.Remove(rs.path(name))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("csi record %s: %w", name, err)
+	}
+	if err := os.RemoveAll(rs.secretDir(name)); err != nil {
+		return fmt.Errorf("csi secrets of %s: %w", name, err)
+	}
+	return syncDir(rs.dir)
+}
+
+// load reads every record; the names are the file names.
+func (rs records) load() (map[string]*Record, error) {
+	entries, err := os.ReadDir(rs.dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return map[string]*Record{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("csi records: %w", err)
+	}
+	out := map[string]*Record{}
+	var bad []string
+	for _, e := range entries {
+		name, ok := strings.CutSuffix(e.Name(), recordExt)
+		if !ok || !e.Type().IsRegular() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(rs.dir, e.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("csi record %s: %w", e.Name(), err)
+		}
+		var r Record
+		if err := json.Unmarshal(b, &r); err != nil {
+			bad = append(bad, fmt.Sprintf("%s: %v", filepath.Join(rs.dir, e.Name()), err))
+			continue
+		}
+		out[name] = &r
+	}
+	sort.Strings(bad)
+	if len(bad) > 0 {
+		return out, fmt.Errorf("csi records unreadable: %s", strings.Join(bad, "; "))
+	}
+	return out, nil
+}
+
+func (rs records) secretDir(name string) string { return filepath.Join(rs.dir, "secrets", name) }
+
+// writeSecrets writes each secret to a file of its own, mode 0600, for
+// the kind's *File field (iscsi.chap.password → iscsi.chap.passwordFile),
+// and returns the context keys to add. The values are never logged.
+func (rs records) writeSecrets(name string, secrets map[string]string) (map[string]string, error) {
+	if len(secrets) == 0 {
+		return nil, nil
+	}
+	dir := rs.secretDir(name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("csi secrets: %w", err)
+	}
+	out := map[string]string{}
+	for k, v := range secrets {
+		if k == "" || strings.ContainsAny(k, "/\x00") || strings.HasPrefix(k, ".") {
+			return nil, fmt.Errorf("secret key %q: not a field name", k)
+		}
+		p := filepath.Join(dir, k)
+		if err := writeAtomic(p, []byte(v)); err != nil {
+			return nil, err
+		}
+		out[k+"File"] = p
+	}
+	return out, nil
+}
+
+func writeAtomic(p string, data []byte) error {
+	tmp := p + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(p))
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

@@ -1,0 +1,265 @@
+// Package csi serves volumed as a Kubernetes CSI node plugin: the kubelet
+// becomes one more source of desired state beside the manifests. Each
+// NodeStage/NodePublish call is translated into the desired-state entry
+// a manifest with the same source would make (translate.go), kept
+// durably (records.go), handed to the agent, and waited for; the
+// agent's executor, store, reconstruction and status do the rest.
+package csi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/volumed/volumed/agent"
+	"github.com/volumed/volumed/agent/manifest"
+)
+
+// DriverName is the CSI driver's name (the CSIDriver object's).
+const DriverName = "volumed.io"
+
+// TopologyKey is the topology segment naming the node.
+const TopologyKey = "topology.volumed.io/node"
+
+// Config wires the service.
+type Config struct {
+	Agent *agent.Agent
+	// Dir holds the records (<state-dir>/csi).
+	Dir    string
+	NodeID string
+	// Manifest gives the kinds and the state dir the translation checks with.
+	Manifest manifest.Options
+	Version  string
+	Log      *slog.Logger
+}
+
+// Service is the Identity and Node services.
+type Service struct {
+	csipb.UnimplementedIdentityServer
+	csipb.UnimplementedNodeServer
+
+	cfg  Config
+	recs records
+
+	mu sync.Mutex
+	// records are the volumes the kubelet staged, by volumed name.
+	records map[string]*Record
+	// busy: a call on the volume is running; another one gets Aborted.
+	busy map[string]bool
+}
+
+// New loads the records kept by an earlier run and hands every volume in
+// them to the agent as desired state. Call it before the agent's Run, so
+// that the first pass never tears down a volume the kubelet staged.
+func New(cfg Config) (*Service, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.NodeID == "" {
+		return nil, errors.New("csi: a node ID is required")
+	}
+	s := &Service{cfg: cfg, recs: records{dir: cfg.Dir}, records: map[string]*Record{}, busy: map[string]bool{}}
+	// A record that cannot be read or translated stops the start: without
+	// it the first pass would tear its volume down under a running pod.
+	recs, err := s.recs.load()
+	if err != nil {
+		return nil, fmt.Errorf("%w; volumed will not start rather than tear those volumes down: fix or remove them", err)
+	}
+	for name, r := range recs {
+		d, err := desired(name, r, cfg.Manifest)
+		if err != nil {
+			return nil, fmt.Errorf("csi record %s: %w; volumed will not start rather than tear the volume down: fix or remove the record", s.recs.path(name), err)
+		}
+		s.records[name] = r
+		cfg.Agent.SetDesired(d)
+	}
+	if len(s.records) > 0 {
+		cfg.Log.Info("csi volumes restored from their records", "volumes", len(s.records))
+	}
+	return s, nil
+}
+
+// Listen opens the endpoint: unix:///path or a plain path. A stale
+// socket file is replaced; the agent's own socket lock already proves
+// that no other volumed runs.
+func Listen(endpoint string) (net.Listener, error) {
+	p, ok := strings.CutPrefix(endpoint, "unix://")
+	if !ok && strings.Contains(endpoint, "://") {
+		return nil, fmt.Errorf("csi endpoint %q: only unix:// endpoints are served", endpoint)
+	}
+	if !ok {
+		p = endpoint
+	}
+	if !filepath.IsAbs(p) {
+		return nil, fmt.Errorf("csi endpoint %q: the socket path must be absolute", endpoint)
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o750); err != nil {
+		return nil, fmt.Errorf("csi endpoint: %w", err)
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("csi endpoint: %w", err)
+	}
+	ln, err := net.Listen("unix", p)
+	if err != nil {
+		return nil, fmt.Errorf("csi endpoint: %w", err)
+	}
+	if err := os.Chmod(p, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("csi endpoint: %w", err)
+	}
+	return ln, nil
+}
+
+// Serve answers on ln until ctx ends. Calls still waiting are cancelled:
+// the kubelet retries them against the next run, which finds the work
+// done or finishes it.
+func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
+	srv := grpc.NewServer(grpc.UnaryInterceptor(s.logCalls))
+	csipb.RegisterIdentityServer(srv, s)
+	csipb.RegisterNodeServer(srv, s)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			srv.Stop()
+		case <-done:
+		}
+	}()
+	err := srv.Serve(ln)
+	close(done)
+	if ctx.Err() != nil || errors.Is(err, grpc.ErrServerStopped) {
+		return nil
+	}
+	return err
+}
+
+// logCalls logs each call's method, volume and result; never a request
+// body (secrets travel in it).
+func (s *Service) logCalls(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	resp, err := h(ctx, req)
+	method := info.FullMethod[strings.LastIndex(info.FullMethod, "/")+1:]
+	if strings.HasPrefix(method, "Node") && method != "NodeGetCapabilities" && method != "NodeGetInfo" {
+		attrs := []any{"method", method}
+		if v, ok := req.(interface{ GetVolumeId() string }); ok {
+			attrs = append(attrs, "volumeID", v.GetVolumeId())
+		}
+		switch {
+		case err != nil:
+			s.cfg.Log.Warn("csi call failed", append(attrs, "code", status.Code(err).String(), "error", status.Convert(err).Message())...)
+		case strings.HasPrefix(method, "NodeGetVolume"):
+			// The kubelet asks for stats and health of every volume, often.
+			s.cfg.Log.Debug("csi call", attrs...)
+		default:
+			s.cfg.Log.Info("csi call", attrs...)
+		}
+	}
+	return resp, err
+}
+
+// GetPluginInfo names the driver.
+func (s *Service) GetPluginInfo(context.Context, *csipb.GetPluginInfoRequest) (*csipb.GetPluginInfoResponse, error) {
+	v := s.cfg.Version
+	if v == "" {
+		v = "dev"
+	}
+	return &csipb.GetPluginInfoResponse{Name: DriverName, VendorVersion: v}, nil
+}
+
+// GetPluginCapabilities: a node plugin with topology whose volumes grow
+// while published; no controller service (volumes are pre-provisioned:
+// static PVs).
+func (s *Service) GetPluginCapabilities(context.Context, *csipb.GetPluginCapabilitiesRequest) (*csipb.GetPluginCapabilitiesResponse, error) {
+	return &csipb.GetPluginCapabilitiesResponse{Capabilities: []*csipb.PluginCapability{
+		{Type: &csipb.PluginCapability_Service_{Service: &csipb.PluginCapability_Service{Type: csipb.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS}}},
+		{Type: &csipb.PluginCapability_VolumeExpansion_{VolumeExpansion: &csipb.PluginCapability_VolumeExpansion{Type: csipb.PluginCapability_VolumeExpansion_ONLINE}}},
+	}}, nil
+}
+
+// Probe is ready once the agent has reconstructed its state and settled.
+func (s *Service) Probe(context.Context, *csipb.ProbeRequest) (*csipb.ProbeResponse, error) {
+	return &csipb.ProbeResponse{Ready: wrapperspb.Bool(s.cfg.Agent.Settled())}, nil
+}
+
+// NodeGetInfo: the node ID and its topology segment.
+func (s *Service) NodeGetInfo(context.Context, *csipb.NodeGetInfoRequest) (*csipb.NodeGetInfoResponse, error) {
+	return &csipb.NodeGetInfoResponse{
+		NodeId:             s.cfg.NodeID,
+		AccessibleTopology: &csipb.Topology{Segments: map[string]string{TopologyKey: s.cfg.NodeID}},
+	}, nil
+}
+
+// NodeGetCapabilities lists the node RPCs served.
+func (s *Service) NodeGetCapabilities(context.Context, *csipb.NodeGetCapabilitiesRequest) (*csipb.NodeGetCapabilitiesResponse, error) {
+	var caps []*csipb.NodeServiceCapability
+	for _, t := range []csipb.NodeServiceCapability_RPC_Type{
+		csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME,
+		csipb.NodeServiceCapability_RPC_GET_VOLUME_STATS,
+		csipb.NodeServiceCapability_RPC_EXPAND_VOLUME,
+		csipb.NodeServiceCapability_RPC_GET_VOLUME_HEALTH,
+		csipb.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
+	} {
+		caps = append(caps, &csipb.NodeServiceCapability{Type: &csipb.NodeServiceCapability_Rpc{Rpc: &csipb.NodeServiceCapability_RPC{Type: t}}})
+	}
+	return &csipb.NodeGetCapabilitiesResponse{Capabilities: caps}, nil
+}
+
+// claim marks the volume busy for one call; a second concurrent call on
+// it gets Aborted, as the CSI spec asks.
+func (s *Service) claim(name, volumeID string) (func(), error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.busy[name] {
+		return nil, status.Errorf(codes.Aborted, "an operation on volume %s is already in progress", volumeID)
+	}
+	s.busy[name] = true
+	return func() {
+		s.mu.Lock()
+		delete(s.busy, name)
+		s.mu.Unlock()
+	}, nil
+}
+
+func (s *Service) record(name string) *Record {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r := s.records[name]; r != nil {
+		return r.clone()
+	}
+	return nil
+}
+
+// commit keeps r durably, then makes it the volume's desired state
+// (r nil: removes both). The record is written first: a crash between
+// the two leaves a record that the next start hands to the agent.
+func (s *Service) commit(name string, r *Record, d *agent.Desired) error {
+	if r == nil {
+		if err := s.recs.remove(name); err != nil {
+			return status.Errorf(codes.Internal, "%v", err)
+		}
+		s.mu.Lock()
+		delete(s.records, name)
+		s.mu.Unlock()
+		s.cfg.Agent.RemoveDesired(name)
+		return nil
+	}
+	if err := s.recs.put(name, r); err != nil {
+		return status.Errorf(codes.Internal, "keep the request durably: %v", err)
+	}
+	s.mu.Lock()
+	s.records[name] = r
+	s.mu.Unlock()
+	s.cfg.Agent.SetDesired(d)
+	return nil
+}

@@ -1,0 +1,222 @@
+package csi
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/volumed/volumed/agent"
+	"github.com/volumed/volumed/agent/manifest"
+)
+
+// defaultFSType is the filesystem of a mount volume whose capability
+// names none.
+const defaultFSType = "ext4"
+
+// VolumeName is the volumed name of a CSI volume: "csi-" and the volume
+// ID when that is a valid name, else "csi-" and a hash of the ID (CSI
+// IDs may hold any character and be 128 bytes long).
+func VolumeName(volumeID string) string {
+	if n := manifest.ReservedPrefix + volumeID; manifest.CheckName(n) == "" {
+		return n
+	}
+	sum := sha256.Sum256([]byte(volumeID))
+	return manifest.ReservedPrefix + hex.EncodeToString(sum[:10])
+}
+
+// desired translates a record into the desired-state entry a manifest
+// with the same source would make. The volume context's keys are the
+// manifest's fields below spec.source ("loop.file", "iscsi.portal",
+// "iscsi.lun") or, for "filesystem.*", below spec (filesystem.format);
+// a value is read as YAML ("0" is a number, "[a, b]" a list), and the
+// kind's strict decoding and checks then apply as to a manifest. Keys
+// with a "/" are the kubelet's and provisioner's own
+// (csi.storage.k8s.io/pod.name) and are left out.
+func desired(name string, r *Record, opts manifest.Options) (*agent.Desired, error) {
+	spec := mapping()
+	source := mapping()
+	fs := mapping()
+	// The filesystem block is always there for the checks; a block
+	// volume drops it after (a raw block volume has none).
+	// The capability's fs_type, else the context's filesystem.type
+	// (set below), else ext4; a context that contradicts the capability
+	// is refused.
+	if t, ok := r.Context["filesystem.type"]; ok && r.FSType != "" && t != r.FSType {
+		return nil, fmt.Errorf("volume %s: the volume context's filesystem.type %s contradicts the capability's fs_type %s", r.VolumeID, t, r.FSType)
+	}
+	fsType := r.FSType
+	if fsType == "" || r.Block {
+		fsType = defaultFSType
+	}
+	set(fs, []string{"type"}, scalar(fsType))
+	if !r.Block {
+		if len(r.MountFlags) > 0 {
+			flags := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+			for _, f := range r.MountFlags {
+				flags.Content = append(flags.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: f})
+			}
+			set(fs, []string{"mountOptions"}, flags)
+		}
+		// The kubelet asks NodeExpandVolume only after the device grew.
+		set(fs, []string{"grow"}, scalar("true"))
+	}
+	ctx := contextWithCapacity(r)
+	keys := make([]string, 0, len(ctx))
+	for k := range ctx {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if strings.Contains(k, "/") {
+			continue
+		}
+		v, err := value(ctx[k])
+		if err != nil {
+			return nil, fmt.Errorf("volume context %s: %w", k, err)
+		}
+		parts := strings.Split(k, ".")
+		if parts[0] == "filesystem" && len(parts) > 1 {
+			set(fs, parts[1:], v)
+		} else {
+			set(source, parts, v)
+		}
+	}
+	set(spec, []string{"source"}, source)
+	set(spec, []string{"filesystem"}, fs)
+	doc := mapping()
+	set(doc, []string{"apiVersion"}, scalar(manifest.APIVersion))
+	set(doc, []string{"kind"}, scalar(manifest.KindVolume))
+	// The document's own name: the csi- prefix is refused to manifests.
+	set(doc, []string{"metadata", "name"}, scalar("csi"))
+	set(doc, []string{"spec"}, spec)
+	data, err := yaml.Marshal(doc)
+	if err != nil {
+		return nil, err
+	}
+	objs, probs := manifest.ParseBytes("csi:"+r.VolumeID, data, opts)
+	if len(probs) > 0 {
+		var msgs []string
+		for _, p := range probs {
+			// Lines and columns point into a document the user never saw.
+			msgs = append(msgs, strings.TrimPrefix(p.Field+": "+p.Reason, ": "))
+		}
+		return nil, fmt.Errorf("volume %s: %s", r.VolumeID, strings.Join(msgs, "; "))
+	}
+	vs := objs[0].Volume
+	if r.Block {
+		vs.Filesystem = nil
+	}
+	d := &agent.Desired{
+		Name:   name,
+		Driver: vs.Source.Driver(),
+		File:   "csi:" + r.VolumeID,
+		Spec:   vs,
+		Caps:   vs.Source.Caps,
+		Block:  r.Block,
+	}
+	if !r.Block {
+		d.StagingPath = path.Clean(r.StagingPath)
+	}
+	for _, t := range r.Targets {
+		d.Targets = append(d.Targets, agent.DesiredTarget{Path: path.Clean(t.Path), ReadOnly: t.ReadOnly, Block: r.Block, From: "CSI/" + r.VolumeID})
+	}
+	sort.Slice(d.Targets, func(i, j int) bool { return d.Targets[i].Path < d.Targets[j].Path })
+	return d, nil
+}
+
+// contextWithCapacity is the volume context with the size an expansion
+// asked for: a source that keeps its own size (a loop image's
+// create.size) is grown to it; other sources grow on their target's side.
+func contextWithCapacity(r *Record) map[string]string {
+	if r.CapacityBytes <= 0 {
+		return r.Context
+	}
+	out := make(map[string]string, len(r.Context))
+	for k, v := range r.Context {
+		out[k] = v
+		if strings.HasSuffix(k, ".create.size") && !strings.Contains(k, "/") {
+			out[k] = strconv.FormatInt(r.CapacityBytes, 10)
+		}
+	}
+	return out
+}
+
+func mapping() *yaml.Node { return &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"} }
+
+// scalar is a plain scalar: YAML resolves its type as in a manifest.
+func scalar(v string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Value: v} }
+
+// value reads one context value as YAML: a flow list or mapping as such,
+// anything else as a plain scalar.
+func value(v string) (*yaml.Node, error) {
+	t := strings.TrimSpace(v)
+	if !strings.HasPrefix(t, "[") && !strings.HasPrefix(t, "{") {
+		n := scalar(v)
+		if v == "" || strings.ContainsAny(v, ":#\n") || v != t {
+			n.Style = yaml.DoubleQuotedStyle
+			n.Tag = "!!str"
+		}
+		return n, nil
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal([]byte(v), &doc); err != nil {
+		return nil, err
+	}
+	if len(doc.Content) != 1 {
+		return nil, fmt.Errorf("not one YAML value")
+	}
+	return doc.Content[0], nil
+}
+
+// set puts v at keys below the mapping m, making the mappings between.
+func set(m *yaml.Node, keys []string, v *yaml.Node) {
+	for i, k := range keys {
+		var next *yaml.Node
+		for j := 0; j+1 < len(m.Content); j += 2 {
+			if m.Content[j].Value == k {
+				next = m.Content[j+1]
+			}
+		}
+		if i == len(keys)-1 {
+			if next != nil {
+				*next = *v
+			} else {
+				m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: k}, v)
+			}
+			return
+		}
+		if next == nil || next.Kind != yaml.MappingNode {
+			n := mapping()
+			if next != nil {
+				*next = *n
+				n = next
+			} else {
+				m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: k}, n)
+			}
+			next = n
+		}
+		m = next
+	}
+}
+
+// CheckVolume reports whether a volume's attributes (a PV's
+// volumeAttributes and the keys of its stage secret) and its capability
+// translate into a volume, as NodeStageVolume would: for the checks of
+// shipped examples and of an administrator's PVs.
+func CheckVolume(volumeID string, context map[string]string, secretKeys []string, fsType string, block bool, opts manifest.Options) error {
+	r := &Record{VolumeID: volumeID, Context: map[string]string{}, FSType: fsType, Block: block, StagingPath: "/staging"}
+	for k, v := range context {
+		r.Context[k] = v
+	}
+	for _, k := range secretKeys {
+		r.Context[k+"File"] = path.Join("/secrets", k)
+	}
+	_, err := desired(VolumeName(volumeID), r, opts)
+	return err
+}

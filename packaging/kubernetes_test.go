@@ -1,0 +1,354 @@
+package packaging_test
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/volumed/volumed/agent/csi"
+	"github.com/volumed/volumed/agent/manifest"
+	"github.com/volumed/volumed/kinds"
+)
+
+// The Kubernetes objects under kubernetes/ are decoded strictly into
+// local types that list every field they use (k8s.io/api would cost
+// this module a dependency tree for one test): a misspelt or misplaced
+// field fails here, as the API server would refuse it.
+
+type k8sMeta struct {
+	Name      string            `yaml:"name"`
+	Namespace string            `yaml:"namespace"`
+	Labels    map[string]string `yaml:"labels"`
+}
+
+type k8sHeader struct {
+	APIVersion string  `yaml:"apiVersion"`
+	Kind       string  `yaml:"kind"`
+	Metadata   k8sMeta `yaml:"metadata"`
+}
+
+type csiDriver struct {
+	k8sHeader `yaml:",inline"`
+	Spec      struct {
+		AttachRequired       *bool    `yaml:"attachRequired"`
+		PodInfoOnMount       bool     `yaml:"podInfoOnMount"`
+		FSGroupPolicy        string   `yaml:"fsGroupPolicy"`
+		RequiresRepublish    bool     `yaml:"requiresRepublish"`
+		VolumeLifecycleModes []string `yaml:"volumeLifecycleModes"`
+	} `yaml:"spec"`
+}
+
+type storageClass struct {
+	k8sHeader            `yaml:",inline"`
+	Provisioner          string `yaml:"provisioner"`
+	VolumeBindingMode    string `yaml:"volumeBindingMode"`
+	AllowVolumeExpansion bool   `yaml:"allowVolumeExpansion"`
+	ReclaimPolicy        string `yaml:"reclaimPolicy"`
+}
+
+type volumeMount struct {
+	Name             string `yaml:"name"`
+	MountPath        string `yaml:"mountPath"`
+	MountPropagation string `yaml:"mountPropagation"`
+	ReadOnly         bool   `yaml:"readOnly"`
+}
+
+type container struct {
+	Name  string   `yaml:"name"`
+	Image string   `yaml:"image"`
+	Args  []string `yaml:"args"`
+	Env   []struct {
+		Name      string `yaml:"name"`
+		Value     string `yaml:"value"`
+		ValueFrom *struct {
+			FieldRef struct {
+				FieldPath string `yaml:"fieldPath"`
+			} `yaml:"fieldRef"`
+		} `yaml:"valueFrom"`
+	} `yaml:"env"`
+	SecurityContext struct {
+		Privileged bool `yaml:"privileged"`
+	} `yaml:"securityContext"`
+	VolumeMounts []volumeMount `yaml:"volumeMounts"`
+}
+
+type daemonSet struct {
+	k8sHeader `yaml:",inline"`
+	Spec      struct {
+		Selector struct {
+			MatchLabels map[string]string `yaml:"matchLabels"`
+		} `yaml:"selector"`
+		UpdateStrategy struct {
+			Type          string `yaml:"type"`
+			RollingUpdate struct {
+				MaxUnavailable int `yaml:"maxUnavailable"`
+			} `yaml:"rollingUpdate"`
+		} `yaml:"updateStrategy"`
+		Template struct {
+			Metadata k8sMeta `yaml:"metadata"`
+			Spec     struct {
+				PriorityClassName             string `yaml:"priorityClassName"`
+				HostNetwork                   bool   `yaml:"hostNetwork"`
+				HostPID                       bool   `yaml:"hostPID"`
+				DNSPolicy                     string `yaml:"dnsPolicy"`
+				TerminationGracePeriodSeconds int    `yaml:"terminationGracePeriodSeconds"`
+				Tolerations                   []struct {
+					Operator string `yaml:"operator"`
+				} `yaml:"tolerations"`
+				Containers []container `yaml:"containers"`
+				Volumes    []struct {
+					Name     string `yaml:"name"`
+					HostPath struct {
+						Path string `yaml:"path"`
+						Type string `yaml:"type"`
+					} `yaml:"hostPath"`
+				} `yaml:"volumes"`
+			} `yaml:"spec"`
+		} `yaml:"template"`
+	} `yaml:"spec"`
+}
+
+type persistentVolume struct {
+	k8sHeader `yaml:",inline"`
+	Spec      struct {
+		Capacity                      map[string]string `yaml:"capacity"`
+		AccessModes                   []string          `yaml:"accessModes"`
+		PersistentVolumeReclaimPolicy string            `yaml:"persistentVolumeReclaimPolicy"`
+		StorageClassName              string            `yaml:"storageClassName"`
+		VolumeMode                    string            `yaml:"volumeMode"`
+		CSI                           struct {
+			Driver             string            `yaml:"driver"`
+			VolumeHandle       string            `yaml:"volumeHandle"`
+			FSType             string            `yaml:"fsType"`
+			VolumeAttributes   map[string]string `yaml:"volumeAttributes"`
+			NodeStageSecretRef *struct {
+				Name      string `yaml:"name"`
+				Namespace string `yaml:"namespace"`
+			} `yaml:"nodeStageSecretRef"`
+		} `yaml:"csi"`
+		NodeAffinity struct {
+			Required struct {
+				NodeSelectorTerms []struct {
+					MatchExpressions []struct {
+						Key      string   `yaml:"key"`
+						Operator string   `yaml:"operator"`
+						Values   []string `yaml:"values"`
+					} `yaml:"matchExpressions"`
+				} `yaml:"nodeSelectorTerms"`
+			} `yaml:"required"`
+		} `yaml:"nodeAffinity"`
+	} `yaml:"spec"`
+}
+
+type persistentVolumeClaim struct {
+	k8sHeader `yaml:",inline"`
+	Spec      struct {
+		StorageClassName string   `yaml:"storageClassName"`
+		VolumeName       string   `yaml:"volumeName"`
+		VolumeMode       string   `yaml:"volumeMode"`
+		AccessModes      []string `yaml:"accessModes"`
+		Resources        struct {
+			Requests map[string]string `yaml:"requests"`
+		} `yaml:"resources"`
+	} `yaml:"spec"`
+}
+
+type secret struct {
+	k8sHeader  `yaml:",inline"`
+	Type       string            `yaml:"type"`
+	StringData map[string]string `yaml:"stringData"`
+}
+
+// k8sObjects decodes every document of every file under kubernetes/.
+func k8sObjects(t *testing.T) []any {
+	t.Helper()
+	files, err := filepath.Glob("kubernetes/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no Kubernetes objects (%v)", err)
+	}
+	var out []any
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs := bytes.Split(data, []byte("\n---\n"))
+		for i, doc := range docs {
+			var h k8sHeader
+			if err := yaml.Unmarshal(doc, &h); err != nil {
+				t.Fatalf("%s document %d: %v", f, i+1, err)
+			}
+			var obj any
+			want := map[string]string{
+				"CSIDriver": "storage.k8s.io/v1", "StorageClass": "storage.k8s.io/v1", "DaemonSet": "apps/v1",
+				"PersistentVolume": "v1", "PersistentVolumeClaim": "v1", "Secret": "v1",
+			}[h.Kind]
+			switch h.Kind {
+			case "CSIDriver":
+				obj = &csiDriver{}
+			case "StorageClass":
+				obj = &storageClass{}
+			case "DaemonSet":
+				obj = &daemonSet{}
+			case "PersistentVolume":
+				obj = &persistentVolume{}
+			case "PersistentVolumeClaim":
+				obj = &persistentVolumeClaim{}
+			case "Secret":
+				obj = &secret{}
+			default:
+				t.Fatalf("%s document %d: kind %q is not checked here", f, i+1, h.Kind)
+			}
+			if h.APIVersion != want {
+				t.Errorf("%s %s: apiVersion %q, want %q", f, h.Kind, h.APIVersion, want)
+			}
+			dec := yaml.NewDecoder(bytes.NewReader(doc))
+			dec.KnownFields(true)
+			if err := dec.Decode(obj); err != nil && !errors.Is(err, io.EOF) {
+				t.Errorf("%s %s %s: %v", f, h.Kind, h.Metadata.Name, err)
+			}
+			out = append(out, obj)
+		}
+	}
+	return out
+}
+
+func TestKubernetesObjects(t *testing.T) {
+	opts := manifest.Options{StateDir: "/var/lib/volumed", Kinds: kinds.Manifest(kinds.All())}
+	secrets := map[string][]string{}
+	var pvs []*persistentVolume
+	kinds := map[string]int{}
+	for _, o := range k8sObjects(t) {
+		switch o := o.(type) {
+		case *csiDriver:
+			kinds["CSIDriver"]++
+			if o.Metadata.Name != csi.DriverName || o.Spec.AttachRequired == nil || *o.Spec.AttachRequired {
+				t.Errorf("CSIDriver %s: want %s with attachRequired: false (volumed attaches at stage)", o.Metadata.Name, csi.DriverName)
+			}
+		case *storageClass:
+			kinds["StorageClass"]++
+			if o.VolumeBindingMode != "WaitForFirstConsumer" {
+				t.Errorf("StorageClass %s: volumeBindingMode %q: a node-local volume binds once its node is known", o.Metadata.Name, o.VolumeBindingMode)
+			}
+		case *daemonSet:
+			kinds["DaemonSet"]++
+			checkDaemonSet(t, o)
+		case *persistentVolume:
+			kinds["PersistentVolume"]++
+			pvs = append(pvs, o)
+		case *persistentVolumeClaim:
+			kinds["PersistentVolumeClaim"]++
+		case *secret:
+			for k := range o.StringData {
+				secrets[o.Metadata.Namespace+"/"+o.Metadata.Name] = append(secrets[o.Metadata.Namespace+"/"+o.Metadata.Name], k)
+			}
+		}
+	}
+	for _, k := range []string{"CSIDriver", "StorageClass", "DaemonSet", "PersistentVolume", "PersistentVolumeClaim"} {
+		if kinds[k] == 0 {
+			t.Errorf("no %s under kubernetes/", k)
+		}
+	}
+	for _, pv := range pvs {
+		c := pv.Spec.CSI
+		if c.Driver != csi.DriverName {
+			t.Errorf("PV %s: driver %q, want %s", pv.Metadata.Name, c.Driver, csi.DriverName)
+		}
+		var keys []string
+		if ref := c.NodeStageSecretRef; ref != nil {
+			var ok bool
+			if keys, ok = secrets[ref.Namespace+"/"+ref.Name]; !ok {
+				t.Errorf("PV %s: its stage secret %s/%s is not shipped beside it", pv.Metadata.Name, ref.Namespace, ref.Name)
+			}
+		}
+		// What NodeStageVolume will make of it, with the real kinds.
+		if err := csi.CheckVolume(c.VolumeHandle, c.VolumeAttributes, keys, c.FSType, pv.Spec.VolumeMode == "Block", opts); err != nil {
+			t.Errorf("PV %s: %v", pv.Metadata.Name, err)
+		}
+		for _, term := range pv.Spec.NodeAffinity.Required.NodeSelectorTerms {
+			for _, e := range term.MatchExpressions {
+				if e.Key != csi.TopologyKey {
+					t.Errorf("PV %s: node affinity on %q, want the key the plugin reports, %s", pv.Metadata.Name, e.Key, csi.TopologyKey)
+				}
+			}
+		}
+	}
+}
+
+func checkDaemonSet(t *testing.T, ds *daemonSet) {
+	t.Helper()
+	pod := ds.Spec.Template.Spec
+	if pod.HostPID {
+		t.Errorf("DaemonSet: hostPID is not needed")
+	}
+	hostPaths := map[string]string{}
+	for _, v := range pod.Volumes {
+		hostPaths[v.Name] = v.HostPath.Path
+	}
+	byName := map[string]container{}
+	for _, c := range pod.Containers {
+		byName[c.Name] = c
+		for _, m := range c.VolumeMounts {
+			if _, ok := hostPaths[m.Name]; !ok {
+				t.Errorf("container %s mounts volume %q, which the pod does not declare", c.Name, m.Name)
+			}
+			if !slices.Contains([]string{"", "None", "HostToContainer", "Bidirectional"}, m.MountPropagation) {
+				t.Errorf("container %s mount %s: mountPropagation %q", c.Name, m.Name, m.MountPropagation)
+			}
+		}
+	}
+	v, ok := byName["volumed"]
+	if !ok {
+		t.Fatal("DaemonSet: no volumed container")
+	}
+	if !v.SecurityContext.Privileged {
+		t.Error("volumed container: not privileged")
+	}
+	kubelet := false
+	for _, m := range v.VolumeMounts {
+		if hostPaths[m.Name] == "/var/lib/kubelet" {
+			kubelet = m.MountPropagation == "Bidirectional" && m.MountPath == "/var/lib/kubelet"
+		}
+	}
+	if !kubelet {
+		t.Error("volumed container: /var/lib/kubelet must be mounted at the same path with Bidirectional propagation")
+	}
+	endpoint := ""
+	for _, a := range v.Args {
+		if e, ok := strings.CutPrefix(a, "--csi-endpoint="); ok {
+			endpoint = e
+		}
+	}
+	reg, ok := byName["node-driver-registrar"]
+	if !ok {
+		t.Fatal("DaemonSet: no node-driver-registrar sidecar")
+	}
+	var address, regPath string
+	for _, a := range reg.Args {
+		if s, ok := strings.CutPrefix(a, "--csi-address="); ok {
+			address = s
+		}
+		if s, ok := strings.CutPrefix(a, "--kubelet-registration-path="); ok {
+			regPath = s
+		}
+	}
+	if endpoint != "unix://"+address {
+		t.Errorf("volumed serves %q, the registrar dials %q", endpoint, address)
+	}
+	// The socket the registrar names to the kubelet is the one volumed
+	// serves, seen from the host.
+	for _, m := range v.VolumeMounts {
+		if strings.HasPrefix(address, m.MountPath+"/") {
+			if host := filepath.Join(hostPaths[m.Name], strings.TrimPrefix(address, m.MountPath)); host != regPath {
+				t.Errorf("the kubelet is told %s, volumed's socket is %s on the host", regPath, host)
+			}
+		}
+	}
+}
