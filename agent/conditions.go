@@ -44,7 +44,7 @@ const (
 // and volume, 0 or 1, so alerts see a condition clear).
 var AllConditionTypes = []string{
 	CondStateNotRecorded, CondMountConfig, CondFormatRefused, CondBackingChanged, CondBackingFull,
-	CondFilesystemError, CondPendingChange, CondGrowFailed, CondTeardownBlocked, CondWaitingForState,
+	CondFilesystemError, CondPendingChange, CondGrowFailed, CondTeardownBlocked, CondWaitingForState, CondLocked,
 }
 
 // conditions holds the conditions of every volume, set by whoever

@@ -132,7 +132,7 @@ func (a *Agent) checkFilesystem(d *Desired, rec *store.Volume, mounts MountTable
 	if _, staged := a.cfg.Attachers[rec.Attachment.Driver].(Stager); staged {
 		return nil, nil
 	}
-	dev, fstype := rec.Attachment.Device, d.Spec.Filesystem.Type
+	dev, fstype := blockDevice(rec), d.Spec.Filesystem.Type
 	var found []string
 	reason := ""
 	if st := stagingInfo(mounts, rec); st != nil {

@@ -74,9 +74,10 @@ func (a *Agent) observeSizes(d *Desired, rec *store.Volume) (sizes, error) {
 		}
 	}
 	if _, staged := a.cfg.Attachers[rec.Attachment.Driver].(Stager); !staged {
-		n, err := a.cfg.FS.DeviceSize(rec.Attachment.Device)
+		dev := blockDevice(rec)
+		n, err := a.cfg.FS.DeviceSize(dev)
 		if err != nil {
-			return s, fmt.Errorf("size of %s: %w", rec.Attachment.Device, err)
+			return s, fmt.Errorf("size of %s: %w", dev, err)
 		}
 		s.device = n
 	}
@@ -96,7 +97,7 @@ func (a *Agent) grow(ctx context.Context, d *Desired) error {
 	if rec == nil || rec.Attachment == nil || rec.Staging == nil {
 		return errRetryNow
 	}
-	dev := rec.Attachment.Device
+	dev := blockDevice(rec)
 	inputs := map[string]string{"device": dev}
 	return a.state.Do(d.Name, d.Driver, OpGrow, inputs, func(rec *store.Volume) error {
 		if r, ok := a.cfg.Attachers[d.Driver].(Resizer); ok {

@@ -46,14 +46,17 @@ func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
 	if err := a.formatRefusedFor(d); err != nil {
 		return err
 	}
-	dev := rec.Attachment.Device
+	if d.Encrypted() && rec.Mapping == nil {
+		return errRetryNow // closed since the plan: the next pass opens it
+	}
+	dev := blockDevice(rec)
 	fs := d.Spec.Filesystem
 	if fs == nil {
 		return fmt.Errorf("no filesystem block: raw block volumes are not supported yet")
 	}
 	if pt, err := a.cfg.Mounter.At(a.stagingPath(d.Name)); err == nil && pt.Root {
 		// Mounted already: whatever format there was had finished.
-		a.formats.clearInterrupted(d.Name)
+		a.formats.interrupted.clear(d.Name)
 		return a.mountStaging(d, dev)
 	}
 	sigs, err := a.cfg.FS.Probe(ctx, dev)
@@ -82,7 +85,7 @@ func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
 			return a.formatFailed(ctx, d, dev, err)
 		}
 	}
-	a.formats.clearInterrupted(d.Name)
+	a.formats.interrupted.clear(d.Name)
 	err = a.mountStaging(d, dev)
 	a.noteMountResult(d, err)
 	return err

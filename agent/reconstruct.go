@@ -110,7 +110,11 @@ func (a *Agent) reconstruct(ctx context.Context) error {
 		}
 		if uuid, ok := formatInterruptedIntent(intents, name); ok && v.Staging == nil {
 			// A volume found mounted has a finished format.
-			a.formats.setInterrupted(name, uuid)
+			a.formats.interrupted.set(name, uuid)
+		}
+		if uuid, ok := lastIntent(intents, name, OpEncrypt); ok && uuid != "" && v.Mapping == nil {
+			// A volume found open has a finished header.
+			a.formats.encrypting.set(name, uuid)
 		}
 	}
 	a.detachOrphans(ctx, ownedLists, claimed, mounts)
@@ -130,9 +134,15 @@ func (a *Agent) reconstruct(ctx context.Context) error {
 // last format intent left uncertain, if any ("" for an intent of a
 // version that chose none).
 func formatInterruptedIntent(intents []store.Intent, name string) (string, bool) {
+	return lastIntent(intents, name, OpFormat)
+}
+
+// lastIntent returns the "uuid" input of the volume's last intent of op
+// left uncertain, if any.
+func lastIntent(intents []store.Intent, name, op string) (string, bool) {
 	uuid, found := "", false
 	for _, in := range intents {
-		if in.Volume == name && in.Op == OpFormat {
+		if in.Volume == name && in.Op == op {
 			uuid, found = in.Inputs["uuid"], true
 		}
 	}
@@ -208,16 +218,20 @@ func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume,
 			log.Info("adopting our attachment mounted at the staging path", "device", o.Device, "identity", o.Identity)
 		}
 	}
+	// An encrypted volume's mapping: adopted when open and ours.
+	if d.Encrypted() || (rec != nil && rec.Mapping != nil) || slices.Contains(pending, OpOpen) || slices.Contains(pending, OpEncrypt) {
+		a.adoptMapping(ctx, name, v, rec)
+	}
 	var st *mountinfo.Info
 	stager, staged := a.cfg.Attachers[v.Driver].(Stager)
 	if top := mounts.Top(p); top != nil {
 		if staged && d != nil && v.Attachment != nil && stager.IsStaged(d, p) {
 			st = top
 			v.Staging = &store.MountRecord{Path: p, Device: v.Attachment.Device, FSType: v.Driver, MountID: top.ID, Owned: true}
-		} else if v.Attachment != nil && sameDevice(top, v.Attachment.Device) {
+		} else if v.Attachment != nil && sameDevice(top, blockDevice(v)) {
 			st = top
 			fstype := top.FSType
-			v.Staging = &store.MountRecord{Path: p, Device: v.Attachment.Device, FSType: fstype, MountID: top.ID, Owned: true}
+			v.Staging = &store.MountRecord{Path: p, Device: blockDevice(v), FSType: fstype, MountID: top.ID, Owned: true}
 			if rec != nil && rec.Staging != nil {
 				v.Staging.DeviceBytes = rec.Staging.DeviceBytes
 				keepOptions(v.Staging, *rec.Staging)
@@ -411,6 +425,13 @@ func (a *Agent) verify(ctx context.Context) {
 				if err == nil {
 					a.driftLog.ok("verify "+name, "drift check: the attachment verifies again", "volume", name)
 				}
+			}
+		}
+		if m := fixed.Mapping; m != nil && fixed.Attachment != nil && a.cfg.Crypt != nil {
+			_, ok, err := a.cfg.Crypt.Adopt(ctx, fixed.Attachment.Device, m.Name, m.UUID)
+			if err == nil && !ok {
+				fixed.Mapping = nil
+				changes = append(changes, "mapping "+m.Name+" closed")
 			}
 		}
 		st := stagingInfo(mounts, fixed)

@@ -1,0 +1,374 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/volumed/volumed/agent/api"
+	"github.com/volumed/volumed/agent/manifest"
+	"github.com/volumed/volumed/store"
+)
+
+// fakeDMCrypt stands in for dm-crypt and cryptsetup, which this
+// machine's kernel lacks (the real ones run in test/vm's cryptvol
+// scenario): devices hold a LUKS2 header or not, and a header opens with
+// the key files it enrolled.
+type fakeDMCrypt struct {
+	mu      sync.Mutex
+	headers map[string]fakeHeader // device -> header
+	open    map[string]string     // mapping name -> device
+	formats int
+	opens   int // mappings made (not adopted)
+}
+
+type fakeHeader struct {
+	uuid string
+	keys []string // key files enrolled
+}
+
+func newFakeDMCrypt() *fakeDMCrypt {
+	return &fakeDMCrypt{headers: map[string]fakeHeader{}, open: map[string]string{}}
+}
+
+func (f *fakeDMCrypt) Inspect(dev, _ string) (LUKSHeader, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	h, ok := f.headers[dev]
+	return LUKSHeader{Found: ok, Whole: ok, UUID: h.uuid}, nil
+}
+
+func (f *fakeDMCrypt) Format(_ context.Context, o CryptFormat) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if h, ok := f.headers[o.Device]; ok && h.uuid != o.UUID {
+		return fmt.Errorf("not blank")
+	}
+	var keys []string
+	for _, k := range o.Keys {
+		keys = append(keys, k.File)
+	}
+	f.headers[o.Device] = fakeHeader{uuid: o.UUID, keys: keys}
+	f.formats++
+	return nil
+}
+
+func (f *fakeDMCrypt) Open(_ context.Context, o CryptOpen) (CryptOpened, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	h, ok := f.headers[o.Device]
+	if !ok {
+		return CryptOpened{}, errors.New("no LUKS2 header")
+	}
+	if dev, ok := f.open[o.Name]; ok && dev == o.Device {
+		return CryptOpened{Device: "/dev/mapper/" + o.Name, UUID: h.uuid, Adopted: true}, nil
+	}
+	var why []string
+	for i, k := range o.Keys {
+		for _, e := range h.keys {
+			if e == k.File {
+				f.open[o.Name] = o.Device
+				f.opens++
+				return CryptOpened{Device: "/dev/mapper/" + o.Name, UUID: h.uuid, KeyKind: k.Kind()}, nil
+			}
+		}
+		why = append(why, fmt.Sprintf("key %d (file %s): does not match any keyslot", i, k.File))
+	}
+	return CryptOpened{}, fmt.Errorf("%s: no key opens its LUKS2 header; %s: %w", o.Device, strings.Join(why, "; "), ErrLocked)
+}
+
+func (f *fakeDMCrypt) Adopt(_ context.Context, dev, name, _ string) (CryptOpened, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.open[name] != dev {
+		return CryptOpened{}, false, nil
+	}
+	return CryptOpened{Device: "/dev/mapper/" + name, UUID: f.headers[dev].uuid, Adopted: true}, true, nil
+}
+
+func (f *fakeDMCrypt) Close(_ context.Context, name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.open, name)
+	return nil
+}
+
+func encrypted(d *Desired, keyFiles ...string) *Desired {
+	l := &manifest.LUKS2{}
+	for _, k := range keyFiles {
+		l.Keys = append(l.Keys, manifest.LUKS2Key{File: k})
+	}
+	spec := *d.Spec
+	spec.Encryption = &manifest.Encryption{LUKS2: l}
+	spec.Filesystem = &manifest.Filesystem{Type: "ext4", Format: manifest.FormatIfBlank}
+	d.Spec = &spec
+	return d
+}
+
+func mapped(v *store.Volume) *store.Volume {
+	v.Mapping = &store.Mapping{Name: MappingName(v.Name), UUID: "u", Device: "/dev/mapper/" + MappingName(v.Name), KeyKind: "file"}
+	return v
+}
+
+func TestPlanEncrypted(t *testing.T) {
+	enc := encrypted(want("a", tgt("/t", false)), "/k")
+	gone := mapped(have("a", true, false))
+	cases := []struct {
+		name    string
+		desired map[string]*Desired
+		actual  map[string]*store.Volume
+		want    []Op
+	}{
+		{"attached: open before mount_device",
+			map[string]*Desired{"a": enc}, map[string]*store.Volume{"a": have("a", true, false)},
+			[]Op{{Volume: "a", Kind: OpOpen}}},
+		{"open: mount_device",
+			map[string]*Desired{"a": enc}, map[string]*store.Volume{"a": mapped(have("a", true, false))},
+			[]Op{{Volume: "a", Kind: OpMountDevice}}},
+		{"not attached: attach first",
+			map[string]*Desired{"a": enc}, nil,
+			[]Op{{Volume: "a", Kind: OpAttach}}},
+		{"converged encrypted volume needs nothing",
+			map[string]*Desired{"a": enc}, map[string]*store.Volume{"a": mapped(have("a", true, true, pub("/t", false)))},
+			nil},
+		{"removed while staged: unmount, no close yet",
+			nil, map[string]*store.Volume{"a": mapped(have("a", true, true))},
+			[]Op{{Volume: "a", Kind: OpUnmountDevice}}},
+		{"removed, unmounted: close before detach",
+			nil, map[string]*store.Volume{"a": gone},
+			[]Op{{Volume: "a", Kind: OpClose}}},
+		{"removed, closed: detach",
+			nil, map[string]*store.Volume{"a": have("a", true, false)},
+			[]Op{{Volume: "a", Kind: OpDetach}}},
+		{"close is teardown: after the setup of others",
+			map[string]*Desired{"b": want("b")}, map[string]*store.Volume{"a": mapped(have("a", true, false))},
+			[]Op{{Volume: "b", Kind: OpAttach}, {Volume: "a", Kind: OpClose}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := Plan(c.desired, c.actual); !reflect.DeepEqual(got, c.want) {
+				t.Errorf("Plan = %+v, want %+v", got, c.want)
+			}
+		})
+	}
+}
+
+func TestDecideEncrypt(t *testing.T) {
+	ifBlank := &manifest.Filesystem{Type: "ext4", Format: manifest.FormatIfBlank}
+	never := &manifest.Filesystem{Type: "ext4", Format: manifest.FormatNever}
+	ext4 := []Signature{{Type: "ext4", Usage: "filesystem", Offset: 1080}}
+	gpt := []Signature{{Type: "gpt", Usage: "partition_table", Offset: 512}}
+	whole := LUKSHeader{Found: true, Whole: true, UUID: "u1"}
+	torn := LUKSHeader{Found: true, UUID: "u1", HalfWritten: true}
+	foreignTorn := LUKSHeader{Found: true, UUID: "u2"}
+	cases := []struct {
+		name        string
+		interrupted string
+		hdr         LUKSHeader
+		sigs        []Signature
+		fs          *manifest.Filesystem
+		want        encryptVerdict
+		err         string
+	}{
+		{"blank: format", "", LUKSHeader{}, nil, ifBlank, encryptFormat, ""},
+		{"blank, format never: refused", "", LUKSHeader{}, nil, never, encryptRefuse, "filesystem.format is never"},
+		{"a filesystem: refused", "", LUKSHeader{}, ext4, ifBlank, encryptRefuse, "carries a ext4 signature (filesystem, at byte 1080)"},
+		{"a partition table: refused", "", LUKSHeader{}, gpt, ifBlank, encryptRefuse, "gpt signature"},
+		{"a whole header: opened, never formatted", "", whole, nil, ifBlank, encryptOpen, ""},
+		{"a whole header with format never: opened", "", whole, nil, never, encryptOpen, ""},
+		{"a whole header another encrypt was making: opened", "u9", whole, nil, ifBlank, encryptOpen, ""},
+		{"our interrupted encrypt's whole header: its keys completed", "u1", whole, nil, ifBlank, encryptFormat, ""},
+		{"our interrupted encrypt's torn header: written again", "u1", torn, nil, ifBlank, encryptFormat, ""},
+		{"a torn header, no encrypt interrupted: refused", "", torn, nil, ifBlank, encryptRefuse, "damaged or torn"},
+		{"another torn header: refused", "u1", foreignTorn, nil, ifBlank, encryptRefuse, `UUID "u2"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := decideEncrypt(c.interrupted, c.hdr, c.sigs, c.fs)
+			if got != c.want {
+				t.Errorf("verdict %d, want %d", got, c.want)
+			}
+			switch {
+			case c.err == "" && err != nil:
+				t.Errorf("error %v, want none", err)
+			case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+				t.Errorf("error %v, want one saying %q", err, c.err)
+			}
+		})
+	}
+}
+
+func cryptAgent(t *testing.T) (*Agent, *fakeDMCrypt) {
+	t.Helper()
+	a := sessionAgent(t, &fakeTarget{})
+	f := newFakeDMCrypt()
+	a.cfg.Crypt = f
+	a.cfg.FS = &fakeFS{}
+	return a, f
+}
+
+// A blank device gets a header (its UUID in the encrypt intent) and is
+// opened; the record says by which kind of key, and holds no key.
+func TestOpenFormatsBlankThenOpens(t *testing.T) {
+	ctx := context.Background()
+	a, f := cryptAgent(t)
+	d := encrypted(netVolume("a"), "/etc/k1", "/etc/k2")
+	if err := a.opAttach(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.opOpen(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	rec := a.state.Get("a")
+	if f.formats != 1 || f.opens != 1 || rec.Mapping == nil {
+		t.Fatalf("formats %d, opens %d, record %+v; want one of each and a mapping", f.formats, f.opens, rec)
+	}
+	want := store.Mapping{Name: "volumed-a", UUID: f.headers["/dev/fake-a"].uuid, Device: "/dev/mapper/volumed-a", KeyKind: "file"}
+	if *rec.Mapping != want {
+		t.Errorf("mapping %+v, want %+v", *rec.Mapping, want)
+	}
+	if got := blockDevice(rec); got != "/dev/mapper/volumed-a" {
+		t.Errorf("the filesystem goes on %s, want the mapping", got)
+	}
+	ev := a.history.of("a")
+	if len(ev) != 1 || ev[0].Op != OpEncrypt {
+		t.Errorf("events %+v, want the encrypt", ev)
+	}
+
+	// Closed (a reboot) and opened again: the header is kept.
+	if err := a.opClose(ctx, "a", "fake"); err != nil {
+		t.Fatal(err)
+	}
+	if rec := a.state.Get("a"); rec.Mapping != nil {
+		t.Fatalf("mapping still recorded after close: %+v", rec.Mapping)
+	}
+	if err := a.opOpen(ctx, encrypted(netVolume("a"), "/etc/k2")); err != nil {
+		t.Fatal(err)
+	}
+	if f.formats != 1 || f.opens != 2 {
+		t.Errorf("after a reopen: formats %d, opens %d; want 1, 2", f.formats, f.opens)
+	}
+}
+
+// No key opens the header: the volume is Locked with the reasons, the
+// header stays as it was, and a key that works clears the condition.
+func TestWrongKeyLocks(t *testing.T) {
+	ctx := context.Background()
+	a, f := cryptAgent(t)
+	d := encrypted(netVolume("a"), "/etc/wrong")
+	a.manifests.replace(map[string]*Desired{"a": d}, nil)
+	if err := a.opAttach(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	f.headers["/dev/fake-a"] = fakeHeader{uuid: "theirs", keys: []string{"/etc/right"}}
+	err := a.opOpen(ctx, d)
+	if !errors.Is(err, ErrLocked) {
+		t.Fatalf("open: %v, want ErrLocked", err)
+	}
+	if f.formats != 0 || f.headers["/dev/fake-a"].uuid != "theirs" {
+		t.Errorf("the header was touched: formats %d, header %+v", f.formats, f.headers["/dev/fake-a"])
+	}
+	v := a.Status()[0]
+	c, ok := condition(v, CondLocked)
+	if !ok || c.Reason != "NoKeyOpens" || !strings.Contains(c.Message, "key 0 (file /etc/wrong): does not match any keyslot") {
+		t.Errorf("conditions %+v, want Locked naming the key and why", v.Conditions)
+	}
+	if v.Encryption == nil || v.Encryption.State != api.EncryptionLocked {
+		t.Errorf("encryption status %+v, want locked", v.Encryption)
+	}
+	if err := a.opOpen(ctx, encrypted(netVolume("a"), "/etc/wrong", "/etc/right")); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := condition(a.Status()[0], CondLocked); ok {
+		t.Error("Locked still set after a key opened the volume")
+	}
+}
+
+// A device with a filesystem or another signature is never given a
+// header.
+func TestOpenRefusesNonBlank(t *testing.T) {
+	ctx := context.Background()
+	a, f := cryptAgent(t)
+	a.cfg.FS = &probeFS{sigs: []Signature{{Type: "xfs", Usage: "filesystem"}}}
+	d := encrypted(netVolume("a"), "/etc/k")
+	if err := a.opAttach(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	err := a.opOpen(ctx, d)
+	if err == nil || !strings.Contains(err.Error(), "never encrypts over it") {
+		t.Fatalf("open: %v, want a refusal", err)
+	}
+	if f.formats != 0 {
+		t.Errorf("%d formats of a device holding xfs", f.formats)
+	}
+}
+
+type probeFS struct {
+	fakeFS
+	sigs []Signature
+}
+
+func (p *probeFS) Probe(context.Context, string) ([]Signature, error) { return p.sigs, nil }
+
+// Start-up adopts an open mapping of ours without reopening it; one that
+// is gone (a reboot) is opened again by the next pass.
+func TestReconstructAdoptsMapping(t *testing.T) {
+	ctx := context.Background()
+	a, f := cryptAgent(t)
+	d := encrypted(netVolume("a"), "/etc/k")
+	if err := a.opAttach(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.opOpen(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	rec := a.state.Get("a")
+	v := &store.Volume{Name: "a", Attachment: rec.Attachment}
+	a.adoptMapping(ctx, "a", v, rec)
+	if v.Mapping == nil || *v.Mapping != *rec.Mapping {
+		t.Fatalf("adopted %+v, want the record's %+v", v.Mapping, rec.Mapping)
+	}
+	if f.opens != 1 {
+		t.Errorf("%d opens, want 1: adoption reopened", f.opens)
+	}
+	f.Close(ctx, "volumed-a")
+	v = &store.Volume{Name: "a", Attachment: rec.Attachment}
+	a.adoptMapping(ctx, "a", v, rec)
+	if v.Mapping != nil {
+		t.Errorf("a closed mapping was adopted: %+v", v.Mapping)
+	}
+	if ops := Plan(map[string]*Desired{"a": d}, map[string]*store.Volume{"a": v}); len(ops) != 1 || ops[0].Kind != OpOpen {
+		t.Errorf("after a reboot the plan is %+v, want open", ops)
+	}
+}
+
+func TestEncryptionStatus(t *testing.T) {
+	enc := encrypted(want("a"), "/k")
+	locked := []api.Condition{{Type: CondLocked}}
+	cases := []struct {
+		name  string
+		d     *Desired
+		rec   *store.Volume
+		conds []api.Condition
+		want  *api.Encryption
+	}{
+		{"not encrypted", want("a"), have("a", true, true), nil, nil},
+		{"open", enc, mapped(have("a", true, true)), nil,
+			&api.Encryption{State: "open", Mapping: "/dev/mapper/volumed-a", UUID: "u", KeyKind: "file"}},
+		{"open, manifest gone", nil, mapped(have("a", true, false)), nil,
+			&api.Encryption{State: "open", Mapping: "/dev/mapper/volumed-a", UUID: "u", KeyKind: "file"}},
+		{"locked", enc, have("a", true, false), locked, &api.Encryption{State: "locked"}},
+		{"not yet open", enc, nil, nil, &api.Encryption{State: "closed"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := encryptionStatus(c.d, c.rec, c.conds); !reflect.DeepEqual(got, c.want) {
+				t.Errorf("got %+v, want %+v", got, c.want)
+			}
+		})
+	}
+}
