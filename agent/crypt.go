@@ -57,6 +57,7 @@ type CryptFormat struct {
 	UUID       string
 	Cipher     string
 	SectorSize int
+	PBKDF      string // manifest.PBKDFArgon2id or PBKDFPBKDF2
 	Keys       []manifest.LUKS2Key
 }
 
@@ -180,9 +181,9 @@ func (a *Agent) opOpen(ctx context.Context, d *Desired) error {
 			uuid = newUUID()
 		}
 		err := a.run(ctx, d.Name, d.Driver, OpEncrypt, func(ctx context.Context) error {
-			inputs := map[string]string{"device": dev, "uuid": uuid, "cipher": luks.Cipher, "sectorSize": strconv.Itoa(luks.SectorSize)}
+			inputs := map[string]string{"device": dev, "uuid": uuid, "cipher": luks.Cipher, "sectorSize": strconv.Itoa(luks.SectorSize), "pbkdf": luks.PBKDF}
 			return a.state.Do(d.Name, d.Driver, OpEncrypt, inputs, func(*store.Volume) error {
-				return c.Format(ctx, CryptFormat{Device: dev, UUID: uuid, Cipher: luks.Cipher, SectorSize: luks.SectorSize, Keys: luks.Keys})
+				return c.Format(ctx, CryptFormat{Device: dev, UUID: uuid, Cipher: luks.Cipher, SectorSize: luks.SectorSize, PBKDF: luks.PBKDF, Keys: luks.Keys})
 			})
 		})
 		if err != nil {

@@ -55,6 +55,9 @@ func TestEncryptionProblems(t *testing.T) {
 		{"bad sector size", loopEnc + "    luks2: {keys: [{file: /k}], sectorSize: 1000}\n", []string{
 			`x.yaml:9:45: spec.encryption.luks2.sectorSize: must be 512, 1024, 2048 or 4096, got 1000`,
 		}},
+		{"bad pbkdf", loopEnc + "    luks2: {keys: [{file: /k}], pbkdf: scrypt}\n", []string{
+			`x.yaml:9:40: spec.encryption.luks2.pbkdf: must be argon2id or pbkdf2, got "scrypt"`,
+		}},
 		{"bad cipher", loopEnc + "    luks2: {keys: [{file: /k}], cipher: \"aes xts\"}\n", []string{
 			`x.yaml:9:41: spec.encryption.luks2.cipher: must be a cryptsetup cipher such as aes-xts-plain64, got "aes xts"`,
 		}},
@@ -84,7 +87,7 @@ func TestEncryptionGood(t *testing.T) {
 		l.Keys[1].Kind() != "tpm2" || !slices.Equal(l.Keys[1].TPM2.PCRs, []int{7, 0}) {
 		t.Errorf("keys %+v", l.Keys)
 	}
-	if l.Cipher != "aes-xts-plain64" || l.SectorSize != 4096 {
-		t.Errorf("cipher %q, sector size %d", l.Cipher, l.SectorSize)
+	if l.Cipher != "aes-xts-plain64" || l.SectorSize != 4096 || l.PBKDF != PBKDFArgon2id {
+		t.Errorf("cipher %q, sector size %d, pbkdf %q (want the default argon2id)", l.Cipher, l.SectorSize, l.PBKDF)
 	}
 }

@@ -81,7 +81,20 @@ type LUKS2 struct {
 	// SectorSize of the encryption (512, 1024, 2048 or 4096); cryptsetup
 	// chooses when 0. Read only when the header is written.
 	SectorSize int `yaml:"sectorSize,omitempty" json:"sectorSize,omitempty"`
+	// PBKDF derives each keyslot's key from its key: argon2id (default:
+	// about 2 s and 64 MiB per unlock attempt, for a key file that may
+	// hold a passphrase) or pbkdf2 (1000 iterations, instant: only for
+	// keys of full entropy, such as random key files, as
+	// systemd-cryptenroll does for the keys it makes). Read only when
+	// the header is written.
+	PBKDF string `yaml:"pbkdf,omitempty" json:"pbkdf,omitempty"`
 }
+
+// Key derivations of LUKS2.PBKDF.
+const (
+	PBKDFArgon2id = "argon2id"
+	PBKDFPBKDF2   = "pbkdf2"
+)
 
 // LUKS2Key is one key: exactly one of File or TPM2.
 type LUKS2Key struct {

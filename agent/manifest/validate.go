@@ -223,6 +223,13 @@ func (v *validator) encryption(e *Encryption, src *Source, staged bool) {
 	if l.Cipher != "" && !cipherRE.MatchString(l.Cipher) {
 		v.report("spec.encryption.luks2.cipher", fmt.Sprintf("must be a cryptsetup cipher such as aes-xts-plain64, got %q", l.Cipher))
 	}
+	switch l.PBKDF {
+	case "":
+		l.PBKDF = PBKDFArgon2id
+	case PBKDFArgon2id, PBKDFPBKDF2:
+	default:
+		v.report("spec.encryption.luks2.pbkdf", fmt.Sprintf("must be %s or %s, got %q", PBKDFArgon2id, PBKDFPBKDF2, l.PBKDF))
+	}
 	if l.SectorSize != 0 && !slices.Contains(luksSectorSizes, l.SectorSize) {
 		v.report("spec.encryption.luks2.sectorSize", fmt.Sprintf("must be 512, 1024, 2048 or 4096, got %d", l.SectorSize))
 	}

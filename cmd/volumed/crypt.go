@@ -9,13 +9,19 @@ import (
 	"github.com/volumed/volumed/drivers/luks"
 )
 
-// luksPBKDF is the key derivation of the keyslots volumed writes:
-// argon2id, its time cost benchmarked by cryptsetup (about 2 s per
-// unlock attempt, a brute force's cost too, since a key file may hold a
-// passphrase a person chose), its memory capped at 64 MiB so that an
-// edge box with little RAM can open what it formatted, and the cost of
-// an open does not depend on the RAM of the host that formatted it.
-var luksPBKDF = luks.PBKDF{Type: "argon2id", MemoryKiB: 64 << 10}
+// luksPBKDF is the key derivation of the keyslots volumed writes. The
+// default, argon2id, has its time cost benchmarked by cryptsetup (about
+// 2 s per unlock attempt, a brute force's cost too, since a key file may
+// hold a passphrase a person chose) and its memory capped at 64 MiB, so
+// that an edge box with little RAM opens what another host formatted.
+// pbkdf2 at 1000 iterations is for keys of full entropy (random key
+// files, TPM2-sealed keys), as systemd-cryptenroll does for its own.
+func luksPBKDF(name string) luks.PBKDF {
+	if name == manifest.PBKDFPBKDF2 {
+		return luks.PBKDF{Type: "pbkdf2", Iterations: 1000}
+	}
+	return luks.PBKDF{Type: "argon2id", MemoryKiB: 64 << 10}
+}
 
 // crypt adapts drivers/luks to the core's Crypt port.
 type crypt struct{ c *luks.Client }
@@ -49,7 +55,7 @@ func (c crypt) Inspect(dev, intentUUID string) (agent.LUKSHeader, error) {
 func (c crypt) Format(ctx context.Context, o agent.CryptFormat) error {
 	return markLocked(c.c.Format(ctx, luks.FormatOptions{
 		Device: o.Device, UUID: o.UUID, Cipher: o.Cipher, SectorSize: o.SectorSize,
-		Keys: luksKeys(o.Keys), PBKDF: luksPBKDF,
+		Keys: luksKeys(o.Keys), PBKDF: luksPBKDF(o.PBKDF),
 	}))
 }
 

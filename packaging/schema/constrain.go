@@ -50,6 +50,7 @@ var manifestRules = []rule{
 	{"LUKS2Key", "", oneRequired("file", "tpm2")},
 	{"LUKS2Key", "file", stringPattern(absPattern)},
 	{"LUKS2", "sectorSize", intEnum(512, 1024, 2048, 4096)},
+	{"LUKS2", "pbkdf", enum(manifest.PBKDFArgon2id, manifest.PBKDFPBKDF2)},
 	{"TPM2Key", "pcrs", pcrList},
 }
 

@@ -363,6 +363,13 @@ func TestVM(t *testing.T) {
 					r.seconds, r.detail, o.plan.log, lastLines(r.lines, 120))
 			}
 			t.Logf("PASS in %.1fs in the VM", r.seconds)
+			// What a scenario measured (its log lines) is worth seeing on
+			// a pass too: latencies, counts.
+			for _, l := range r.lines {
+				if strings.HasPrefix(l, "VMTEST-LOG ") {
+					t.Log(strings.TrimPrefix(l, "VMTEST-LOG "))
+				}
+			}
 		})
 	}
 }

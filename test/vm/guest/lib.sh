@@ -353,6 +353,27 @@ check_has() {
 	[ "$(cat $1/vmtest.txt 2>/dev/null)" = "$2" ] || fail "$1/vmtest.txt reads '$(cat $1/vmtest.txt 2>&1)', want '$2' (data lost or reformatted?)"
 }
 
+# ---- secrets in /proc ---------------------------------------------------
+
+# sampler_on: greps every process's cmdline and environ for the keys in
+# $VT_DIR/keys.pat (patterns from a file, so its own argv holds none)
+# into $VT_DIR/leaks, and notes in $VT_DIR/seen the processes running
+# cryptsetup (proof that it sampled while keys were handed over), until
+# sampler_off.
+sampler_on() {
+	echo cryptsetup > $VT_DIR/cs.pat
+	touch $VT_DIR/sampling
+	(
+		while [ -e $VT_DIR/sampling ]; do
+			grep -l -F -f $VT_DIR/keys.pat /proc/[0-9]*/cmdline /proc/[0-9]*/environ >> $VT_DIR/leaks 2>/dev/null
+			grep -l -F -f $VT_DIR/cs.pat /proc/[0-9]*/cmdline >> $VT_DIR/seen 2>/dev/null
+		done
+	) &
+	SAMPLER=$!
+	bg_track $SAMPLER
+}
+sampler_off() { rm -f $VT_DIR/sampling && wait $SAMPLER; }
+
 # ---- flows shared by scenarios -----------------------------------------
 
 # shares_one A B WHAT: volumes A and B on one target share one attachment
