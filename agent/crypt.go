@@ -149,6 +149,12 @@ func (a *Agent) crypt() (Crypt, error) {
 // first when the device is blank (the encrypt operation, under its own
 // intent, with the UUID chosen before it starts).
 func (a *Agent) opOpen(ctx context.Context, d *Desired) error {
+	err := a.open(ctx, d)
+	a.noteLocked(d.Name, err)
+	return err
+}
+
+func (a *Agent) open(ctx context.Context, d *Desired) error {
 	rec := a.state.Get(d.Name)
 	if rec == nil || rec.Attachment == nil {
 		return errRetryNow
@@ -193,7 +199,7 @@ func (a *Agent) opOpen(ctx context.Context, d *Desired) error {
 	a.formats.encrypting.clear(d.Name)
 	name := MappingName(d.Name)
 	inputs := map[string]string{"device": dev, "mapping": name, "uuid": uuid}
-	err = a.state.Do(d.Name, d.Driver, OpOpen, inputs, func(rec *store.Volume) error {
+	return a.state.Do(d.Name, d.Driver, OpOpen, inputs, func(rec *store.Volume) error {
 		o, err := c.Open(ctx, CryptOpen{Device: dev, Name: name, UUID: uuid, Keys: luks.Keys})
 		if err != nil {
 			return err
@@ -206,8 +212,6 @@ func (a *Agent) opOpen(ctx context.Context, d *Desired) error {
 		}
 		return nil
 	})
-	a.noteLocked(d.Name, err)
-	return err
 }
 
 // noteLocked keeps the Locked condition of a volume: raised when no key

@@ -29,17 +29,18 @@ type fakeDMCrypt struct {
 type fakeHeader struct {
 	uuid string
 	keys []string // key files enrolled
+	torn bool     // a luksFormat cut short
 }
 
 func newFakeDMCrypt() *fakeDMCrypt {
 	return &fakeDMCrypt{headers: map[string]fakeHeader{}, open: map[string]string{}}
 }
 
-func (f *fakeDMCrypt) Inspect(dev, _ string) (LUKSHeader, error) {
+func (f *fakeDMCrypt) Inspect(dev, intentUUID string) (LUKSHeader, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	h, ok := f.headers[dev]
-	return LUKSHeader{Found: ok, Whole: ok, UUID: h.uuid}, nil
+	return LUKSHeader{Found: ok, Whole: ok && !h.torn, UUID: h.uuid, HalfWritten: h.torn && h.uuid == intentUUID}, nil
 }
 
 func (f *fakeDMCrypt) Format(_ context.Context, o CryptFormat) error {
@@ -368,6 +369,42 @@ func TestEncryptionStatus(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			if got := encryptionStatus(c.d, c.rec, c.conds); !reflect.DeepEqual(got, c.want) {
 				t.Errorf("got %+v, want %+v", got, c.want)
+			}
+		})
+	}
+}
+
+// An encrypt cut short by a crash is redone with the UUID its intent
+// recorded, over its own torn header; a torn header of another UUID is
+// never written over.
+func TestInterruptedEncryptIsRedoneWithItsUUID(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name      string
+		torn      string // the UUID of the torn header on the device
+		wantUUID  string
+		wantError string
+	}{
+		{"its own torn header", "u-intent", "u-intent", ""},
+		{"another torn header", "u-other", "u-other", "damaged or torn"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a, f := cryptAgent(t)
+			d := encrypted(netVolume("a"), "/etc/k")
+			if err := a.opAttach(ctx, d); err != nil {
+				t.Fatal(err)
+			}
+			f.headers["/dev/fake-a"] = fakeHeader{uuid: c.torn, torn: true}
+			a.formats.encrypting.set("a", "u-intent") // as reconstruct does from the intent
+			err := a.opOpen(ctx, d)
+			if c.wantError == "" && err != nil || c.wantError != "" && (err == nil || !strings.Contains(err.Error(), c.wantError)) {
+				t.Fatalf("open: %v, want %q", err, c.wantError)
+			}
+			if h := f.headers["/dev/fake-a"]; h.uuid != c.wantUUID {
+				t.Errorf("header UUID %q, want %q", h.uuid, c.wantUUID)
+			}
+			if c.wantError != "" && f.formats != 0 {
+				t.Errorf("%d formats over another volume's torn header", f.formats)
 			}
 		})
 	}
