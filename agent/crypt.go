@@ -259,13 +259,11 @@ func (a *Agent) opClose(ctx context.Context, name, driver string) error {
 // mapping, when open and the LUKS2 volume on its attached device, is
 // adopted as it is (never reopened); otherwise the volume is closed
 // and the next pass opens it with its keys.
-func (a *Agent) adoptMapping(ctx context.Context, name string, v, rec *store.Volume) {
+// uuid, when set, is the LUKS2 UUID the record or an uncertain open
+// names: a mapping of another header is not the volume's.
+func (a *Agent) adoptMapping(ctx context.Context, name string, v, rec *store.Volume, uuid string) {
 	if v.Attachment == nil || a.cfg.Crypt == nil {
 		return
-	}
-	uuid := ""
-	if rec != nil && rec.Mapping != nil {
-		uuid = rec.Mapping.UUID
 	}
 	log := a.cfg.Log.With("volume", name)
 	o, ok, err := a.cfg.Crypt.Adopt(ctx, v.Attachment.Device, MappingName(name), uuid)

@@ -82,11 +82,14 @@ func (f *fakeDMCrypt) Open(_ context.Context, o CryptOpen) (CryptOpened, error) 
 	return CryptOpened{}, fmt.Errorf("%s: no key opens its LUKS2 header; %s: %w", o.Device, strings.Join(why, "; "), ErrLocked)
 }
 
-func (f *fakeDMCrypt) Adopt(_ context.Context, dev, name, _ string) (CryptOpened, bool, error) {
+func (f *fakeDMCrypt) Adopt(_ context.Context, dev, name, uuid string) (CryptOpened, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.open[name] != dev {
 		return CryptOpened{}, false, nil
+	}
+	if uuid != "" && f.headers[dev].uuid != uuid {
+		return CryptOpened{}, false, fmt.Errorf("%s maps LUKS2 volume %s, not %s", name, f.headers[dev].uuid, uuid)
 	}
 	return CryptOpened{Device: "/dev/mapper/" + name, UUID: f.headers[dev].uuid, Adopted: true}, true, nil
 }
@@ -329,16 +332,30 @@ func TestReconstructAdoptsMapping(t *testing.T) {
 	}
 	rec := a.state.Get("a")
 	v := &store.Volume{Name: "a", Attachment: rec.Attachment}
-	a.adoptMapping(ctx, "a", v, rec)
+	a.adoptMapping(ctx, "a", v, rec, rec.Mapping.UUID)
 	if v.Mapping == nil || *v.Mapping != *rec.Mapping {
 		t.Fatalf("adopted %+v, want the record's %+v", v.Mapping, rec.Mapping)
 	}
 	if f.opens != 1 {
 		t.Errorf("%d opens, want 1: adoption reopened", f.opens)
 	}
+	// A mapping of another header than the one recorded is not adopted.
+	v = &store.Volume{Name: "a", Attachment: rec.Attachment}
+	a.adoptMapping(ctx, "a", v, rec, "another-uuid")
+	if v.Mapping != nil {
+		t.Errorf("a mapping of another LUKS2 volume was adopted: %+v", v.Mapping)
+	}
+	// The UUID an uncertain open was opening counts when no record says.
+	intents := []store.Intent{{Volume: "a", Op: OpOpen, Inputs: map[string]string{"uuid": "u-open"}}}
+	if got := mappingUUID("a", &store.Volume{Name: "a"}, intents); got != "u-open" {
+		t.Errorf("mappingUUID from an open intent = %q, want u-open", got)
+	}
+	if got := mappingUUID("a", rec, intents); got != rec.Mapping.UUID {
+		t.Errorf("mappingUUID with a record = %q, want the record's %q", got, rec.Mapping.UUID)
+	}
 	f.Close(ctx, "volumed-a")
 	v = &store.Volume{Name: "a", Attachment: rec.Attachment}
-	a.adoptMapping(ctx, "a", v, rec)
+	a.adoptMapping(ctx, "a", v, rec, rec.Mapping.UUID)
 	if v.Mapping != nil {
 		t.Errorf("a closed mapping was adopted: %+v", v.Mapping)
 	}

@@ -91,7 +91,7 @@ func (a *Agent) reconstruct(ctx context.Context) error {
 		if d == nil {
 			d = leftovers[name]
 		}
-		v := a.probeVolume(ctx, name, recs[name], d, mounts, pending[name], ownedLists, strays, holders)
+		v := a.probeVolume(ctx, name, recs[name], d, mounts, pending[name], mappingUUID(name, recs[name], intents), ownedLists, strays, holders)
 		if v.Attachment != nil {
 			claimed[v.Attachment.Identity] = true
 			if holders[v.Attachment.Identity] == "" {
@@ -137,6 +137,17 @@ func formatInterruptedIntent(intents []store.Intent, name string) (string, bool)
 	return lastIntent(intents, name, OpFormat)
 }
 
+// mappingUUID is the LUKS2 UUID a volume's mapping must map to be
+// adopted: the record's, else the one an open left uncertain was
+// opening ("" when neither says: the header on the device decides).
+func mappingUUID(name string, rec *store.Volume, intents []store.Intent) string {
+	if rec != nil && rec.Mapping != nil {
+		return rec.Mapping.UUID
+	}
+	uuid, _ := lastIntent(intents, name, OpOpen)
+	return uuid
+}
+
 // lastIntent returns the "uuid" input of the volume's last intent of op
 // left uncertain, if any.
 func lastIntent(intents []store.Intent, name, op string) (string, bool) {
@@ -150,7 +161,7 @@ func lastIntent(intents []store.Intent, name, op string) (string, bool) {
 }
 
 // probeVolume finds what of one volume is really in the kernel.
-func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume, d *Desired, mounts MountTable, pending []string, ownedLists map[string][]store.Attachment, strays map[string]bool, holders map[string]string) *store.Volume {
+func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume, d *Desired, mounts MountTable, pending []string, mapUUID string, ownedLists map[string][]store.Attachment, strays map[string]bool, holders map[string]string) *store.Volume {
 	v := &store.Volume{Name: name}
 	switch {
 	case d != nil:
@@ -220,7 +231,7 @@ func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume,
 	}
 	// An encrypted volume's mapping: adopted when open and ours.
 	if d.Encrypted() || (rec != nil && rec.Mapping != nil) || slices.Contains(pending, OpOpen) || slices.Contains(pending, OpEncrypt) {
-		a.adoptMapping(ctx, name, v, rec)
+		a.adoptMapping(ctx, name, v, rec, mapUUID)
 	}
 	var st *mountinfo.Info
 	stager, staged := a.cfg.Attachers[v.Driver].(Stager)
