@@ -426,3 +426,66 @@ func TestInterruptedEncryptIsRedoneWithItsUUID(t *testing.T) {
 		})
 	}
 }
+
+// verifyingTarget is a fakeTarget whose attachments verify at the device
+// they were recorded with.
+type verifyingTarget struct{ fakeTarget }
+
+func (*verifyingTarget) Verify(_ context.Context, at store.Attachment) (string, bool, error) {
+	return at.Device, true, nil
+}
+
+// Start-up: an open mapping of a volume's record is adopted with the key
+// kind the record kept, nothing opened; a mapping that is gone leaves the
+// volume to be opened; an encrypt left uncertain is remembered with its
+// UUID for the open that redoes it.
+func TestReconstructEncrypted(t *testing.T) {
+	ctx := context.Background()
+	a, f := cryptAgent(t)
+	a.cfg.Attachers = map[string]Attacher{"fake": &verifyingTarget{}}
+	st := a.cfg.Store
+	at := func(name string) *store.Attachment {
+		return &store.Attachment{Driver: "fake", Device: "/dev/fake-" + name, Identity: "fake:" + name, Owned: true}
+	}
+	open := &store.Volume{Name: "open", Driver: "fake", Attachment: at("open"),
+		Mapping: &store.Mapping{Name: "volumed-open", UUID: "u-open", Device: "/dev/mapper/volumed-open", KeyKind: "file"}}
+	rebooted := &store.Volume{Name: "rebooted", Driver: "fake", Attachment: at("rebooted"),
+		Mapping: &store.Mapping{Name: "volumed-rebooted", UUID: "u-reb", Device: "/dev/mapper/volumed-rebooted", KeyKind: "file"}}
+	encrypting := &store.Volume{Name: "encrypting", Driver: "fake", Attachment: at("encrypting")}
+	for _, v := range []*store.Volume{open, rebooted, encrypting} {
+		if err := st.Put(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.Begin(store.Intent{Volume: "encrypting", Op: OpEncrypt, Inputs: map[string]string{"uuid": "u-intent"}}); err != nil {
+		t.Fatal(err)
+	}
+	f.headers["/dev/fake-open"] = fakeHeader{uuid: "u-open", keys: []string{"/k"}}
+	f.headers["/dev/fake-rebooted"] = fakeHeader{uuid: "u-reb", keys: []string{"/k"}}
+	f.open["volumed-open"] = "/dev/fake-open"
+	desired := map[string]*Desired{}
+	for _, n := range []string{"open", "rebooted", "encrypting"} {
+		desired[n] = encrypted(netVolume(n), "/k")
+	}
+	a.manifests.replace(desired, nil)
+	if err := a.reconstruct(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.state.Get("open").Mapping; got == nil || *got != *open.Mapping {
+		t.Errorf("open's mapping %+v, want the record's %+v adopted", got, open.Mapping)
+	}
+	if got := a.state.Get("rebooted").Mapping; got != nil {
+		t.Errorf("rebooted's mapping is gone from the kernel but recorded: %+v", got)
+	}
+	if uuid, ok := a.formats.encrypting.of("encrypting"); !ok || uuid != "u-intent" {
+		t.Errorf("interrupted encrypt remembered as %q, %v; want u-intent", uuid, ok)
+	}
+	if f.opens != 0 {
+		t.Errorf("%d opens at start-up, want none", f.opens)
+	}
+	ops := Plan(desired, a.state.Snapshot())
+	want := []Op{{Volume: "encrypting", Kind: OpOpen}, {Volume: "open", Kind: OpMountDevice}, {Volume: "rebooted", Kind: OpOpen}}
+	if !reflect.DeepEqual(ops, want) {
+		t.Errorf("plan after start-up %+v, want %+v", ops, want)
+	}
+}

@@ -3,8 +3,8 @@
 # loop images: a blank image gets a LUKS2 header, is opened as
 # /dev/mapper/volumed-NAME, formatted and mounted; a restart adopts the
 # mapping (nothing reopened); a SIGKILL at each crash point of encrypt,
-# open and close converges with the data intact and no second
-# luksFormat; a reboot (mounts, mappings and loop devices gone by hand,
+# open and close, and before the mkfs after an open, converges with the
+# data intact and no second luksFormat; a reboot (mounts, mappings and loop devices gone by hand,
 # the state kept) reopens with the key; a wrong key leaves the volume
 # Locked and its header byte-identical; a removed manifest unmounts,
 # closes and detaches. No key is ever in a process's argv or
@@ -101,15 +101,22 @@ expect_count "opens of ca after a restart" "$(finished open ca)" 1
 [ "$(said 'adopting the open mapping' ca)" -ge 1 ] || fail "the restart did not say it adopted ca's mapping"
 vstatus ca | grep -q '"keyKind": "file"' || fail "the key kind was lost at the restart: $(vstatus ca)"
 check_has $MNT/ca crypt-ca
+wget -q -O - http://127.0.0.1:9761/metrics > $VT_DIR/metrics || fail "scrape the metrics"
+grep -q 'operation="open"' $VT_DIR/metrics && fail "the restarted agent ran an open: $(grep 'operation="open"' $VT_DIR/metrics)"
 
-# 3. Crashes in encrypt: before the header and after it. Each converges
-# with one header (the intent's UUID), written once.
+# 3. Crashes in encrypt: before the header and after it, and between
+# open and mkfs. Each converges with one header (the intent's UUID),
+# written once.
 enc_manifest cb good
 crash_at encrypt:after-intent
 [ "$(header cb)" = "$(dd if=/dev/zero bs=1M count=16 2>/dev/null | sha256sum | cut -d' ' -f1)" ] ||
 	fail "cb's image is not blank after a crash before luksFormat"
+# Then between the open and the mkfs: the mkfs goes on the mapping.
+crash_at format:after-intent
+mapped cb || fail "no volumed-cb after a crash between open and mkfs"
 agent_up
 ready 120 cb
+grep -q "^/dev/mapper/volumed-cb $MNT/cb ext4 " /proc/mounts || fail "cb's ext4 is not on its mapping: $(grep $MNT/cb /proc/mounts)"
 check_rw $MNT/cb crypt-cb
 enc_manifest cc good
 crash_at encrypt:after-kernel
