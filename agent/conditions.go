@@ -38,6 +38,8 @@ const (
 	CondTeardownBlocked = "TeardownBlocked"
 	// CondWaitingForState: an operation waits on a state-file commit.
 	CondWaitingForState = "WaitingForState"
+	// CondLocked: an encrypted volume that none of its keys opens.
+	CondLocked = "Locked"
 )
 
 // AllConditionTypes lists every type, for the metric (a series per type

@@ -81,9 +81,6 @@ type CryptOpened struct {
 // untouched, and the volume waits for a key that works.
 var ErrLocked = errors.New("no key opens the LUKS2 header")
 
-// CondLocked: an encrypted volume that none of its keys opens.
-const CondLocked = "Locked"
-
 // MappingName is the dm-crypt mapping of a volume: volume names are at
 // most 63 characters, well inside device-mapper's 127.
 func MappingName(volume string) string { return "volumed-" + volume }

@@ -106,7 +106,9 @@ func nextOp(name string, d *Desired, a *store.Volume, held heldPaths) (Op, bool)
 	if a.Attachment == nil {
 		return Op{Volume: name, Kind: OpAttach}, true
 	}
-	if d.Encrypted() && a.Mapping == nil {
+	// Only before its mount: encryption added to a mounted volume is a
+	// pending change (pendingChanges), never an open over its filesystem.
+	if d.Encrypted() && a.Mapping == nil && a.Staging == nil {
 		return Op{Volume: name, Kind: OpOpen}, true
 	}
 	if a.Staging == nil {
