@@ -37,6 +37,9 @@ type Crypt interface {
 	Adopt(ctx context.Context, dev, name, uuid string) (CryptOpened, bool, error)
 	// Close removes the mapping name; one already gone is success.
 	Close(ctx context.Context, name string) error
+	// Resize makes the open mapping o.Name fill its device o.Device
+	// again, with the first of o.Keys that opens the header.
+	Resize(ctx context.Context, o CryptOpen) error
 }
 
 // LUKSHeader is what a device's LUKS2 headers say, without a key.
@@ -201,7 +204,7 @@ func (a *Agent) open(ctx context.Context, d *Desired) error {
 		if err != nil {
 			return err
 		}
-		rec.Mapping = &store.Mapping{Name: name, UUID: o.UUID, Device: o.Device, KeyKind: o.KeyKind}
+		rec.Mapping = &store.Mapping{Name: name, UUID: o.UUID, Device: o.Device, KeyKind: o.KeyKind, HeaderBytes: a.headerBytes(dev, o.Device)}
 		if o.Adopted {
 			a.cfg.Log.Info("adopted the open mapping", "volume", d.Name, "mapping", name)
 		} else {
@@ -274,10 +277,60 @@ func (a *Agent) adoptMapping(ctx context.Context, name string, v, rec *store.Vol
 		}
 		return
 	}
-	m := &store.Mapping{Name: MappingName(name), UUID: o.UUID, Device: o.Device}
+	m := &store.Mapping{Name: MappingName(name), UUID: o.UUID, Device: o.Device, HeaderBytes: a.headerBytes(v.Attachment.Device, o.Device)}
 	if rec != nil && rec.Mapping != nil && rec.Mapping.UUID == o.UUID {
 		m.KeyKind = rec.Mapping.KeyKind
 	}
 	v.Mapping = m
 	log.Info("adopting the open mapping", "mapping", m.Name, "uuid", m.UUID)
+}
+
+// headerBytes is how much of the device the LUKS2 volume keeps for
+// itself (its header, before the data): the mapping is that much smaller
+// than the device, which is how a growth check sees that the device grew
+// under a mapping. 0 when a size cannot be read: growth is then not
+// looked for.
+func (a *Agent) headerBytes(dev, mapping string) int64 {
+	d, err := a.cfg.FS.DeviceSize(dev)
+	if err != nil {
+		return 0
+	}
+	m, err := a.cfg.FS.DeviceSize(mapping)
+	if err != nil || m <= 0 || m > d {
+		return 0
+	}
+	return d - m
+}
+
+// resizeMapping has an open mapping fill its grown device.
+func (a *Agent) resizeMapping(ctx context.Context, d *Desired, rec *store.Volume) error {
+	c, err := a.crypt()
+	if err != nil {
+		return err
+	}
+	var keys []manifest.LUKS2Key
+	if d.Encrypted() {
+		keys = d.Spec.Encryption.LUKS2.Keys
+	}
+	return c.Resize(ctx, CryptOpen{Device: rec.Attachment.Device, Name: rec.Mapping.Name, UUID: rec.Mapping.UUID, Keys: keys})
+}
+
+// growableSize is the size a growth check compares with the size the
+// filesystem was fitted to: the device's, less the LUKS2 header of an
+// encrypted volume (whose mapping is resized by the grow).
+func (a *Agent) growableSize(rec *store.Volume) (int64, error) {
+	m := rec.Mapping
+	if m == nil || m.HeaderBytes <= 0 {
+		dev := blockDevice(rec)
+		n, err := a.cfg.FS.DeviceSize(dev)
+		if err != nil {
+			return 0, fmt.Errorf("size of %s: %w", dev, err)
+		}
+		return n, nil
+	}
+	n, err := a.cfg.FS.DeviceSize(rec.Attachment.Device)
+	if err != nil {
+		return 0, fmt.Errorf("size of %s: %w", rec.Attachment.Device, err)
+	}
+	return n - m.HeaderBytes, nil
 }

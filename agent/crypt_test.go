@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -24,7 +25,12 @@ type fakeDMCrypt struct {
 	open    map[string]string     // mapping name -> device
 	formats int
 	opens   int // mappings made (not adopted)
+	resizes int
+	// sizes, when set, are the devices' sizes (shared with a sizedFS).
+	sizes map[string]int64
 }
+
+const fakeHeaderBytes = 16 << 20
 
 type fakeHeader struct {
 	uuid string
@@ -92,6 +98,24 @@ func (f *fakeDMCrypt) Adopt(_ context.Context, dev, name, uuid string) (CryptOpe
 		return CryptOpened{}, false, fmt.Errorf("%s maps LUKS2 volume %s, not %s", name, f.headers[dev].uuid, uuid)
 	}
 	return CryptOpened{Device: "/dev/mapper/" + name, UUID: f.headers[dev].uuid, Adopted: true}, true, nil
+}
+
+// Resize makes the mapping the device's size less the header, with a
+// key the header enrolled.
+func (f *fakeDMCrypt) Resize(_ context.Context, o CryptOpen) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	h := f.headers[o.Device]
+	for _, k := range o.Keys {
+		if slices.Contains(h.keys, k.File) {
+			f.resizes++
+			if f.sizes != nil {
+				f.sizes["/dev/mapper/"+o.Name] = f.sizes[o.Device] - fakeHeaderBytes
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("resize %s: %w", o.Name, ErrLocked)
 }
 
 func (f *fakeDMCrypt) Close(_ context.Context, name string) error {
@@ -490,5 +514,71 @@ func TestReconstructEncrypted(t *testing.T) {
 	want := []Op{{Volume: "encrypting", Kind: OpOpen}, {Volume: "open", Kind: OpMountDevice}, {Volume: "rebooted", Kind: OpOpen}}
 	if !reflect.DeepEqual(ops, want) {
 		t.Errorf("plan after start-up %+v, want %+v", ops, want)
+	}
+}
+
+// sizedFS has devices of the sizes in its map.
+type sizedFS struct {
+	fakeFS
+	sizes map[string]int64
+	grown []string
+}
+
+func (f *sizedFS) DeviceSize(dev string) (int64, error) {
+	n, ok := f.sizes[dev]
+	if !ok {
+		return 0, fmt.Errorf("no device %s", dev)
+	}
+	return n, nil
+}
+
+func (f *sizedFS) Grow(_ context.Context, _, dev, _ string) error {
+	f.grown = append(f.grown, dev)
+	return nil
+}
+
+// An encrypted volume whose device grew: the growth check sees it through
+// the mapping (the device less the LUKS2 header), and the grow resizes
+// the mapping with a key before growing the filesystem on it.
+func TestGrowEncrypted(t *testing.T) {
+	const mi = 1 << 20
+	ctx := context.Background()
+	a, f := cryptAgent(t)
+	sizes := map[string]int64{"/dev/fake-a": 64 * mi}
+	fs := &sizedFS{sizes: sizes}
+	a.cfg.FS, f.sizes = fs, sizes
+	d := encrypted(netVolume("a"), "/etc/k")
+	d.Spec.Filesystem.Grow = true
+	if err := a.opAttach(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	sizes["/dev/mapper/volumed-a"] = 64*mi - fakeHeaderBytes // what the open maps
+	if err := a.opOpen(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	rec := a.state.Get("a")
+	if rec.Mapping.HeaderBytes != fakeHeaderBytes {
+		t.Fatalf("header bytes %d, want %d", rec.Mapping.HeaderBytes, fakeHeaderBytes)
+	}
+	rec.Staging = &store.MountRecord{Path: a.stagingPath("a"), Device: rec.Mapping.Device, DeviceBytes: 48 * mi, Owned: true}
+	if err := a.state.Adopt(rec); err != nil {
+		t.Fatal(err)
+	}
+	now, err := a.observeSizes(d, rec)
+	if err != nil || growNeeded(d, rec, now) {
+		t.Fatalf("as opened: sizes %+v (%v), grow needed %v; want none", now, err, growNeeded(d, rec, now))
+	}
+	sizes["/dev/fake-a"] = 96 * mi // the LUN grew
+	if now, err = a.observeSizes(d, rec); err != nil || now.device != 80*mi || !growNeeded(d, rec, now) {
+		t.Fatalf("grown: sizes %+v (%v); want 80 MiB through the mapping, and a grow", now, err)
+	}
+	if err := a.opGrow(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if f.resizes != 1 || !slices.Equal(fs.grown, []string{"/dev/mapper/volumed-a"}) {
+		t.Errorf("resizes %d, filesystems grown on %v; want one resize, then the filesystem on the mapping", f.resizes, fs.grown)
+	}
+	if got := a.state.Get("a").Staging.DeviceBytes; got != 80*mi {
+		t.Errorf("fitted to %d, want 80 MiB", got)
 	}
 }

@@ -74,10 +74,9 @@ func (a *Agent) observeSizes(d *Desired, rec *store.Volume) (sizes, error) {
 		}
 	}
 	if _, staged := a.cfg.Attachers[rec.Attachment.Driver].(Stager); !staged {
-		dev := blockDevice(rec)
-		n, err := a.cfg.FS.DeviceSize(dev)
+		n, err := a.growableSize(rec)
 		if err != nil {
-			return s, fmt.Errorf("size of %s: %w", dev, err)
+			return s, err
 		}
 		s.device = n
 	}
@@ -102,6 +101,11 @@ func (a *Agent) grow(ctx context.Context, d *Desired) error {
 	return a.state.Do(d.Name, d.Driver, OpGrow, inputs, func(rec *store.Volume) error {
 		if r, ok := a.cfg.Attachers[d.Driver].(Resizer); ok {
 			if err := r.Grow(ctx, d, *rec.Attachment); err != nil {
+				return err
+			}
+		}
+		if rec.Mapping != nil {
+			if err := a.resizeMapping(ctx, d, rec); err != nil {
 				return err
 			}
 		}

@@ -89,6 +89,10 @@ type Mapping struct {
 	// KeyKind is the kind of key that opened it ("file", "tpm2"); ""
 	// when it was found open (adopted) and no record said.
 	KeyKind string `json:"keyKind,omitempty"`
+	// HeaderBytes is how much smaller than the device the mapping is
+	// (the LUKS2 header): a device that grows beyond it grows the
+	// mapping. 0 when unknown.
+	HeaderBytes int64 `json:"headerBytes,omitempty"`
 }
 
 // Volume is the recorded actual state of one volume.

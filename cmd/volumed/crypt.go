@@ -87,6 +87,10 @@ func (c crypt) Adopt(ctx context.Context, dev, name, uuid string) (agent.CryptOp
 
 func (c crypt) Close(ctx context.Context, name string) error { return c.c.Close(ctx, name) }
 
+func (c crypt) Resize(ctx context.Context, o agent.CryptOpen) error {
+	return markLocked(c.c.Resize(ctx, o.Device, o.Name, luksKeys(o.Keys)))
+}
+
 // lockedError lets the core see the driver's locked error as
 // agent.ErrLocked while keeping its words (each key and why it failed).
 type lockedError struct{ error }

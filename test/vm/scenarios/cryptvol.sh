@@ -7,7 +7,7 @@
 # data intact and no second luksFormat; a reboot (mounts, mappings and loop devices gone by hand,
 # the state kept) reopens with the key; a wrong key leaves the volume
 # Locked and its header byte-identical; a removed manifest unmounts,
-# closes and detaches. No key is ever in a process's argv or
+# closes and detaches; a grown image grows the mapping and ext4. No key is ever in a process's argv or
 # environment, the log, the status or the state file. The open latency
 # is logged.
 
@@ -39,9 +39,9 @@ kind: Volume
 metadata: {name: $name}
 spec:
   source:
-    loop: {file: $IMG/$name.img, create: {size: 64Mi}}
+    loop: {file: $IMG/$name.img, create: {size: ${SIZE:-64Mi}}}
   encryption: {luks2: {keys: [$keys], pbkdf: pbkdf2}}
-  filesystem: {type: ext4}
+  filesystem: {type: ext4$FS_OPTS}
   mounts: [{path: $MNT/$name}]
 EOF
 	chmod 0644 $tmp && mv -f $tmp $CFG/$name.yaml || fail "write manifest $name"
@@ -159,6 +159,23 @@ expect_count "encrypts in all" "$(finished encrypt)" 3
 # The opens of this boot are plain opens (no header written), three at once.
 grep '"msg":"operation finished"' $ALOG | grep '"operation":"open"' | tail -n 3 | grep -o '"duration":[0-9]*' | cut -d: -f2 > $VT_DIR/opens
 wget -q -O - http://127.0.0.1:9761/metrics > $VT_DIR/metrics2 || fail "scrape the metrics"
+
+# 4b. Growth: a larger image grows the loop device, then the mapping
+# (cryptsetup resize, with the key), then ext4 on it, online.
+SIZE=96Mi
+FS_OPTS=", grow: true"
+enc_manifest ca good
+SIZE=
+FS_OPTS=
+dev=$(vfield ca device)
+mapsize() { echo $(($(cat /sys/block/${dev#/dev/}/holders/*/size) * 512)); }
+fssize() { stat -f -c %b $MNT/ca; }
+before=$(fssize)
+wait_until 60 is $((80 << 20)) mapsize || fail "ca's mapping is $(mapsize) bytes, want 80 MiB (96 MiB less the header)"
+grown() { [ "$(fssize)" -gt "$before" ]; }
+wait_until 30 grown || fail "ca's ext4 did not grow: $(fssize) blocks, was $before"
+check_has $MNT/ca crypt-ca
+log "ca grown online: mapping 80 MiB, ext4 $before -> $(fssize) blocks"
 
 # 5. Crashes in close, with the manifests removed: the restart finishes
 # the teardown (unmounted, closed, detached).
