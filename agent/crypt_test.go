@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -580,5 +582,22 @@ func TestGrowEncrypted(t *testing.T) {
 	}
 	if got := a.state.Get("a").Staging.DeviceBytes; got != 80*mi {
 		t.Errorf("fitted to %d, want 80 MiB", got)
+	}
+}
+
+// ext4 names its sysfs directory after the kernel's name of the device,
+// which a mapping's path (/dev/mapper/volumed-x, for dm-N) is not: the
+// error count of an encrypted volume was read from a directory that
+// never exists, so its errors were never seen.
+func TestExt4SysByKernelName(t *testing.T) {
+	if _, err := os.Stat("/dev/loop0"); err != nil {
+		t.Skip("no /dev/loop0 to name by another path")
+	}
+	link := filepath.Join(t.TempDir(), "volumed-x")
+	if err := os.Symlink("/dev/loop0", link); err != nil {
+		t.Fatal(err)
+	}
+	if got := ext4Sys(link); got != "/sys/fs/ext4/loop0" {
+		t.Errorf("ext4Sys(%s -> /dev/loop0) = %s, want /sys/fs/ext4/loop0", link, got)
 	}
 }
