@@ -25,12 +25,12 @@ func (c *Client) Resize(ctx context.Context, device, name string, keys []Key) er
 	for i, k := range keys {
 		v, err := k.Material(ctx)
 		if err != nil {
-			locked.Failures = append(locked.Failures, KeyFailure{i, k.Describe(), err.Error()})
+			locked.Failures = append(locked.Failures, KeyFailure{Key: i, Desc: k.Describe(), Reason: err.Error()})
 			continue
 		}
 		code, err := c.run(ctx, []string{"resize", "--key-file=/proc/self/fd/3", "--", name}, v)
 		if code == exitNoKey {
-			locked.Failures = append(locked.Failures, KeyFailure{i, k.Describe(), "does not match any keyslot"})
+			locked.Failures = append(locked.Failures, KeyFailure{Key: i, Desc: k.Describe(), Reason: "does not match any keyslot"})
 			continue
 		}
 		if err != nil {
