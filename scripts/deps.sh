@@ -28,10 +28,14 @@ demo_pkgs="e2fsprogs:mkfs.ext4 xfsprogs:mkfs.xfs btrfs-progs:mkfs.btrfs util-lin
 # modprobe/depmod) and iproute2's ip; python3 unpacks the kernel image to
 # boot it faster. man-db: the man pages are checked with man -l. zsh: the
 # zsh completion is loaded in a test. cryptsetup-bin: drivers/luks formats
-# image files with it, and test/vm copies it into the VM.
+# image files with it, and test/vm copies it into the VM. swtpm, swtpm-tools:
+# a software TPM2 that drivers/tpm2 and drivers/luks seal to, and that test/vm
+# attaches to qemu (swtpm-tools brings swtpm_setup, which the package's own
+# setup wants).
 test_pkgs="$demo_pkgs dosfstools:mkfs.vfat fdisk:sfdisk gdisk:sgdisk prometheus:prometheus rpm:rpm
   systemd:systemd-analyze qemu-system-x86:qemu-system-x86_64 busybox-static:busybox kmod:modprobe
-  iproute2:ip python3:python3 man-db:man zsh:zsh cryptsetup-bin:cryptsetup"
+  iproute2:ip python3:python3 man-db:man zsh:zsh cryptsetup-bin:cryptsetup swtpm:swtpm
+  swtpm-tools:swtpm_setup"
 
 case "$what" in
   demo) pkgs=$demo_pkgs ;;

@@ -91,7 +91,8 @@ func (m *machine) aptLog() string {
 }
 
 var allTestPackages = []string{"e2fsprogs", "xfsprogs", "btrfs-progs", "util-linux", "dosfstools", "fdisk", "gdisk",
-	"prometheus", "rpm", "systemd", "qemu-system-x86", "busybox-static", "kmod", "iproute2", "python3", "man-db", "zsh", "cryptsetup-bin"}
+	"prometheus", "rpm", "systemd", "qemu-system-x86", "busybox-static", "kmod", "iproute2", "python3", "man-db", "zsh", "cryptsetup-bin",
+	"swtpm", "swtpm-tools"}
 
 func without(list []string, drop ...string) []string {
 	var out []string
@@ -114,6 +115,22 @@ func TestDebianRootAllPresentIsQuiet(t *testing.T) {
 	}
 	if log := m.aptLog(); log != "" {
 		t.Fatalf("apt-get ran with everything installed: %q", log)
+	}
+}
+
+func TestDebianRootInstallsSwtpm(t *testing.T) {
+	m := newMachine(t, "debian", true, without(allTestPackages, "swtpm", "swtpm-tools"), nil)
+	m.file(filepath.Join(m.lists, "x_Packages"), "")
+	if out, code := m.run("test"); code != 0 {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	want := "update -qq\ninstall -y -qq --no-install-recommends swtpm swtpm-tools\n"
+	if log := m.aptLog(); log != want {
+		t.Fatalf("apt-get calls:\n%s\nwant:\n%s", log, want)
+	}
+	m2 := newMachine(t, "debian", true, without(allTestPackages, "swtpm", "swtpm-tools"), nil)
+	if out, code := m2.run("demo"); code != 0 || m2.aptLog() != "" {
+		t.Fatalf("deps.sh demo: exit %d %s, apt-get %q; the demo needs no TPM", code, out, m2.aptLog())
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 )
 
 // The LUKS2 on-disk format (cryptsetup's docs/on-disk-format-luks2.pdf):
@@ -59,7 +60,9 @@ type Header struct {
 	JSONValid bool
 	Keyslots  int      // keyslots in the JSON area
 	Tokens    []string // token types in the JSON area, e.g. "systemd-tpm2"
-	Problem   string   // why the copy is not whole, for an error message
+	// TokenObjects are the tokens themselves, by ascending ID.
+	TokenObjects []Token
+	Problem      string // why the copy is not whole, for an error message
 }
 
 // Whole reports a LUKS2 copy cryptsetup would accept.
@@ -214,9 +217,7 @@ func readCopy(r io.ReaderAt, size, off int64, magic []byte) (Header, bool, error
 	}
 	var meta struct {
 		Keyslots map[string]json.RawMessage `json:"keyslots"`
-		Tokens   map[string]struct {
-			Type string `json:"type"`
-		} `json:"tokens"`
+		Tokens   map[string]json.RawMessage `json:"tokens"`
 		Segments map[string]json.RawMessage `json:"segments"`
 		Config   json.RawMessage            `json:"config"`
 	}
@@ -234,10 +235,46 @@ func readCopy(r io.ReaderAt, size, off int64, magic []byte) (Header, bool, error
 	}
 	h.JSONValid = true
 	h.Keyslots = len(meta.Keyslots)
-	for _, id := range slices.Sorted(maps.Keys(meta.Tokens)) {
-		h.Tokens = append(h.Tokens, meta.Tokens[id].Type)
+	for _, t := range tokens(meta.Tokens) {
+		h.Tokens = append(h.Tokens, t.Type)
+		h.TokenObjects = append(h.TokenObjects, t)
 	}
 	return h, true, nil
+}
+
+// Token is one token of a LUKS2 header: its type, the keyslots it is
+// bound to, and its whole JSON object for the type's own parser.
+type Token struct {
+	ID       int
+	Type     string
+	Keyslots []int
+	JSON     json.RawMessage
+}
+
+// tokens sorts the JSON area's tokens by ID; a token whose ID or
+// keyslots are not numbers keeps ID -1 or leaves the number out
+// (cryptsetup would not have written it).
+func tokens(m map[string]json.RawMessage) []Token {
+	var out []Token
+	for _, id := range slices.Sorted(maps.Keys(m)) {
+		var head struct {
+			Type     string   `json:"type"`
+			Keyslots []string `json:"keyslots"`
+		}
+		_ = json.Unmarshal(m[id], &head)
+		t := Token{ID: -1, Type: head.Type, JSON: m[id]}
+		if n, err := strconv.Atoi(id); err == nil && n >= 0 {
+			t.ID = n
+		}
+		for _, k := range head.Keyslots {
+			if n, err := strconv.Atoi(k); err == nil && n >= 0 {
+				t.Keyslots = append(t.Keyslots, n)
+			}
+		}
+		out = append(out, t)
+	}
+	slices.SortStableFunc(out, func(a, b Token) int { return a.ID - b.ID })
+	return out
 }
 
 func cString(b []byte) string {

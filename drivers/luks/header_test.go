@@ -49,6 +49,10 @@ func TestInspectFixture(t *testing.T) {
 	if best.Keyslots != 1 || !slices.Equal(best.Tokens, []string{"systemd-tpm2"}) {
 		t.Errorf("keyslots %d tokens %v, want 1 and [systemd-tpm2]", best.Keyslots, best.Tokens)
 	}
+	if len(best.TokenObjects) != 1 || best.TokenObjects[0].ID != 0 || !slices.Equal(best.TokenObjects[0].Keyslots, []int{0}) ||
+		!bytes.Contains(best.TokenObjects[0].JSON, []byte(`"tpm2-pcrs":[7]`)) {
+		t.Errorf("token objects %+v, want token 0 bound to keyslot 0 with its JSON", best.TokenObjects)
+	}
 	if in.HalfWrittenBy(fixtureUUID) {
 		t.Error("a whole header with a keyslot counts as half-written: a redo would destroy a working volume")
 	}

@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -70,6 +71,7 @@ func (k FileKey) Material(context.Context) (secret.Value, error) {
 // 1000 iterations for them, and so may the caller.
 type PBKDF struct {
 	Type       string // "argon2id", "argon2i", "pbkdf2"; "" for the default
+	Hash       string // the pbkdf2 hash, e.g. "sha512"; "" for the default (sha256)
 	Iterations int    // forced iterations (pbkdf2) or time cost (argon2)
 	MemoryKiB  int    // argon2 memory cost
 }
@@ -78,6 +80,9 @@ func (p PBKDF) args() []string {
 	var a []string
 	if p.Type != "" {
 		a = append(a, "--pbkdf", p.Type)
+	}
+	if p.Hash != "" {
+		a = append(a, "--hash", p.Hash)
 	}
 	if p.Iterations > 0 {
 		a = append(a, fmt.Sprintf("--pbkdf-force-iterations=%d", p.Iterations))
@@ -136,13 +141,15 @@ func (c *Client) Format(ctx context.Context, o FormatOptions) error {
 	if err != nil {
 		return fmt.Errorf("luks format %s: %w", o.Device, err)
 	}
-	if best, ok := in.Best(); ok && best.UUID == o.UUID && best.Keyslots > 0 {
+	best, whole := in.Best()
+	torn := whole && tpm2Torn(best, o)
+	if whole && best.UUID == o.UUID && best.Keyslots > 0 && !torn {
 		// This intent's luksFormat finished; a crash may have come
 		// before every key was enrolled.
-		return c.enrolMissing(ctx, o)
+		return c.enrolMissing(ctx, o, best)
 	}
 	if in.Found() {
-		if !in.HalfWrittenBy(o.UUID) {
+		if !in.HalfWrittenBy(o.UUID) && !torn {
 			return fmt.Errorf("luks format %s: a LUKS header (UUID %q) is there already: %w", o.Device, in.UUID(), ErrNotBlank)
 		}
 	} else {
@@ -154,10 +161,24 @@ func (c *Client) Format(ctx context.Context, o FormatOptions) error {
 			return fmt.Errorf("luks format %s: holds %s at offset %d: %w", o.Device, sigs[0].Type, sigs[0].Offset, ErrNotBlank)
 		}
 	}
+	// Key files are read before the device is touched; TPM2 keys are
+	// sealed as they are enrolled. The header's first keyslot is the
+	// first key that is not a TPM2 key, so that a crash during a TPM2
+	// enrolment leaves a header that key opens.
 	keys := make([]secret.Value, len(o.Keys))
+	first := -1
 	for i, k := range o.Keys {
+		if tk, ok := k.(TPM2Key); ok {
+			if err := tk.usable(ctx); err != nil {
+				return fmt.Errorf("luks format %s: key %d (%s): %w", o.Device, i, k.Describe(), err)
+			}
+			continue
+		}
 		if keys[i], err = k.Material(ctx); err != nil {
 			return fmt.Errorf("luks format %s: key %d (%s): %w", o.Device, i, k.Describe(), err)
+		}
+		if first < 0 {
+			first = i
 		}
 	}
 	args := []string{"luksFormat", "--batch-mode", "--type", "luks2", "--uuid", o.UUID}
@@ -167,17 +188,42 @@ func (c *Client) Format(ctx context.Context, o FormatOptions) error {
 	if o.SectorSize > 0 {
 		args = append(args, fmt.Sprintf("--sector-size=%d", o.SectorSize))
 	}
-	args = append(args, o.PBKDF.args()...)
-	args = append(args, "--key-file=/proc/self/fd/3", "--", o.Device)
-	if _, err := c.run(ctx, args, keys[0]); err != nil {
-		return fmt.Errorf("luks format %s: %w", o.Device, err)
+	var opener secret.Value
+	if first >= 0 {
+		args = append(args, o.PBKDF.args()...)
+		args = append(args, "--key-file=/proc/self/fd/3", "--", o.Device)
+		if _, err := c.run(ctx, args, keys[first]); err != nil {
+			return fmt.Errorf("luks format %s: %w", o.Device, err)
+		}
+		opener = keys[first]
+	} else {
+		first = 0
+		if opener, err = c.formatTPM2First(ctx, o, o.Keys[0].(TPM2Key), args); err != nil {
+			return err
+		}
 	}
-	for i := 1; i < len(keys); i++ {
-		if err := c.addKey(ctx, o, keys[0], i, keys[i]); err != nil {
+	for i, k := range o.Keys {
+		if i == first {
+			continue
+		}
+		if err := c.enrol(ctx, o, opener, i, k, keys[i]); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// enrol adds key i with a passphrase that opens the header: a file key's
+// content v in a keyslot of its own, a TPM2 key as a sealed secret with
+// its token.
+func (c *Client) enrol(ctx context.Context, o FormatOptions, opener secret.Value, i int, k Key, v secret.Value) error {
+	if tk, ok := k.(TPM2Key); ok {
+		if err := c.enrolTPM2(ctx, o.Device, tk, opener); err != nil {
+			return fmt.Errorf("luks format %s: enrol key %d (%s): %w", o.Device, i, k.Describe(), err)
+		}
+		return nil
+	}
+	return c.addKey(ctx, o, opener, i, v)
 }
 
 func (c *Client) addKey(ctx context.Context, o FormatOptions, opener secret.Value, i int, key secret.Value) error {
@@ -192,21 +238,37 @@ func (c *Client) addKey(ctx context.Context, o FormatOptions, opener secret.Valu
 // enrolMissing finishes an interrupted Format whose header is written:
 // the keys that do not open it yet are added with one that does. Data is
 // never at risk: the header is not rewritten.
-func (c *Client) enrolMissing(ctx context.Context, o FormatOptions) error {
+//
+// A TPM2 key is always passed to enrolTPM2, which does nothing when its
+// token and keyslot are whole and finishes them otherwise.
+func (c *Client) enrolMissing(ctx context.Context, o FormatOptions, h Header) error {
 	var opener secret.Value
 	var missing []int
+	vals := make([]secret.Value, len(o.Keys))
 	for i, k := range o.Keys {
-		v, err := k.Material(ctx)
-		if err != nil {
+		_, isTPM2 := k.(TPM2Key)
+		offs, err := offers(ctx, k, h)
+		if err != nil && !isTPM2 {
 			return fmt.Errorf("luks format %s: key %d (%s): %w", o.Device, i, k.Describe(), err)
 		}
-		ok, err := c.checkKey(ctx, o.Device, v)
-		if err != nil {
-			return fmt.Errorf("luks format %s: key %d (%s): %w", o.Device, i, k.Describe(), err)
+		opens := false
+		for _, v := range offs {
+			ok, err := c.checkKey(ctx, o.Device, v)
+			if err != nil {
+				return fmt.Errorf("luks format %s: key %d (%s): %w", o.Device, i, k.Describe(), err)
+			}
+			if ok {
+				opens = true
+				if opener.Empty() {
+					opener = v
+				}
+				break
+			}
 		}
-		if ok && opener.Empty() {
-			opener = v
-		} else if !ok {
+		if !isTPM2 {
+			vals[i] = offs[0]
+		}
+		if !opens || isTPM2 {
 			missing = append(missing, i)
 		}
 	}
@@ -214,11 +276,7 @@ func (c *Client) enrolMissing(ctx context.Context, o FormatOptions) error {
 		return fmt.Errorf("luks format %s: header %s is this volume's, but none of its keys opens it: %w", o.Device, o.UUID, ErrLocked)
 	}
 	for _, i := range missing {
-		v, err := o.Keys[i].Material(ctx)
-		if err != nil {
-			return fmt.Errorf("luks format %s: key %d (%s): %w", o.Device, i, o.Keys[i].Describe(), err)
-		}
-		if err := c.addKey(ctx, o, opener, i, v); err != nil {
+		if err := c.enrol(ctx, o, opener, i, o.Keys[i], vals[i]); err != nil {
 			return err
 		}
 	}
@@ -241,6 +299,9 @@ type Opened struct {
 	Adopted bool
 	Key     int    // index into OpenOptions.Keys
 	KeyKind string // Keys[Key].Kind(), for status
+	// KeyTime is how long the opening key took to get: reading a key
+	// file, or unsealing a TPM2 key's tokens.
+	KeyTime time.Duration
 }
 
 // KeyFailure is why one key did not open a volume, without the key.
@@ -310,25 +371,29 @@ func (c *Client) Open(ctx context.Context, o OpenOptions) (Opened, error) {
 	}
 	locked := &LockedError{Device: o.Device, Tokens: best.Tokens}
 	for i, k := range o.Keys {
-		v, err := k.Material(ctx)
+		start := time.Now()
+		offs, err := offers(ctx, k, best)
+		took := time.Since(start)
 		if err != nil {
 			locked.Failures = append(locked.Failures, KeyFailure{i, k.Describe(), err.Error()})
 			continue
 		}
-		args := []string{"open", "--type", "luks2", "--key-file=/proc/self/fd/3", "--", o.Device, o.Name}
-		code, err := c.run(ctx, args, v)
-		if code == exitNoKey {
-			locked.Failures = append(locked.Failures, KeyFailure{i, k.Describe(), "does not match any keyslot"})
-			continue
+		for _, v := range offs {
+			args := []string{"open", "--type", "luks2", "--key-file=/proc/self/fd/3", "--", o.Device, o.Name}
+			code, err := c.run(ctx, args, v)
+			if code == exitNoKey {
+				continue
+			}
+			if err != nil {
+				return Opened{}, fmt.Errorf("luks open %s as %s with key %d (%s): %w", o.Device, o.Name, i, k.Describe(), err)
+			}
+			m, found, err := c.Mapping(o.Name)
+			if err != nil || !found {
+				return Opened{}, fmt.Errorf("luks open %s as %s: cryptsetup succeeded but the mapping is not in sysfs: %v", o.Device, o.Name, err)
+			}
+			return Opened{Path: "/dev/mapper/" + o.Name, Mapping: m, Key: i, KeyKind: k.Kind(), KeyTime: took}, nil
 		}
-		if err != nil {
-			return Opened{}, fmt.Errorf("luks open %s as %s with key %d (%s): %w", o.Device, o.Name, i, k.Describe(), err)
-		}
-		m, found, err := c.Mapping(o.Name)
-		if err != nil || !found {
-			return Opened{}, fmt.Errorf("luks open %s as %s: cryptsetup succeeded but the mapping is not in sysfs: %v", o.Device, o.Name, err)
-		}
-		return Opened{Path: "/dev/mapper/" + o.Name, Mapping: m, Key: i, KeyKind: k.Kind()}, nil
+		locked.Failures = append(locked.Failures, KeyFailure{i, k.Describe(), "does not match any keyslot"})
 	}
 	return Opened{}, locked
 }
@@ -374,16 +439,34 @@ func (c *Client) Close(ctx context.Context, name string) error {
 // mapping anything (cryptsetup open --test-passphrase): a restart
 // checks that a half-enrolled key list still opens, and tests use it
 // where the kernel has no dm-crypt.
+//
+// A TPM2 key whose tokens cannot be unsealed (another TPM, changed PCRs)
+// is an error that says why.
 func (c *Client) CheckKey(ctx context.Context, device string, key Key) (bool, error) {
-	v, err := key.Material(ctx)
+	var h Header
+	if _, ok := key.(TPM2Key); ok {
+		in, err := InspectDevice(device)
+		if err != nil {
+			return false, fmt.Errorf("luks check %s: %w", device, err)
+		}
+		if h, ok = in.Best(); !ok {
+			return false, fmt.Errorf("luks check %s: %w", device, ErrNoHeader)
+		}
+	}
+	offs, err := offers(ctx, key, h)
 	if err != nil {
 		return false, fmt.Errorf("luks check %s: %s: %w", device, key.Describe(), err)
 	}
-	ok, err := c.checkKey(ctx, device, v)
-	if err != nil {
-		return false, fmt.Errorf("luks check %s: %w", device, err)
+	for _, v := range offs {
+		ok, err := c.checkKey(ctx, device, v)
+		if err != nil || ok {
+			if err != nil {
+				err = fmt.Errorf("luks check %s: %w", device, err)
+			}
+			return ok, err
+		}
 	}
-	return ok, nil
+	return false, nil
 }
 
 func (c *Client) checkKey(ctx context.Context, device string, v secret.Value) (bool, error) {
@@ -399,7 +482,17 @@ func (c *Client) checkKey(ctx context.Context, device string, v secret.Value) (b
 // smaller than a pipe's buffer), so no goroutine outlives the call. It
 // returns cryptsetup's exit status.
 func (c *Client) run(ctx context.Context, args []string, keys ...secret.Value) (int, error) {
+	_, code, err := c.runOut(ctx, args, nil, keys...)
+	return code, err
+}
+
+// runOut is run with stdin (not a secret: a token's JSON) and returning
+// what cryptsetup printed.
+func (c *Client) runOut(ctx context.Context, args []string, stdin []byte, keys ...secret.Value) (string, int, error) {
 	cmd := exec.CommandContext(ctx, c.bin(), args...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
 	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"}
 	var stderr bytes.Buffer
 	cmd.Stdout = &stderr
@@ -407,26 +500,27 @@ func (c *Client) run(ctx context.Context, args []string, keys ...secret.Value) (
 	for _, k := range keys {
 		r, err := pipeWith(k.RevealBytes())
 		if err != nil {
-			return -1, err
+			return "", -1, err
 		}
 		defer r.Close()
 		cmd.ExtraFiles = append(cmd.ExtraFiles, r)
 	}
 	if err := cmd.Start(); err != nil {
-		return -1, err
+		return "", -1, err
 	}
 	if c.observe != nil {
 		c.observe(cmd)
 	}
 	err := cmd.Wait()
+	out := stderr.String()
 	if err == nil {
-		return 0, nil
+		return out, 0, nil
 	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
-		return ee.ExitCode(), fmt.Errorf("cryptsetup %s: %w: %s", args[0], err, strings.TrimSpace(stderr.String()))
+		return out, ee.ExitCode(), fmt.Errorf("cryptsetup %s: %w: %s", args[0], err, strings.TrimSpace(out))
 	}
-	return -1, fmt.Errorf("cryptsetup %s: %w", args[0], err)
+	return out, -1, fmt.Errorf("cryptsetup %s: %w", args[0], err)
 }
 
 // pipeWith returns the read end of a pipe that holds b and then EOF.

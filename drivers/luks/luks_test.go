@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/volumed/volumed/internal/testtool"
 )
 
@@ -67,10 +69,35 @@ func hashFile(t *testing.T, p string) string {
 
 // procWatch records, for every cryptsetup the client starts, its argv
 // and environment as /proc shows them to other processes.
+//
+// A fast cryptsetup (a pbkdf2 keyslot, a token import) can be gone by
+// the time the hook runs, a zombie whose cmdline reads empty; so watch
+// has the client start each one through a gate, a shell that waits on a
+// FIFO until the hook has read its /proc entries and then execs
+// cryptsetup with the same arguments and environment.
 type procWatch struct {
 	mu   sync.Mutex
 	seen [][]byte
 	live int
+	gate string // the FIFO
+}
+
+// watch makes c run cryptsetup (c.Cryptsetup as it is now) through the
+// gate and report each start to w.
+func (w *procWatch) watch(t *testing.T, c *Client) {
+	t.Helper()
+	dir := t.TempDir()
+	w.gate = filepath.Join(dir, "gate")
+	if err := unix.Mkfifo(w.gate, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wrapper := filepath.Join(dir, "cryptsetup-gated")
+	script := fmt.Sprintf("#!/bin/sh\n: < %s\nexec %s \"$@\"\n", w.gate, c.bin())
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c.Cryptsetup = wrapper
+	c.observe = w.observe
 }
 
 func (w *procWatch) observe(cmd *exec.Cmd) {
@@ -84,6 +111,10 @@ func (w *procWatch) observe(cmd *exec.Cmd) {
 			}
 		}
 		w.mu.Unlock()
+	}
+	// Let it run: opening the FIFO for writing meets the gate's read.
+	if f, err := os.OpenFile(w.gate, os.O_WRONLY, 0); err == nil {
+		f.Close()
 	}
 }
 
@@ -110,7 +141,8 @@ func TestFormatEnrolsEveryKey(t *testing.T) {
 	// open with the same file fails.
 	k2, b2 := keyFile(t, []byte("correct horse battery staple\n"))
 	w := &procWatch{}
-	c := &Client{observe: w.observe}
+	c := &Client{}
+	w.watch(t, c)
 	ctx := context.Background()
 	err := c.Format(ctx, FormatOptions{Device: dev, UUID: testUUID, Keys: []Key{k1, k2}, PBKDF: fast, SectorSize: 4096})
 	if err != nil {
@@ -310,20 +342,12 @@ func TestOpenWithWrongKeysLeavesDeviceAlone(t *testing.T) {
 	w1, b1 := randomKey(t)
 	w2, b2 := keyFile(t, []byte("not it"))
 	missing := FileKey{Path: filepath.Join(t.TempDir(), "absent")}
+	// Without device-mapper, cryptsetup open would fail before it
+	// looked at a key; the stand-in checks the keys and maps nothing,
+	// which is all an open with wrong keys does.
+	useNoDMCryptsetup(t, c)
 	w := &procWatch{}
-	c.observe = w.observe
-	if _, err := os.Stat("/sys/class/misc/device-mapper"); err != nil {
-		// No device-mapper here: cryptsetup open would fail before it
-		// looked at a key. The stand-in checks the keys with the real
-		// cryptsetup (--test-passphrase) and maps nothing, which is all
-		// an open with wrong keys does.
-		c.Cryptsetup = filepath.Join(t.TempDir(), "cryptsetup-nodm")
-		script := "#!/bin/sh\n[ \"$1\" = open ] || exit 1\nshift\n" +
-			"exec cryptsetup open --test-passphrase \"$@\"\n"
-		if err := os.WriteFile(c.Cryptsetup, []byte(script), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	w.watch(t, c)
 	_, err := c.Open(ctx, OpenOptions{Device: dev, Name: "volumed-t", UUID: testUUID, Keys: []Key{w1, missing, w2}})
 	var le *LockedError
 	if !errors.As(err, &le) || !errors.Is(err, ErrLocked) || len(le.Failures) != 3 {

@@ -136,6 +136,7 @@ type vmPlan struct {
 	id        int
 	scenarios []scenario
 	disks     bool
+	tpm       bool   // attach a software TPM2
 	log       string // console log file
 }
 
@@ -171,7 +172,7 @@ func boot(ctx context.Context, cfg bootConfig, plan vmPlan, onResult func(*resul
 		"-uuid", fmt.Sprintf("6f0c2a3e-5b1d-4c8e-9a7f-%012x", plan.id),
 		"-kernel", cfg.kernel, "-initrd", cfg.initrd,
 		"-append", "console=ttyS0 panic=-1 loglevel=4 vmtest.vm=" + strconv.Itoa(plan.id) +
-			" vmtest.scenarios=" + strings.Join(list, ","),
+			" vmtest.scenarios=" + strings.Join(list, ",") + tpmCmdline(plan.tpm),
 	}
 	monSock := filepath.Join(cfg.diskDir, fmt.Sprintf("vm%d.mon", plan.id))
 	if len(monSock) > 100 {
@@ -191,6 +192,15 @@ func boot(ctx context.Context, cfg bootConfig, plan vmPlan, onResult func(*resul
 			return nil, err
 		}
 		args = append(args, d...)
+	}
+	if plan.tpm {
+		sock, stop, err := startSwtpm(ctx, plan.id)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+		args = append(args, "-chardev", "socket,id=chrtpm,path="+sock,
+			"-tpmdev", "emulator,id=tpm0,chardev=chrtpm", "-device", "tpm-tis,tpmdev=tpm0")
 	}
 	logf, err := os.Create(plan.log)
 	if err != nil {
@@ -232,6 +242,63 @@ func boot(ctx context.Context, cfg bootConfig, plan vmPlan, onResult func(*resul
 		return con, fmt.Errorf("VM %d ended before running all its scenarios (qemu: %v)", plan.id, werr)
 	}
 	return con, nil
+}
+
+// tpmCmdline has the kernel probe the TIS TPM at its fixed address:
+// booted with -kernel, the guest finds no ACPI entry for it.
+func tpmCmdline(tpm bool) string {
+	if !tpm {
+		return ""
+	}
+	return " tpm_tis.force=1 tpm_tis.interrupts=0"
+}
+
+// startSwtpm runs a software TPM2 with a fresh state for one VM boot and
+// returns its control socket, which qemu's TPM emulator backend drives
+// (it powers the TPM on; the guest kernel sends TPM2_Startup). stop ends
+// it and removes its state.
+func startSwtpm(ctx context.Context, id int) (string, func(), error) {
+	// A unix socket's path has room for 107 bytes: not under a long
+	// TMPDIR.
+	dir, err := os.MkdirTemp("/tmp", "vmtpm")
+	if err != nil {
+		return "", nil, err
+	}
+	sock := filepath.Join(dir, fmt.Sprintf("vm%d.tpm", id))
+	cmd := exec.CommandContext(ctx, "swtpm", "socket", "--tpm2", "--tpmstate", "dir="+dir,
+		"--ctrl", "type=unixio,path="+sock, "--log", "level=0")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("start swtpm: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	stop := func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		os.RemoveAll(dir)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		// The socket file appears before swtpm listens on it.
+		if c, err := net.Dial("unix", sock); err == nil {
+			c.Close()
+			return sock, stop, nil
+		}
+		select {
+		case err := <-exited:
+			exited <- err
+			stop()
+			return "", nil, fmt.Errorf("swtpm exited: %v: %s", err, out.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return "", nil, fmt.Errorf("swtpm made no socket %s in 10s", sock)
+		}
+	}
 }
 
 // monitor sends the guest's VMTEST-HOST requests to qemu's HMP monitor.

@@ -36,12 +36,16 @@ import (
 
 // scenario is one script in scenarios/, with what its header asks for:
 //
-//	# vmtest: timeout=150 disks
+//	# vmtest: timeout=150 disks tpm
+//
+// disks gives the VM its local disks; tpm gives it a TPM2 (a software
+// TPM on the host, one per VM boot, attached as a TIS device).
 type scenario struct {
 	name    string
 	path    string
 	timeout time.Duration
 	disks   bool
+	tpm     bool
 }
 
 const defaultScenarioTimeout = 120 * time.Second
@@ -96,6 +100,8 @@ func loadScenarios(dir string) ([]scenario, error) {
 					s.timeout = time.Duration(n) * time.Second
 				case "disks":
 					s.disks = true
+				case "tpm":
+					s.tpm = true
 				default:
 					return nil, fmt.Errorf("%s: # vmtest: unknown option %q", f, o)
 				}
@@ -239,6 +245,7 @@ func TestVM(t *testing.T) {
 			missing(t, tool+" (copied into the VM)", err)
 		}
 	}
+	needTPM := func(ss []scenario) bool { return slices.ContainsFunc(ss, func(s scenario) bool { return s.tpm }) }
 
 	root := repoRoot(t)
 	here := filepath.Join(root, "test/vm")
@@ -249,6 +256,11 @@ func TestVM(t *testing.T) {
 	ss, err := selectScenarios(all, os.Getenv("VOLUMED_VM_SCENARIOS"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if needTPM(ss) {
+		if _, err := exec.LookPath("swtpm"); err != nil {
+			missing(t, "swtpm (the VM's TPM2)", err)
+		}
 	}
 	cache := cmp.Or(os.Getenv("VOLUMED_VM_CACHE"), filepath.Join(root, ".cache/vm"))
 
@@ -323,6 +335,7 @@ func TestVM(t *testing.T) {
 	for i, g := range groups {
 		plan := vmPlan{id: i, scenarios: g, log: filepath.Join(logDir, fmt.Sprintf("console-%d.log", i))}
 		plan.disks = slices.ContainsFunc(g, func(s scenario) bool { return s.disks })
+		plan.tpm = needTPM(g)
 		wg.Go(func() {
 			t0 := time.Now()
 			con, err := boot(ctx, cfg, plan, func(r *result) {
@@ -363,11 +376,11 @@ func TestVM(t *testing.T) {
 					r.seconds, r.detail, o.plan.log, lastLines(r.lines, 120))
 			}
 			t.Logf("PASS in %.1fs in the VM", r.seconds)
-			// What a scenario measured (its log lines) is worth seeing on
-			// a pass too: latencies, counts.
+			// What the scenario measured (latencies, costs) outlives
+			// the console log, which a pass deletes.
 			for _, l := range r.lines {
-				if strings.HasPrefix(l, "VMTEST-LOG ") {
-					t.Log(strings.TrimPrefix(l, "VMTEST-LOG "))
+				if i := strings.Index(l, "VMTEST-LOG "); i >= 0 {
+					t.Log(l[i+len("VMTEST-LOG "):])
 				}
 			}
 		})
