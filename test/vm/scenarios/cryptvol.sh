@@ -4,12 +4,13 @@
 # /dev/mapper/volumed-NAME, formatted and mounted; a restart adopts the
 # mapping (nothing reopened); a SIGKILL at each crash point of encrypt,
 # open and close, and before the mkfs after an open, converges with the
-# data intact and no second luksFormat; a reboot (mounts, mappings and loop devices gone by hand,
-# the state kept) reopens with the key; a wrong key leaves the volume
-# Locked and its header byte-identical; a removed manifest unmounts,
-# closes and detaches; a grown image grows the mapping and ext4. No key is ever in a process's argv or
-# environment, the log, the status or the state file. The open latency
-# is logged.
+# data intact and no second luksFormat; a reboot (mounts, mappings and
+# loop devices gone by hand, the state kept) reopens with the key; a
+# grown image grows the mapping and ext4 online; a wrong key leaves the
+# volume Locked and its header byte-identical; a removed manifest
+# unmounts, closes and detaches. No key is ever in a process's argv or
+# environment, the log, the status, the metrics or the state file. The
+# open latency is logged.
 
 modprobe dm-crypt && modprobe xts && modprobe algif_skcipher || fail "modprobe dm-crypt, xts, algif_skcipher"
 [ -c /dev/mapper/control ] || fail "no /dev/mapper/control after loading dm-mod"
@@ -25,26 +26,15 @@ key theirs
 umask 022
 cat $VT_DIR/keys/* > $VT_DIR/keys.pat
 
-# enc_manifest NAME KEY...: an encrypted 64 MiB loop volume, ext4 at
-# $MNT/NAME, opened by the key files named. The keys are random, so the
-# keyslots use pbkdf2 (1000 iterations): argon2id, the default, costs
-# tens of seconds per open under TCG (the luks scenario times it).
+# enc_manifest NAME KEY...: luks_manifest with the key files named.
+# The keys are random, so the keyslots use pbkdf2 (1000 iterations):
+# argon2id, the default, costs tens of seconds per open under TCG (the
+# luks scenario times it).
 enc_manifest() {
-	local name=$1 keys= k tmp=$CFG/.$1.tmp
+	local name=$1 keys= k
 	shift
 	for k in "$@"; do keys="$keys${keys:+, }{file: $VT_DIR/keys/$k}"; done
-	cat > $tmp <<EOF
-apiVersion: volumed/v1
-kind: Volume
-metadata: {name: $name}
-spec:
-  source:
-    loop: {file: $IMG/$name.img, create: {size: ${SIZE:-64Mi}}}
-  encryption: {luks2: {keys: [$keys], pbkdf: pbkdf2}}
-  filesystem: {type: ext4$FS_OPTS}
-  mounts: [{path: $MNT/$name}]
-EOF
-	chmod 0644 $tmp && mv -f $tmp $CFG/$name.yaml || fail "write manifest $name"
+	luks_manifest $name "$keys"
 }
 
 # finished OP [VOLUME]: how many OP operations (of VOLUME) finished, by the log.
@@ -61,18 +51,6 @@ crash_at() {
 	agent_start VOLUMED_CRASH_AT=$1
 	agent_crashed 90
 	log "crashed at $1"
-}
-
-# reboot: the agent stops, and everything the kernel held goes (mounts,
-# mappings, loop devices); the state file stays.
-reboot() {
-	local x
-	agent_stop
-	awk -v p="$VT_DIR/" 'index($2, p) == 1 { print $2 }' /proc/mounts | sort -r | while read -r x; do umount "$x"; done
-	for x in /dev/mapper/volumed-*; do [ -e "$x" ] && cryptsetup close ${x##*/}; done
-	for x in $(losetup -a | cut -d: -f1); do losetup -d $x; done
-	expect_count "mounts under $VT_DIR after the reboot" "$(mounts_under $VT_DIR)" 0
-	log "rebooted"
 }
 
 sampler_on
@@ -133,12 +111,12 @@ check_rw $MNT/cc crypt-cc
 # and after it (adopted, not reopened). Then a plain reboot reopens them
 # with the key.
 adoptions() { grep -c '"msg":"adopting the open mapping"' $ALOG; }
-reboot
+fake_reboot
 crash_at open:after-intent
 agent_up
 ready 120 ca cb cc
 check_has $MNT/ca crypt-ca
-reboot
+fake_reboot
 crash_at open:after-kernel
 ls /dev/mapper/volumed-* >/dev/null 2>&1 || fail "no mapping after a crash after an open"
 n=$(adoptions)
@@ -149,7 +127,7 @@ check_has $MNT/ca crypt-ca
 check_has $MNT/cb crypt-cb
 check_has $MNT/cc crypt-cc
 # The sampler (a busy loop over /proc) is paused while the opens are timed.
-reboot
+fake_reboot
 sampler_off
 agent_up
 ready 120 ca cb cc
