@@ -20,8 +20,10 @@ type Config struct {
 	Attachers map[string]Attacher
 	FS        Filesystems
 	Mounter   Mounter
-	Log       *slog.Logger
-	Metrics   *Metrics
+	// Crypt opens encrypted volumes; nil in a build without encryption.
+	Crypt   Crypt
+	Log     *slog.Logger
+	Metrics *Metrics
 	// Resync is the period of the drift check and manifest re-read.
 	Resync time.Duration
 	// Parallel bounds the operations running at once.

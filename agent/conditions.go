@@ -38,13 +38,15 @@ const (
 	CondTeardownBlocked = "TeardownBlocked"
 	// CondWaitingForState: an operation waits on a state-file commit.
 	CondWaitingForState = "WaitingForState"
+	// CondLocked: an encrypted volume that none of its keys opens.
+	CondLocked = "Locked"
 )
 
 // AllConditionTypes lists every type, for the metric (a series per type
 // and volume, 0 or 1, so alerts see a condition clear).
 var AllConditionTypes = []string{
 	CondStateNotRecorded, CondMountConfig, CondFormatRefused, CondBackingChanged, CondBackingFull,
-	CondFilesystemError, CondPendingChange, CondGrowFailed, CondTeardownBlocked, CondWaitingForState,
+	CondFilesystemError, CondPendingChange, CondGrowFailed, CondTeardownBlocked, CondWaitingForState, CondLocked,
 }
 
 // conditions holds the conditions of every volume, set by whoever

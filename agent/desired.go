@@ -51,6 +51,11 @@ type DesiredTarget struct {
 // Wanted reports whether the volume should be set up (not torn down).
 func (d *Desired) Wanted() bool { return d != nil && !d.Absent }
 
+// Encrypted: the volume's filesystem lives inside a LUKS2 volume.
+func (d *Desired) Encrypted() bool {
+	return d != nil && d.Spec != nil && d.Spec.Encryption != nil && d.Spec.Encryption.LUKS2 != nil
+}
+
 // Target returns the desired target at path, if any.
 func (d *Desired) Target(p string) (DesiredTarget, bool) {
 	if d == nil {

@@ -132,7 +132,7 @@ func (a *Agent) checkFilesystem(d *Desired, rec *store.Volume, mounts MountTable
 	if _, staged := a.cfg.Attachers[rec.Attachment.Driver].(Stager); staged {
 		return nil, nil
 	}
-	dev, fstype := rec.Attachment.Device, d.Spec.Filesystem.Type
+	dev, fstype := blockDevice(rec), d.Spec.Filesystem.Type
 	var found []string
 	reason := ""
 	if st := stagingInfo(mounts, rec); st != nil {
@@ -183,7 +183,18 @@ func wantsWritable(d *Desired) bool {
 	return !readOnlySource(d) && !slices.Contains(d.Spec.Filesystem.MountOptions, "ro")
 }
 
-func ext4Sys(dev string) string { return filepath.Join("/sys/fs/ext4", filepath.Base(dev)) }
+// ext4Sys is ext4's sysfs directory of the filesystem on dev, named by
+// the kernel's name of the device: /dev/mapper/volumed-x is dm-N there.
+func ext4Sys(dev string) string {
+	name := filepath.Base(dev)
+	var st unix.Stat_t
+	if unix.Stat(dev, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFBLK {
+		if p, err := os.Readlink(fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(st.Rdev), unix.Minor(st.Rdev))); err == nil {
+			name = filepath.Base(p)
+		}
+	}
+	return filepath.Join("/sys/fs/ext4", name)
+}
 
 // ext4Errors reads the error count ext4 keeps in its superblock; 0 when
 // the device has no ext4 mounted (nothing to report).

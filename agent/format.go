@@ -70,7 +70,7 @@ func newUUID() string {
 // A mount failure is never a reason: options, permissions or a path make
 // mounts fail on perfect filesystems.
 func (a *Agent) resumeFormat(ctx context.Context, d *Desired, dev string, sigs []Signature) (bool, error) {
-	uuid, pending := a.formats.interruptedUUID(d.Name)
+	uuid, pending := a.formats.interrupted.of(d.Name)
 	if !pending {
 		return false, nil
 	}
@@ -105,43 +105,53 @@ func (a *Agent) resumeFormat(ctx context.Context, d *Desired, dev string, sigs [
 }
 
 // formatMemory is what the agent remembers of formats between
-// operations: those a crash left uncertain (with the filesystem UUID
-// each was making) and those refused after a failed mkfs.
+// operations: those a crash left uncertain (with the UUID each was
+// making: a filesystem's, or a LUKS2 header's for an encrypt) and those
+// refused after a failed mkfs.
 type formatMemory struct {
+	interrupted *interruptions // mkfs
+	encrypting  *interruptions // luksFormat
 	mu          sync.Mutex
-	interrupted map[string]string
 	refused     map[string]refusedFormat
 }
 
 func newFormatMemory() *formatMemory {
-	return &formatMemory{interrupted: map[string]string{}, refused: map[string]refusedFormat{}}
+	return &formatMemory{interrupted: newInterruptions(), encrypting: newInterruptions(), refused: map[string]refusedFormat{}}
 }
 
-func (m *formatMemory) setInterrupted(name, uuid string) {
+// interruptions are, per volume, the UUID that a format a crash left
+// uncertain was writing.
+type interruptions struct {
+	mu   sync.Mutex
+	uuid map[string]string
+}
+
+func newInterruptions() *interruptions { return &interruptions{uuid: map[string]string{}} }
+
+func (m *interruptions) set(name, uuid string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.interrupted[name] = uuid
+	m.uuid[name] = uuid
+}
+
+// of returns the UUID of the volume's interrupted format, if one was.
+func (m *interruptions) of(name string) (string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	uuid, ok := m.uuid[name]
+	return uuid, ok
+}
+
+func (m *interruptions) clear(name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.uuid, name)
 }
 
 func (m *formatMemory) forgetRefused(name string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.refused, name)
-}
-
-// interruptedUUID returns the UUID of the format a crash left uncertain
-// for the volume, if one did.
-func (m *formatMemory) interruptedUUID(name string) (string, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	uuid, ok := m.interrupted[name]
-	return uuid, ok
-}
-
-func (m *formatMemory) clearInterrupted(name string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.interrupted, name)
 }
 
 func (m *formatMemory) refuse(name string, r refusedFormat) {

@@ -81,9 +81,9 @@ func (a *Agent) observeSizes(d *Desired, rec *store.Volume) (sizes, error) {
 		}
 	}
 	if _, staged := a.cfg.Attachers[rec.Attachment.Driver].(Stager); !staged {
-		n, err := a.cfg.FS.DeviceSize(rec.Attachment.Device)
+		n, err := a.growableSize(rec)
 		if err != nil {
-			return s, fmt.Errorf("size of %s: %w", rec.Attachment.Device, err)
+			return s, err
 		}
 		s.device = n
 	}
@@ -103,11 +103,16 @@ func (a *Agent) grow(ctx context.Context, d *Desired) error {
 	if !placed(d, rec) {
 		return errRetryNow
 	}
-	dev := rec.Attachment.Device
+	dev := blockDevice(rec)
 	inputs := map[string]string{"device": dev}
 	return a.state.Do(d.Name, d.Driver, OpGrow, inputs, func(rec *store.Volume) error {
 		if r, ok := a.cfg.Attachers[d.Driver].(Resizer); ok {
 			if err := r.Grow(ctx, d, *rec.Attachment); err != nil {
+				return err
+			}
+		}
+		if rec.Mapping != nil {
+			if err := a.resizeMapping(ctx, d, rec); err != nil {
 				return err
 			}
 		}

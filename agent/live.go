@@ -133,6 +133,16 @@ func pendingChanges(d *Desired, rec *store.Volume) []pending {
 	if st == nil || fs == nil {
 		return out
 	}
+	switch {
+	case d.Encrypted() && rec.Mapping == nil:
+		out = append(out, pending{"EncryptionAdded", fmt.Sprintf(
+			"encryption not applied: the volume's %s is on its device unencrypted, and volumed only ever encrypts a blank device; to encrypt it, take the volume down (state: absent), move the data off and wipe the device yourself, then set state: present",
+			st.FSType)})
+	case !d.Encrypted() && rec.Mapping != nil:
+		out = append(out, pending{"EncryptionRemoved", fmt.Sprintf(
+			"removing spec.encryption is not applied: the filesystem lives inside LUKS2 volume %s (open as %s), which volumed never removes; put spec.encryption back, or the volume cannot be opened at its next mount",
+			rec.Mapping.UUID, rec.Mapping.Device)})
+	}
 	if st.FSType != "" && !compatibleFS(st.FSType, fs.Type) {
 		out = append(out, pending{"FilesystemTypeChanged", fmt.Sprintf(
 			"filesystem.type %s not applied: the volume holds %s, and volumed never formats over a filesystem; to change it, take the volume down (state: absent), move the data off and wipe the device yourself, then set state: present",

@@ -112,6 +112,11 @@ func TestPendingChanges(t *testing.T) {
 		{"refused options no longer wanted", base, refused, nil},
 		{"ext3 on disk serves an ext4 manifest", base, func() *store.Volume { v := madeWith(base); v.Staging.FSType = "ext3"; return v }(), nil},
 		{"record older than the source field", otherFile, legacy, nil},
+		{"encryption added to a mounted volume", encrypted(loopWant("a", tgt("/t", false)), "/k"), madeWith(base),
+			[]string{"EncryptionAdded: encryption not applied", "only ever encrypts a blank device"}},
+		{"encrypted as made", encrypted(loopWant("a", tgt("/t", false)), "/k"), mapped(madeWith(base)), nil},
+		{"encryption removed from a mounted volume", base, mapped(madeWith(base)),
+			[]string{"EncryptionRemoved: removing spec.encryption is not applied", "LUKS2 volume u (open as /dev/mapper/volumed-a)"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

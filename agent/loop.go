@@ -229,6 +229,8 @@ func (a *Agent) opFunc(op Op, d *Desired, rec *store.Volume) func(context.Contex
 	switch op.Kind {
 	case OpAttach:
 		return func(ctx context.Context) error { return a.opAttach(ctx, d) }
+	case OpOpen:
+		return func(ctx context.Context) error { return a.opOpen(ctx, d) }
 	case OpMountDevice:
 		return func(ctx context.Context) error { return a.opMountDevice(ctx, d) }
 	case OpPublish:
@@ -237,6 +239,8 @@ func (a *Agent) opFunc(op Op, d *Desired, rec *store.Volume) func(context.Contex
 		return func(ctx context.Context) error { return a.opUnpublish(ctx, op.Volume, driver, op.Target.Path) }
 	case OpUnmountDevice:
 		return func(ctx context.Context) error { return a.opUnmountDevice(ctx, op.Volume, driver) }
+	case OpClose:
+		return func(ctx context.Context) error { return a.opClose(ctx, op.Volume, driver) }
 	case OpDetach:
 		return func(ctx context.Context) error { return a.opDetach(ctx, op.Volume, driver) }
 	case OpGrow:

@@ -98,6 +98,7 @@ var (
 	inodesFree    = prometheus.NewDesc("volumed_volume_inodes_free", "Free inodes.", []string{"volume"}, nil)
 	inodesUsedDsc = prometheus.NewDesc("volumed_volume_inodes_used", "Used inodes.", []string{"volume"}, nil)
 	conditionDesc = prometheus.NewDesc("volumed_volume_condition", "1 while the volume has a condition of this type (something wrong), else 0.", []string{"volume", "type"}, nil)
+	encryptedDesc = prometheus.NewDesc("volumed_volume_encrypted", "1 for a volume encrypted at rest (LUKS2; open or not), else 0.", []string{"volume"}, nil)
 )
 
 // volumeCollector reads the agent's cached view at scrape time: phases
@@ -112,7 +113,7 @@ func deadFilesystem(conds []api.Condition) bool {
 }
 
 func (c *volumeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{phaseDesc, conditionDesc, capacityDesc, availDesc, usedDesc, inodesDesc, inodesFree, inodesUsedDsc} {
+	for _, d := range []*prometheus.Desc{phaseDesc, conditionDesc, encryptedDesc, capacityDesc, availDesc, usedDesc, inodesDesc, inodesFree, inodesUsedDsc} {
 		ch <- d
 	}
 }
@@ -133,6 +134,11 @@ func (c *volumeCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 			ch <- prometheus.MustNewConstMetric(conditionDesc, prometheus.GaugeValue, val, v.Name, typ)
 		}
+		encrypted := 0.0
+		if v.Encryption != nil {
+			encrypted = 1
+		}
+		ch <- prometheus.MustNewConstMetric(encryptedDesc, prometheus.GaugeValue, encrypted, v.Name)
 		u, ok := c.a.usage.get(v.Name)
 		if !ok || deadFilesystem(v.Conditions) {
 			// Free space on a filesystem that is shut down, read-only

@@ -59,14 +59,17 @@ func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
 	if err := a.formatRefusedFor(d); err != nil {
 		return err
 	}
-	dev := rec.Attachment.Device
+	if d.Encrypted() && rec.Mapping == nil {
+		return errRetryNow // closed since the plan: the next pass opens it
+	}
+	dev := blockDevice(rec)
 	fs := d.Spec.Filesystem
 	if fs == nil {
 		return fmt.Errorf("no filesystem block: a raw block volume is never staged")
 	}
 	if pt, err := a.cfg.Mounter.At(a.stagingPathOf(d.Name, d, nil)); err == nil && pt.Root {
 		// Mounted already: whatever format there was had finished.
-		a.formats.clearInterrupted(d.Name)
+		a.formats.interrupted.clear(d.Name)
 		return a.mountStaging(d, dev)
 	}
 	sigs, err := a.cfg.FS.Probe(ctx, dev)
@@ -95,7 +98,7 @@ func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
 			return a.formatFailed(ctx, d, dev, err)
 		}
 	}
-	a.formats.clearInterrupted(d.Name)
+	a.formats.interrupted.clear(d.Name)
 	err = a.mountStaging(d, dev)
 	a.noteMountResult(d, err)
 	return err
@@ -277,12 +280,25 @@ func (a *Agent) opPublish(ctx context.Context, d *Desired, t DesiredTarget) erro
 	})
 }
 
-// publishBlock binds the attached device node at the target, a file.
+// rawBlockDevice is the device node a raw block volume's targets bind:
+// its dm-crypt mapping when encrypted (false until it is open), else its
+// attachment.
+func rawBlockDevice(d *Desired, rec *store.Volume) (string, bool) {
+	switch {
+	case rec.Attachment == nil:
+		return "", false
+	case d.Encrypted() && rec.Mapping == nil:
+		return "", false
+	}
+	return blockDevice(rec), true
+}
+
+// publishBlock binds the volume's device node at the target, a file.
 func (a *Agent) publishBlock(d *Desired, t DesiredTarget, rec *store.Volume) error {
-	if rec.Attachment == nil {
+	dev, ok := rawBlockDevice(d, rec)
+	if !ok {
 		return errRetryNow
 	}
-	dev := rec.Attachment.Device
 	src, err := a.cfg.Mounter.At(dev)
 	if err != nil {
 		return fmt.Errorf("device %s: %w", dev, err)

@@ -10,7 +10,12 @@ import (
 
 // Operation names, as they appear in intents, logs and metrics.
 const (
-	OpAttach        = "attach"
+	OpAttach = "attach"
+	// OpOpen opens an encrypted volume's dm-crypt mapping; inside it,
+	// OpEncrypt writes the LUKS2 header of a blank device first.
+	OpOpen          = "open"
+	OpEncrypt       = "encrypt"
+	OpClose         = "close"
 	OpFormat        = "format"
 	OpMountDevice   = "mount_device"
 	OpPublish       = "publish"
@@ -38,7 +43,7 @@ func (o Op) Stage() int {
 	switch o.Kind {
 	case OpUnpublish:
 		return 0
-	case OpUnmountDevice, OpDetach:
+	case OpUnmountDevice, OpClose, OpDetach:
 		return 2
 	}
 	return 1
@@ -101,6 +106,12 @@ func nextOp(name string, d *Desired, a *store.Volume, held heldPaths) (Op, bool)
 	if a.Attachment == nil {
 		return Op{Volume: name, Kind: OpAttach}, true
 	}
+	// Only before its mount (or a raw block volume's first bind):
+	// encryption added to a volume in use is a pending change
+	// (pendingChanges), never an open under its consumer.
+	if d.Encrypted() && a.Mapping == nil && a.Staging == nil && len(a.Targets) == 0 {
+		return Op{Volume: name, Kind: OpOpen}, true
+	}
 	if a.Staging == nil && !d.Block {
 		return Op{Volume: name, Kind: OpMountDevice}, true
 	}
@@ -130,6 +141,9 @@ func teardownOp(name string, a *store.Volume, held heldPaths) (Op, bool) {
 	}
 	if a.Staging != nil {
 		return Op{Volume: name, Kind: OpUnmountDevice}, true
+	}
+	if a.Mapping != nil {
+		return Op{Volume: name, Kind: OpClose}, true
 	}
 	if a.Attachment != nil {
 		return Op{Volume: name, Kind: OpDetach}, true

@@ -91,7 +91,7 @@ func (a *Agent) reconstruct(ctx context.Context) error {
 		if d == nil {
 			d = leftovers[name]
 		}
-		v := a.probeVolume(ctx, name, recs[name], d, mounts, pending[name], ownedLists, strays, holders)
+		v := a.probeVolume(ctx, name, recs[name], d, mounts, pending[name], mappingUUID(name, recs[name], intents), ownedLists, strays, holders)
 		if v.Attachment != nil {
 			claimed[v.Attachment.Identity] = true
 			if holders[v.Attachment.Identity] == "" {
@@ -110,7 +110,11 @@ func (a *Agent) reconstruct(ctx context.Context) error {
 		}
 		if uuid, ok := formatInterruptedIntent(intents, name); ok && v.Staging == nil {
 			// A volume found mounted has a finished format.
-			a.formats.setInterrupted(name, uuid)
+			a.formats.interrupted.set(name, uuid)
+		}
+		if uuid, ok := lastIntent(intents, name, OpEncrypt); ok && uuid != "" && v.Mapping == nil {
+			// A volume found open has a finished header.
+			a.formats.encrypting.set(name, uuid)
 		}
 	}
 	a.detachOrphans(ctx, ownedLists, claimed, mounts)
@@ -130,9 +134,26 @@ func (a *Agent) reconstruct(ctx context.Context) error {
 // last format intent left uncertain, if any ("" for an intent of a
 // version that chose none).
 func formatInterruptedIntent(intents []store.Intent, name string) (string, bool) {
+	return lastIntent(intents, name, OpFormat)
+}
+
+// mappingUUID is the LUKS2 UUID a volume's mapping must map to be
+// adopted: the record's, else the one an open left uncertain was
+// opening ("" when neither says: the header on the device decides).
+func mappingUUID(name string, rec *store.Volume, intents []store.Intent) string {
+	if rec != nil && rec.Mapping != nil {
+		return rec.Mapping.UUID
+	}
+	uuid, _ := lastIntent(intents, name, OpOpen)
+	return uuid
+}
+
+// lastIntent returns the "uuid" input of the volume's last intent of op
+// left uncertain, if any.
+func lastIntent(intents []store.Intent, name, op string) (string, bool) {
 	uuid, found := "", false
 	for _, in := range intents {
-		if in.Volume == name && in.Op == OpFormat {
+		if in.Volume == name && in.Op == op {
 			uuid, found = in.Inputs["uuid"], true
 		}
 	}
@@ -140,7 +161,7 @@ func formatInterruptedIntent(intents []store.Intent, name string) (string, bool)
 }
 
 // probeVolume finds what of one volume is really in the kernel.
-func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume, d *Desired, mounts MountTable, pending []string, ownedLists map[string][]store.Attachment, strays map[string]bool, holders map[string]string) *store.Volume {
+func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume, d *Desired, mounts MountTable, pending []string, mapUUID string, ownedLists map[string][]store.Attachment, strays map[string]bool, holders map[string]string) *store.Volume {
 	v := &store.Volume{Name: name}
 	switch {
 	case d != nil:
@@ -208,16 +229,20 @@ func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume,
 			log.Info("adopting our attachment mounted at the staging path", "device", o.Device, "identity", o.Identity)
 		}
 	}
+	// An encrypted volume's mapping: adopted when open and ours.
+	if d.Encrypted() || (rec != nil && rec.Mapping != nil) || slices.Contains(pending, OpOpen) || slices.Contains(pending, OpEncrypt) {
+		a.adoptMapping(ctx, name, v, rec, mapUUID)
+	}
 	var st *mountinfo.Info
 	stager, staged := a.cfg.Attachers[v.Driver].(Stager)
 	if top := mounts.Top(p); top != nil {
 		if staged && d != nil && v.Attachment != nil && stager.IsStaged(d, p) {
 			st = top
 			v.Staging = &store.MountRecord{Path: p, Device: v.Attachment.Device, FSType: v.Driver, MountID: top.ID, Owned: true}
-		} else if v.Attachment != nil && sameDevice(top, v.Attachment.Device) {
+		} else if v.Attachment != nil && sameDevice(top, blockDevice(v)) {
 			st = top
 			fstype := top.FSType
-			v.Staging = &store.MountRecord{Path: p, Device: v.Attachment.Device, FSType: fstype, MountID: top.ID, Owned: true}
+			v.Staging = &store.MountRecord{Path: p, Device: blockDevice(v), FSType: fstype, MountID: top.ID, Owned: true}
 			if rec != nil && rec.Staging != nil {
 				v.Staging.DeviceBytes = rec.Staging.DeviceBytes
 				keepOptions(v.Staging, *rec.Staging)
@@ -414,6 +439,13 @@ func (a *Agent) verify(ctx context.Context) {
 				if err == nil {
 					a.driftLog.ok("verify "+name, "drift check: the attachment verifies again", "volume", name)
 				}
+			}
+		}
+		if m := fixed.Mapping; m != nil && fixed.Attachment != nil && a.cfg.Crypt != nil {
+			_, ok, err := a.cfg.Crypt.Adopt(ctx, fixed.Attachment.Device, m.Name, m.UUID)
+			if err == nil && !ok {
+				fixed.Mapping = nil
+				changes = append(changes, "mapping "+m.Name+" closed")
 			}
 		}
 		st := stagingInfo(mounts, fixed)

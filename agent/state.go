@@ -400,7 +400,7 @@ func (s *State) set(name string, v *store.Volume) {
 }
 
 func isEmpty(v *store.Volume) bool {
-	return v == nil || (v.Attachment == nil && v.Staging == nil && len(v.Targets) == 0)
+	return v == nil || (v.Attachment == nil && v.Mapping == nil && v.Staging == nil && len(v.Targets) == 0)
 }
 
 func cloneVolume(v *store.Volume) *store.Volume {
@@ -408,6 +408,10 @@ func cloneVolume(v *store.Volume) *store.Volume {
 	if v.Attachment != nil {
 		a := *v.Attachment
 		c.Attachment = &a
+	}
+	if v.Mapping != nil {
+		m := *v.Mapping
+		c.Mapping = &m
 	}
 	if v.Staging != nil {
 		m := *v.Staging

@@ -11,6 +11,9 @@ import (
 
 var opPhase = map[string]string{
 	OpAttach:        api.PhaseAttaching,
+	OpOpen:          api.PhaseAttaching,
+	OpEncrypt:       api.PhaseFormatting,
+	OpClose:         api.PhaseDetaching,
 	OpFormat:        api.PhaseFormatting,
 	OpMountDevice:   api.PhaseMounting,
 	OpPublish:       api.PhaseMounting,
@@ -118,12 +121,13 @@ func (a *Agent) volumeStatus(name string, d *Desired, rec *store.Volume, next ma
 		v.Phase = api.PhaseError
 	case op.Kind == OpAttach:
 		v.Phase = api.PhasePending
-	case op.Kind == OpMountDevice:
+	case op.Kind == OpMountDevice || op.Kind == OpOpen:
 		v.Phase = api.PhaseAttached
 	default:
 		v.Phase = opPhase[op.Kind]
 	}
 	v.Conditions = a.conds.Of(name)
+	v.Encryption = encryptionStatus(d, rec, v.Conditions)
 	if v.Phase == api.PhaseReady && len(v.Conditions) > 0 {
 		v.Phase = api.PhaseDegraded
 	}
@@ -148,4 +152,22 @@ func (a *Agent) StatusReply() api.Status {
 		Volumes: a.Status(), Problems: a.manifests.problemList(), StateRecovery: a.cfg.StateRecovery, Settled: a.systemd.isSettled(),
 		Host: a.cfg.Host, BootVolumes: a.cfg.BootVolumes, NetworkHeld: a.hold.on(),
 	}
+}
+
+// encryptionStatus says whether an encrypted volume is open, and by
+// which kind of key, or locked; nil for a volume that is not encrypted.
+func encryptionStatus(d *Desired, rec *store.Volume, conds []api.Condition) *api.Encryption {
+	if rec != nil && rec.Mapping != nil {
+		m := rec.Mapping
+		return &api.Encryption{State: api.EncryptionOpen, Mapping: m.Device, UUID: m.UUID, KeyKind: m.KeyKind}
+	}
+	if !d.Encrypted() {
+		return nil
+	}
+	for _, c := range conds {
+		if c.Type == CondLocked {
+			return &api.Encryption{State: api.EncryptionLocked}
+		}
+	}
+	return &api.Encryption{State: api.EncryptionClosed}
 }

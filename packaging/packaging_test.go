@@ -33,6 +33,7 @@ const (
 var metrics = map[string]bool{
 	"volumed_volume_phase":                  false,
 	"volumed_volume_condition":              false,
+	"volumed_volume_encrypted":              false,
 	"volumed_operation_duration_seconds":    true,
 	"volumed_operation_errors_total":        false,
 	"volumed_reconcile_duration_seconds":    true,

@@ -80,21 +80,38 @@ type Refusal struct {
 	Error   string   `json:"error"`
 }
 
+// Mapping is the dm-crypt mapping an encrypted volume is open as, on
+// top of its attachment. Never a key: only which kind of key opened it.
+type Mapping struct {
+	Name   string `json:"name"`   // device-mapper name, volumed-<volume>
+	UUID   string `json:"uuid"`   // the LUKS2 header's UUID
+	Device string `json:"device"` // /dev/mapper/<name>: what is formatted and mounted
+	// KeyKind is the kind of key that opened it ("file", "tpm2"); ""
+	// when it was found open (adopted) and no record said.
+	KeyKind string `json:"keyKind,omitempty"`
+	// HeaderBytes is how much smaller than the device the mapping is
+	// (the LUKS2 header): a device that grows beyond it grows the
+	// mapping. 0 when unknown.
+	HeaderBytes int64 `json:"headerBytes,omitempty"`
+}
+
 // Volume is the recorded actual state of one volume.
 type Volume struct {
-	Name       string        `json:"name"`
-	Driver     string        `json:"driver"`
-	Attachment *Attachment   `json:"attachment,omitempty"`
-	Staging    *MountRecord  `json:"staging,omitempty"`
-	Targets    []MountRecord `json:"targets,omitempty"`
-	UpdatedAt  time.Time     `json:"updatedAt"`
+	Name       string      `json:"name"`
+	Driver     string      `json:"driver"`
+	Attachment *Attachment `json:"attachment,omitempty"`
+	// Mapping is set while an encrypted volume is open.
+	Mapping   *Mapping      `json:"mapping,omitempty"`
+	Staging   *MountRecord  `json:"staging,omitempty"`
+	Targets   []MountRecord `json:"targets,omitempty"`
+	UpdatedAt time.Time     `json:"updatedAt"`
 }
 
 // Intent is an operation that was started; while it exists its outcome is uncertain.
 type Intent struct {
 	ID        uint64            `json:"id"`
 	Volume    string            `json:"volume"`
-	Op        string            `json:"op"`               // attach, format, mount_device, publish, unpublish, unmount_device, detach, grow, remount
+	Op        string            `json:"op"`               // attach, encrypt, open, format, mount_device, publish, unpublish, unmount_device, close, detach, grow, remount
 	Inputs    map[string]string `json:"inputs,omitempty"` // never secrets
 	StartedAt time.Time         `json:"startedAt"`
 }

@@ -53,9 +53,29 @@ type Volume struct {
 	// Pinned: the host booted from this volume's source (firmware
 	// tables); it is never torn down.
 	Pinned bool `json:"pinned,omitempty"`
+	// Encryption is set for an encrypted volume (never a key).
+	Encryption *Encryption `json:"encryption,omitempty"`
 	// Conditions say what is wrong; a Ready volume has none.
 	Conditions []Condition `json:"conditions"`
 	Events     []Event     `json:"events,omitempty"`
+}
+
+// Encryption states.
+const (
+	EncryptionOpen   = "open"   // the dm-crypt mapping is in place
+	EncryptionLocked = "locked" // none of its keys opens the header
+	EncryptionClosed = "closed" // not opened (yet, or any more)
+)
+
+// Encryption is how an encrypted volume stands. Device (the volume's)
+// stays the attached block device; Mapping is what is mounted.
+type Encryption struct {
+	State   string `json:"state"`             // open | locked | closed
+	Mapping string `json:"mapping,omitempty"` // /dev/mapper/volumed-<name>, while open
+	UUID    string `json:"uuid,omitempty"`    // the LUKS2 header's, while open
+	// KeyKind is the kind of key that opened it (file, tpm2); empty when
+	// it was found open after a restart and no record said.
+	KeyKind string `json:"keyKind,omitempty"`
 }
 
 // Target is one place a volume is published.

@@ -279,15 +279,19 @@ func TestParseBytesProblems(t *testing.T) {
 		}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			objs, probs := ParseBytes("x.yaml", []byte(tt.in), testOpts)
-			if got := render(probs); !slices.Equal(got, tt.want) {
-				t.Errorf("problems:\n got %q\nwant %q", got, tt.want)
-			}
-			if objs != nil {
-				t.Errorf("a file with problems returned %d objects", len(objs))
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { wantProblems(t, tt.in, tt.want) })
+	}
+}
+
+// wantProblems: x.yaml holding in is refused as a whole with exactly want.
+func wantProblems(t *testing.T, in string, want []string) {
+	t.Helper()
+	objs, probs := ParseBytes("x.yaml", []byte(in), testOpts)
+	if got := render(probs); !slices.Equal(got, want) {
+		t.Errorf("problems:\n got %q\nwant %q", got, want)
+	}
+	if objs != nil {
+		t.Errorf("a file with problems returned %d objects", len(objs))
 	}
 }
 

@@ -43,6 +43,9 @@ type VolumeSpec struct {
 	State      string      `yaml:"state,omitempty" json:"state,omitempty"`
 	Source     Source      `yaml:"source" json:"source"`
 	Filesystem *Filesystem `yaml:"filesystem,omitempty" json:"filesystem,omitempty"`
+	// Encryption puts the filesystem inside a LUKS2 volume on the block
+	// device, opened as a dm-crypt mapping between attach and mount.
+	Encryption *Encryption `yaml:"encryption,omitempty" json:"encryption,omitempty"`
 	Mounts     []Target    `yaml:"mounts,omitempty" json:"mounts,omitempty"`
 }
 
@@ -60,6 +63,58 @@ type Filesystem struct {
 	AllowSuid    bool     `yaml:"allowSuid,omitempty" json:"allowSuid,omitempty"`
 	AllowDev     bool     `yaml:"allowDev,omitempty" json:"allowDev,omitempty"`
 	Grow         bool     `yaml:"grow,omitempty" json:"grow,omitempty"`
+}
+
+// Encryption says how a block volume is encrypted at rest.
+type Encryption struct {
+	LUKS2 *LUKS2 `yaml:"luks2" json:"luks2"`
+}
+
+// LUKS2 is a LUKS2 header written only on a blank device (every key
+// enrolled), opened by whichever key works first.
+type LUKS2 struct {
+	// Keys are tried in order; any one opens the volume.
+	Keys []LUKS2Key `yaml:"keys" json:"keys"`
+	// Cipher for luksFormat (e.g. aes-xts-plain64); cryptsetup's default
+	// when empty. Read only when the header is written.
+	Cipher string `yaml:"cipher,omitempty" json:"cipher,omitempty"`
+	// SectorSize of the encryption (512, 1024, 2048 or 4096); cryptsetup
+	// chooses when 0. Read only when the header is written.
+	SectorSize int `yaml:"sectorSize,omitempty" json:"sectorSize,omitempty"`
+	// PBKDF derives each keyslot's key from its key: argon2id (default:
+	// about 2 s and 64 MiB per unlock attempt, for a key file that may
+	// hold a passphrase) or pbkdf2 (1000 iterations, instant: only for
+	// keys of full entropy, such as random key files, as
+	// systemd-cryptenroll does for the keys it makes). Read only when
+	// the header is written.
+	PBKDF string `yaml:"pbkdf,omitempty" json:"pbkdf,omitempty"`
+}
+
+// Key derivations of LUKS2.PBKDF.
+const (
+	PBKDFArgon2id = "argon2id"
+	PBKDFPBKDF2   = "pbkdf2"
+)
+
+// LUKS2Key is one key: exactly one of File or TPM2.
+type LUKS2Key struct {
+	// File is a root-owned 0600 file whose every byte is the key.
+	File string `yaml:"file,omitempty" json:"file,omitempty"`
+	// TPM2 is a random key sealed by the host's TPM2 to PCR values.
+	TPM2 *TPM2Key `yaml:"tpm2,omitempty" json:"tpm2,omitempty"`
+}
+
+// TPM2Key seals a key to the values of PCRs (0..23).
+type TPM2Key struct {
+	PCRs []int `yaml:"pcrs" json:"pcrs"`
+}
+
+// Kind names the key's kind: "file" or "tpm2".
+func (k LUKS2Key) Kind() string {
+	if k.TPM2 != nil {
+		return "tpm2"
+	}
+	return "file"
 }
 
 // Target is one place a volume is published (a bind mount of its staging mount).

@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"slices"
 
 	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/internal/hostcheck"
@@ -27,6 +28,10 @@ func hostWarnings(h hostcheck.Host, ks []kind.Kind, vols []*manifest.Object, std
 		}
 		if v.Filesystem != nil && v.Filesystem.Type != "" {
 			warn(o, "spec.filesystem.type", h.Filesystem(v.Filesystem.Type))
+		}
+		if e := v.Encryption; e != nil && e.LUKS2 != nil {
+			tpm2 := slices.ContainsFunc(e.LUKS2.Keys, func(k manifest.LUKS2Key) bool { return k.TPM2 != nil })
+			warn(o, "spec.encryption", h.Encryption(tpm2))
 		}
 		for _, k := range ks {
 			if k.Name() == v.Source.Kind {

@@ -105,24 +105,7 @@ func validVolumes(t *testing.T, path string) []*manifest.Object {
 // the volume's own spec (an NVMe/TCP volume needs nvme-tcp, which this
 // host lacks though it has nvme-fabrics) and points at its source.
 func TestValidateWarnsOfSourceModules(t *testing.T) {
-	root := t.TempDir()
-	for _, d := range []string{"proc", "dev"} {
-		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, f := range []string{"proc/filesystems", "dev/nvme-fabrics"} {
-		if err := os.WriteFile(filepath.Join(root, f), []byte("\text4\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bin := t.TempDir()
-	for _, p := range []string{"mkfs.ext4", "resize2fs"} {
-		if err := os.WriteFile(filepath.Join(bin, p), []byte("#!/bin/sh\n"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Setenv("PATH", bin)
+	root := ext4Host(t, "dev/nvme-fabrics")
 	f := filepath.Join(t.TempDir(), "fast.yaml")
 	if err := os.WriteFile(f, []byte(`apiVersion: volumed/v1
 kind: Volume
@@ -144,4 +127,65 @@ spec:
 	if stderr.String() != want {
 		t.Fatalf("stderr:\n%s\nwant:\n%s", stderr.String(), want)
 	}
+}
+
+// TestValidateWarnsOfEncryption: an encrypted volume on a host without
+// cryptsetup, dm-crypt or a TPM2 gets one warning each, at
+// spec.encryption; the TPM2 one only when a tpm2 key is named.
+func TestValidateWarnsOfEncryption(t *testing.T) {
+	root := ext4Host(t)
+	h := hostcheck.Host{Root: root, Release: "test", LookPath: exec.LookPath}
+	for _, c := range []struct {
+		keys string
+		want []string
+	}{
+		{"[{file: /etc/volumed/secrets/v.key}]", []string{"cryptsetup (formats and opens encrypted volumes; install cryptsetup-bin)", "dm-crypt in its kernel"}},
+		{"[{file: /etc/volumed/secrets/v.key}, {tpm2: {pcrs: [7]}}]", []string{"cryptsetup", "dm-crypt in its kernel", "/dev/tpmrm0"}},
+	} {
+		f := filepath.Join(t.TempDir(), "v.yaml")
+		if err := os.WriteFile(f, []byte(`apiVersion: volumed/v1
+kind: Volume
+metadata: { name: v }
+spec:
+  source: { device: { serial: X1 } }
+  filesystem: { type: ext4 }
+  encryption: { luks2: { keys: `+c.keys+` } }
+`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var stderr bytes.Buffer
+		n := hostWarnings(h, kinds.All(), validVolumes(t, f), &stderr)
+		lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+		if n != len(c.want) || len(lines) != len(c.want) {
+			t.Fatalf("keys %s: %d warnings, want %d; stderr:\n%s", c.keys, n, len(c.want), stderr.String())
+		}
+		for i, w := range c.want {
+			if !strings.HasPrefix(lines[i], "warning: "+f+":7:3: spec.encryption: volume v: this host lacks "+w) {
+				t.Errorf("keys %s: warning %d is %q, want one about %s at spec.encryption", c.keys, i, lines[i], w)
+			}
+		}
+	}
+}
+
+// ext4Host is the root of a host whose kernel has ext4 and whose PATH
+// (set for the test) has ext4's tools, and nothing else but files.
+func ext4Host(t *testing.T, files ...string) string {
+	t.Helper()
+	root := t.TempDir()
+	for _, f := range append([]string{"proc/filesystems"}, files...) {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, f), []byte("\text4\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin := t.TempDir()
+	for _, p := range []string{"mkfs.ext4", "resize2fs"} {
+		if err := os.WriteFile(filepath.Join(bin, p), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("PATH", bin)
+	return root
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/volumed/volumed/agent"
 	"github.com/volumed/volumed/agent/csi"
 	"github.com/volumed/volumed/agent/manifest"
+	"github.com/volumed/volumed/drivers/luks"
 	"github.com/volumed/volumed/firmware"
 	"github.com/volumed/volumed/kinds"
 	"github.com/volumed/volumed/kinds/kind"
@@ -152,6 +153,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 		NetworkDrivers:   kinds.Network(ks),
 		FS:               filesystems{},
 		Mounter:          mounter{},
+		Crypt:            crypt{c: &luks.Client{}},
 		Log:              log,
 		Metrics:          metrics,
 		Resync:           *resync,

@@ -147,6 +147,9 @@ func describe(w io.Writer, v api.Volume) {
 	if v.Pinned {
 		fmt.Fprintln(w, "Pinned:    yes, the host booted from it: never torn down")
 	}
+	if e := v.Encryption; e != nil {
+		fmt.Fprintf(w, "Encrypted: %s\n", encryptionLine(e))
+	}
 	fmt.Fprintln(w, "Targets:")
 	for _, t := range v.Targets {
 		state := "not mounted"
@@ -187,6 +190,22 @@ func describe(w io.Writer, v api.Volume) {
 		}
 		fmt.Fprintln(w, line)
 	}
+}
+
+// encryptionLine says how an encrypted volume stands and which kind of
+// key opened it; the status never holds a key to show.
+func encryptionLine(e *api.Encryption) string {
+	switch e.State {
+	case api.EncryptionOpen:
+		by := "found open at start-up"
+		if e.KeyKind != "" {
+			by = "opened by its " + e.KeyKind + " key"
+		}
+		return fmt.Sprintf("LUKS2 %s, open as %s (%s)", e.UUID, e.Mapping, by)
+	case api.EncryptionLocked:
+		return "LUKS2, locked: no key opens it (see the Locked condition)"
+	}
+	return "LUKS2, not open"
 }
 
 func dash(s string) string {

@@ -72,6 +72,22 @@ type Needs struct {
 	Modules  []Module
 }
 
+// Encryption is what an encrypted volume needs of the host: cryptsetup
+// (which formats and opens LUKS2), dm-crypt in the kernel, and with a
+// TPM2 key the kernel's TPM2 resource manager.
+func (h Host) Encryption(tpm2 bool) []Lack {
+	n := Needs{
+		Programs: []Program{{"cryptsetup", "formats and opens encrypted volumes", "cryptsetup-bin"}},
+		Modules:  []Module{{Name: "dm-crypt", What: "dm-crypt"}},
+	}
+	out := h.Lacks(n)
+	if tpm2 && !h.exists("dev/tpmrm0") {
+		out = append(out, Lack{What: "/dev/tpmrm0", Why: "a tpm2 key is sealed and unsealed by the TPM2 through its resource manager",
+			Fix: "a TPM 2.0 (or a firmware TPM) enabled, with the kernel's tpm_tis or tpm_crb driver"})
+	}
+	return out
+}
+
 // filesystems are the programs blockfs runs per filesystem type.
 var filesystems = map[string][]Program{
 	"ext4":  {{"mkfs.ext4", "formats ext4 volumes", "e2fsprogs"}, {"resize2fs", "grows ext4 filesystems", "e2fsprogs"}},

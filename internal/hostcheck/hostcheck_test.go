@@ -68,3 +68,29 @@ func TestFilesystemNotInProcButModule(t *testing.T) {
 		t.Fatalf("xfs as a loadable module: lacks %q, want nothing", whats(got))
 	}
 }
+
+func TestEncryption(t *testing.T) {
+	bare := fakeHost(t, nil, "")
+	if got, want := whats(bare.Encryption(true)), "cryptsetup, dm-crypt in its kernel, /dev/tpmrm0"; got != want {
+		t.Errorf("a bare host lacks %q, want %q", got, want)
+	}
+	if l := bare.Encryption(false)[0]; !strings.Contains(l.String(), "install cryptsetup-bin") {
+		t.Errorf("the lack of cryptsetup says %q, not which package gives it", l)
+	}
+	h := fakeHost(t, []string{"cryptsetup"}, "", "kernel/drivers/md/dm-crypt.ko.xz")
+	if got := whats(h.Encryption(false)); got != "" {
+		t.Errorf("a host with cryptsetup and the dm-crypt module lacks %q for a key file", got)
+	}
+	if got := whats(h.Encryption(true)); got != "/dev/tpmrm0" {
+		t.Errorf("a host without /dev/tpmrm0 lacks %q for a tpm2 key, want /dev/tpmrm0", got)
+	}
+	if err := os.MkdirAll(filepath.Join(h.Root, "dev"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(h.Root, "dev/tpmrm0"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := whats(h.Encryption(true)); got != "" {
+		t.Errorf("a host with everything lacks %q", got)
+	}
+}

@@ -46,6 +46,12 @@ var manifestRules = []rule{
 	{"Filesystem", "format", enum(manifest.FormatIfBlank, manifest.FormatNever)},
 	{"Target", "path", stringPattern(absPattern)},
 	{"MountSpec", "path", stringPattern(absPattern)},
+	{"LUKS2", "keys", minItems(1)},
+	{"LUKS2Key", "", oneRequired("file", "tpm2")},
+	{"LUKS2Key", "file", stringPattern(absPattern)},
+	{"LUKS2", "sectorSize", intEnum(512, 1024, 2048, 4096)},
+	{"LUKS2", "pbkdf", enum(manifest.PBKDFArgon2id, manifest.PBKDFPBKDF2)},
+	{"TPM2Key", "pcrs", pcrList},
 }
 
 // sourceRules depend on the set of kinds: a block source needs a
@@ -60,8 +66,9 @@ func sourceRules(ks []kind.Kind) []rule {
 		}
 	}
 	return []rule{
-		{"VolumeSpec", "", filesystemIf(staged, false)},
-		{"VolumeSpec", "", filesystemIf(block, true)},
+		{"VolumeSpec", "", requiredIf(staged, "filesystem", false)},
+		{"VolumeSpec", "", requiredIf(block, "filesystem", true)},
+		{"VolumeSpec", "", requiredIf(staged, "encryption", false)},
 	}
 }
 
@@ -180,6 +187,29 @@ func portRange(s *jsonschema.Schema) {
 	s.Maximum = json.Number(fmt.Sprint(maxPortNumber))
 }
 
+func minItems(n uint64) func(*jsonschema.Schema) {
+	return func(s *jsonschema.Schema) { s.MinItems = &n }
+}
+
+func intEnum(values ...int) func(*jsonschema.Schema) {
+	return func(s *jsonschema.Schema) {
+		for _, v := range values {
+			s.Enum = append(s.Enum, v)
+		}
+	}
+}
+
+// pcrList: PCR indexes of a TPM2, at least one, none twice.
+func pcrList(s *jsonschema.Schema) {
+	n := uint64(1)
+	s.MinItems = &n
+	s.UniqueItems = true
+	if s.Items != nil {
+		s.Items.Minimum = "0"
+		s.Items.Maximum = json.Number(fmt.Sprint(manifest.MaxPCR))
+	}
+}
+
 func optional(prop string) func(*jsonschema.Schema) {
 	return func(s *jsonschema.Schema) {
 		s.Required = slices.DeleteFunc(s.Required, func(r string) bool { return r == prop })
@@ -204,9 +234,9 @@ func exactlyOneProperty(s *jsonschema.Schema) {
 	oneRequired(props...)(s)
 }
 
-// filesystemIf: a source of one of kinds has a filesystem block (want)
-// or has none.
-func filesystemIf(kinds []string, want bool) func(*jsonschema.Schema) {
+// requiredIf: a source of one of kinds has property prop of the spec
+// (want) or has none.
+func requiredIf(kinds []string, prop string, want bool) func(*jsonschema.Schema) {
 	return func(s *jsonschema.Schema) {
 		if len(kinds) == 0 {
 			return
@@ -217,7 +247,7 @@ func filesystemIf(kinds []string, want bool) func(*jsonschema.Schema) {
 		}
 		src := jsonschema.NewProperties()
 		src.Set("source", &jsonschema.Schema{AnyOf: any})
-		then := &jsonschema.Schema{Required: []string{"filesystem"}}
+		then := &jsonschema.Schema{Required: []string{prop}}
 		if !want {
 			then = &jsonschema.Schema{Not: then}
 		} else {

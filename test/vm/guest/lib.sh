@@ -176,6 +176,38 @@ iscsi_manifest() {
 
 rm_manifest() { rm -f $CFG/$1.yaml; }
 
+# luks_manifest NAME KEYS: an encrypted loop volume of ${SIZE:-64Mi}
+# (pbkdf2 keyslots), ext4 with $FS_OPTS at $MNT/NAME; KEYS is the YAML
+# list's members ("{file: /k}, {tpm2: {pcrs: [7]}}").
+luks_manifest() {
+	local tmp=$CFG/.$1.tmp
+	cat > $tmp <<EOF
+apiVersion: volumed/v1
+kind: Volume
+metadata: {name: $1}
+spec:
+  source:
+    loop: {file: $IMG/$1.img, create: {size: ${SIZE:-64Mi}}}
+  encryption: {luks2: {keys: [$2], pbkdf: pbkdf2}}
+  filesystem: {type: ext4$FS_OPTS}
+  mounts: [{path: $MNT/$1}]
+EOF
+	chmod 0644 $tmp && mv -f $tmp $CFG/$1.yaml || fail "write manifest $1"
+}
+
+# fake_reboot: the agent stops, and everything the kernel held for the
+# scenario goes (mounts, dm-crypt mappings, loop devices); the state
+# file stays.
+fake_reboot() {
+	local x
+	agent_stop
+	awk -v p="$VT_DIR/" 'index($2, p) == 1 { print $2 }' /proc/mounts | sort -r | while read -r x; do umount "$x"; done
+	for x in /dev/mapper/volumed-*; do [ -e "$x" ] && cryptsetup close ${x##*/}; done
+	for x in $(losetup -a | cut -d: -f1); do losetup -d $x; done
+	expect_count "mounts under $VT_DIR after the reboot" "$(mounts_under $VT_DIR)" 0
+	log "rebooted"
+}
+
 # ---- targets (in-kernel NVMe-oF and LIO, both configured by configfs) --
 
 # mkloop NAME SIZE_MB: prints a loop device over a new sparse file.
@@ -352,6 +384,27 @@ check_has() {
 	mounted $1 || fail "$1 is not mounted"
 	[ "$(cat $1/vmtest.txt 2>/dev/null)" = "$2" ] || fail "$1/vmtest.txt reads '$(cat $1/vmtest.txt 2>&1)', want '$2' (data lost or reformatted?)"
 }
+
+# ---- secrets in /proc ---------------------------------------------------
+
+# sampler_on: greps every process's cmdline and environ for the keys in
+# $VT_DIR/keys.pat (patterns from a file, so its own argv holds none)
+# into $VT_DIR/leaks, and notes in $VT_DIR/seen the processes running
+# cryptsetup (proof that it sampled while keys were handed over), until
+# sampler_off.
+sampler_on() {
+	echo cryptsetup > $VT_DIR/cs.pat
+	touch $VT_DIR/sampling
+	(
+		while [ -e $VT_DIR/sampling ]; do
+			grep -l -F -f $VT_DIR/keys.pat /proc/[0-9]*/cmdline /proc/[0-9]*/environ >> $VT_DIR/leaks 2>/dev/null
+			grep -l -F -f $VT_DIR/cs.pat /proc/[0-9]*/cmdline >> $VT_DIR/seen 2>/dev/null
+		done
+	) &
+	SAMPLER=$!
+	bg_track $SAMPLER
+}
+sampler_off() { rm -f $VT_DIR/sampling && wait $SAMPLER; }
 
 # ---- flows shared by scenarios -----------------------------------------
 

@@ -29,24 +29,10 @@ key k2
 key wrong
 umask 022
 
-# The sampler greps every process's cmdline and environ for the keys
-# (patterns from files, so its own argv holds none) until told to stop.
 cat $VT_DIR/k1 $VT_DIR/k2 $VT_DIR/wrong > $VT_DIR/keys.pat
-echo cryptsetup > $VT_DIR/cs.pat
-# It runs while keys are handed over (format, the first opens, argon2id,
-# the foreign device), not while open latency is measured.
-sampler_on() {
-	touch $VT_DIR/sampling
-	(
-		while [ -e $VT_DIR/sampling ]; do
-			grep -l -F -f $VT_DIR/keys.pat /proc/[0-9]*/cmdline /proc/[0-9]*/environ >> $VT_DIR/leaks 2>/dev/null
-			grep -l -F -f $VT_DIR/cs.pat /proc/[0-9]*/cmdline >> $VT_DIR/seen 2>/dev/null
-		done
-	) &
-	SAMPLER=$!
-	bg_track $SAMPLER
-}
-sampler_off() { rm -f $VT_DIR/sampling && wait $SAMPLER; }
+# The sampler (lib.sh) runs while keys are handed over (format, the
+# first opens, argon2id, the foreign device), not while open latency is
+# measured.
 sampler_on
 
 # Format, inspect, open by the second key after a wrong one.

@@ -1,0 +1,336 @@
+// Encryption at rest: the open and close operations of a LUKS2 volume,
+// and the decision whether its device may get a header.
+
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/volumed/volumed/agent/manifest"
+	"github.com/volumed/volumed/store"
+)
+
+// Crypt formats, opens and closes the LUKS2 volumes of encrypted
+// volumes (drivers/luks behind an adapter, wired by cmd/volumed). Keys
+// are handed over as the manifest names them; the material never passes
+// through the core.
+type Crypt interface {
+	// Inspect reads the LUKS2 headers on dev, without a key. intentUUID,
+	// when set, is the UUID an interrupted encrypt was writing.
+	Inspect(dev, intentUUID string) (LUKSHeader, error)
+	// Format writes a LUKS2 header with every key enrolled; it refuses
+	// (and writes nothing) unless dev is blank or holds exactly the
+	// half-written header of o.UUID, and only enrols missing keys on a
+	// whole header of o.UUID.
+	Format(ctx context.Context, o CryptFormat) error
+	// Open maps the LUKS2 volume on dev as name, or adopts the mapping
+	// of that name when it is this header's on dev. None of the keys
+	// opening it is an error that Is ErrLocked, whose text names the keys
+	// (never their material) and why each failed.
+	Open(ctx context.Context, o CryptOpen) (CryptOpened, error)
+	// Adopt returns the mapping name when it is open and is the LUKS2
+	// volume on dev (uuid, when set, its header's UUID); false when no
+	// mapping has that name. It never opens anything.
+	Adopt(ctx context.Context, dev, name, uuid string) (CryptOpened, bool, error)
+	// Close removes the mapping name; one already gone is success.
+	Close(ctx context.Context, name string) error
+	// Resize makes the open mapping o.Name fill its device o.Device
+	// again, with the first of o.Keys that opens the header.
+	Resize(ctx context.Context, o CryptOpen) error
+}
+
+// LUKSHeader is what a device's LUKS2 headers say, without a key.
+type LUKSHeader struct {
+	// Found: a LUKS header (whole or not) is on the device.
+	Found bool
+	// Whole: a copy of the header is complete and valid (it can be opened).
+	Whole bool
+	UUID  string
+	// HalfWritten: the device holds exactly the torn header of the
+	// interrupted encrypt's UUID (and nothing of anyone else's).
+	HalfWritten bool
+}
+
+// CryptFormat is what an encrypt writes.
+type CryptFormat struct {
+	Device     string
+	UUID       string
+	Cipher     string
+	SectorSize int
+	PBKDF      string // manifest.PBKDFArgon2id or PBKDFPBKDF2
+	Keys       []manifest.LUKS2Key
+}
+
+// CryptOpen names what to open and as what.
+type CryptOpen struct {
+	Device string
+	Name   string
+	UUID   string // the header UUID expected; "" for any
+	Keys   []manifest.LUKS2Key
+}
+
+// CryptOpened is a mapping in place.
+type CryptOpened struct {
+	Device  string // /dev/mapper/<name>
+	UUID    string // the LUKS2 UUID it maps
+	Adopted bool   // it was open already
+	KeyKind string // the kind of key that opened it; "" when adopted
+}
+
+// ErrLocked marks an open that no key could do: the header is there and
+// untouched, and the volume waits for a key that works.
+var ErrLocked = errors.New("no key opens the LUKS2 header")
+
+// MappingName is the dm-crypt mapping of a volume: volume names are at
+// most 63 characters, well inside device-mapper's 127.
+func MappingName(volume string) string { return "volumed-" + volume }
+
+// blockDevice is the device a volume's filesystem is on: its dm-crypt
+// mapping when it is encrypted and open, else its attachment.
+func blockDevice(rec *store.Volume) string {
+	if rec.Mapping != nil {
+		return rec.Mapping.Device
+	}
+	return rec.Attachment.Device
+}
+
+// encryptVerdict is what decideEncrypt makes of a device.
+type encryptVerdict int
+
+const (
+	// encryptOpen: a whole LUKS2 header is there: open it, never rewrite it.
+	encryptOpen encryptVerdict = iota
+	// encryptFormat: blank (or the torn header of our own interrupted
+	// encrypt): write the header, then open.
+	encryptFormat
+	// encryptRefuse: something else is on the device; nothing is written.
+	encryptRefuse
+)
+
+// decideEncrypt is the encrypt-or-not decision, made in the open
+// operation over the probe and header read right before, like
+// decideMkfs: only a blank device gets a header, by the same probe
+// (every signature, every offset) that guards mkfs, and a header that
+// is there is opened, never rewritten. interrupted is the UUID of an
+// encrypt a crash left uncertain ("" if none): a torn header of exactly
+// that UUID is written again, and a whole one has its missing keys
+// enrolled (Format does nothing else to it).
+func decideEncrypt(interrupted string, hdr LUKSHeader, sigs []Signature, fs *manifest.Filesystem) (encryptVerdict, error) {
+	switch {
+	case hdr.Whole && interrupted != "" && hdr.UUID == interrupted:
+		return encryptFormat, nil
+	case hdr.Whole:
+		return encryptOpen, nil
+	case hdr.Found && interrupted != "" && hdr.HalfWritten:
+		return encryptFormat, nil
+	case hdr.Found:
+		return encryptRefuse, fmt.Errorf("carries a LUKS header (UUID %q) that is damaged or torn and not the one volumed was writing: volumed never rewrites it", hdr.UUID)
+	}
+	for _, s := range sigs {
+		return encryptRefuse, fmt.Errorf("carries a %s signature (%s, at byte %d): volumed never encrypts over it", s.Type, s.Usage, s.Offset)
+	}
+	if fs != nil && fs.Format == manifest.FormatNever {
+		return encryptRefuse, errors.New("is blank and filesystem.format is never: no LUKS2 header is written")
+	}
+	return encryptFormat, nil
+}
+
+func (a *Agent) crypt() (Crypt, error) {
+	if a.cfg.Crypt == nil {
+		return nil, errors.New("encryption is not available in this build")
+	}
+	return a.cfg.Crypt, nil
+}
+
+// opOpen opens the volume's dm-crypt mapping, writing the LUKS2 header
+// first when the device is blank (the encrypt operation, under its own
+// intent, with the UUID chosen before it starts).
+func (a *Agent) opOpen(ctx context.Context, d *Desired) error {
+	err := a.open(ctx, d)
+	a.noteLocked(d.Name, err)
+	return err
+}
+
+func (a *Agent) open(ctx context.Context, d *Desired) error {
+	rec := a.state.Get(d.Name)
+	if rec == nil || rec.Attachment == nil {
+		return errRetryNow
+	}
+	c, err := a.crypt()
+	if err != nil {
+		return err
+	}
+	dev := rec.Attachment.Device
+	luks := d.Spec.Encryption.LUKS2
+	interrupted, _ := a.formats.encrypting.of(d.Name)
+	hdr, err := c.Inspect(dev, interrupted)
+	if err != nil {
+		return fmt.Errorf("read the LUKS2 header of %s: %w", dev, err)
+	}
+	var sigs []Signature
+	if !hdr.Found {
+		if sigs, err = a.cfg.FS.Probe(ctx, dev); err != nil {
+			return fmt.Errorf("probe %s: %w", dev, err)
+		}
+	}
+	verdict, err := decideEncrypt(interrupted, hdr, sigs, d.Spec.Filesystem)
+	if err != nil {
+		return fmt.Errorf("%s: %w", dev, err)
+	}
+	uuid := hdr.UUID
+	if verdict == encryptFormat {
+		uuid = interrupted
+		if uuid == "" {
+			uuid = newUUID()
+		}
+		err := a.run(ctx, d.Name, d.Driver, OpEncrypt, func(ctx context.Context) error {
+			inputs := map[string]string{"device": dev, "uuid": uuid, "cipher": luks.Cipher, "sectorSize": strconv.Itoa(luks.SectorSize), "pbkdf": luks.PBKDF}
+			return a.state.Do(d.Name, d.Driver, OpEncrypt, inputs, func(*store.Volume) error {
+				return c.Format(ctx, CryptFormat{Device: dev, UUID: uuid, Cipher: luks.Cipher, SectorSize: luks.SectorSize, PBKDF: luks.PBKDF, Keys: luks.Keys})
+			})
+		})
+		if err != nil {
+			return err
+		}
+	}
+	a.formats.encrypting.clear(d.Name)
+	name := MappingName(d.Name)
+	inputs := map[string]string{"device": dev, "mapping": name, "uuid": uuid}
+	return a.state.Do(d.Name, d.Driver, OpOpen, inputs, func(rec *store.Volume) error {
+		o, err := c.Open(ctx, CryptOpen{Device: dev, Name: name, UUID: uuid, Keys: luks.Keys})
+		if err != nil {
+			return err
+		}
+		rec.Mapping = &store.Mapping{Name: name, UUID: o.UUID, Device: o.Device, KeyKind: o.KeyKind, HeaderBytes: a.headerBytes(dev, o.Device)}
+		if o.Adopted {
+			a.cfg.Log.Info("adopted the open mapping", "volume", d.Name, "mapping", name)
+		} else {
+			a.cfg.Log.Info("opened", "volume", d.Name, "mapping", name, "key", o.KeyKind)
+		}
+		return nil
+	})
+}
+
+// noteLocked keeps the Locked condition of a volume: raised when no key
+// opens it (the message names each key and why it failed, never a key),
+// cleared by any open or close that gets through.
+func (a *Agent) noteLocked(name string, err error) {
+	if errors.Is(err, ErrLocked) {
+		a.apply(name, CondLocked, &Problem{Reason: "NoKeyOpens", Message: err.Error() +
+			"; the header is left as it is: give a key that opens it (the manifest's keys are tried again at each retry)"}, nil)
+		return
+	}
+	if err == nil {
+		a.apply(name, CondLocked, nil, nil)
+	}
+}
+
+// opClose closes the volume's mapping, after its filesystem is unmounted
+// and before its device is detached.
+func (a *Agent) opClose(ctx context.Context, name, driver string) error {
+	c, err := a.crypt()
+	if err != nil {
+		return err
+	}
+	rec := a.state.Get(name)
+	if rec == nil || rec.Mapping == nil {
+		return errRetryNow
+	}
+	inputs := map[string]string{"mapping": rec.Mapping.Name}
+	return a.state.Do(name, driver, OpClose, inputs, func(rec *store.Volume) error {
+		if rec.Mapping == nil {
+			return nil
+		}
+		m := rec.Mapping
+		closeIt := func(ctx context.Context) error { return c.Close(ctx, m.Name) }
+		if err := a.teardownStep(ctx, name, "close", m.Device, 0, closeIt); err != nil {
+			return err
+		}
+		rec.Mapping = nil
+		a.apply(name, CondLocked, nil, nil)
+		return nil
+	})
+}
+
+// adoptMapping is reconstruction's look at an encrypted volume: its
+// mapping, when open and the LUKS2 volume on its attached device, is
+// adopted as it is (never reopened); otherwise the volume is closed
+// and the next pass opens it with its keys.
+// uuid, when set, is the LUKS2 UUID the record or an uncertain open
+// names: a mapping of another header is not the volume's.
+func (a *Agent) adoptMapping(ctx context.Context, name string, v, rec *store.Volume, uuid string) {
+	if v.Attachment == nil || a.cfg.Crypt == nil {
+		return
+	}
+	log := a.cfg.Log.With("volume", name)
+	o, ok, err := a.cfg.Crypt.Adopt(ctx, v.Attachment.Device, MappingName(name), uuid)
+	switch {
+	case err != nil:
+		log.Warn("the volume's mapping is not its own; left alone", "mapping", MappingName(name), "error", err)
+		return
+	case !ok:
+		if rec != nil && rec.Mapping != nil {
+			log.Info("recorded mapping is gone; it is opened again", "mapping", rec.Mapping.Name)
+		}
+		return
+	}
+	m := &store.Mapping{Name: MappingName(name), UUID: o.UUID, Device: o.Device, HeaderBytes: a.headerBytes(v.Attachment.Device, o.Device)}
+	if rec != nil && rec.Mapping != nil && rec.Mapping.UUID == o.UUID {
+		m.KeyKind = rec.Mapping.KeyKind
+	}
+	v.Mapping = m
+	log.Info("adopting the open mapping", "mapping", m.Name, "uuid", m.UUID)
+}
+
+// headerBytes is how much of the device the LUKS2 volume keeps for
+// itself (its header, before the data): the mapping is that much smaller
+// than the device, which is how a growth check sees that the device grew
+// under a mapping. 0 when a size cannot be read: growth is then not
+// looked for.
+func (a *Agent) headerBytes(dev, mapping string) int64 {
+	d, err := a.cfg.FS.DeviceSize(dev)
+	if err != nil {
+		return 0
+	}
+	m, err := a.cfg.FS.DeviceSize(mapping)
+	if err != nil || m <= 0 || m > d {
+		return 0
+	}
+	return d - m
+}
+
+// resizeMapping has an open mapping fill its grown device.
+func (a *Agent) resizeMapping(ctx context.Context, d *Desired, rec *store.Volume) error {
+	c, err := a.crypt()
+	if err != nil {
+		return err
+	}
+	var keys []manifest.LUKS2Key
+	if d.Encrypted() {
+		keys = d.Spec.Encryption.LUKS2.Keys
+	}
+	return c.Resize(ctx, CryptOpen{Device: rec.Attachment.Device, Name: rec.Mapping.Name, UUID: rec.Mapping.UUID, Keys: keys})
+}
+
+// growableSize is the size a growth check compares with the size the
+// filesystem was fitted to: the device's, less the LUKS2 header of an
+// encrypted volume (whose mapping is resized by the grow).
+func (a *Agent) growableSize(rec *store.Volume) (int64, error) {
+	m := rec.Mapping
+	if m == nil || m.HeaderBytes <= 0 {
+		dev := blockDevice(rec)
+		n, err := a.cfg.FS.DeviceSize(dev)
+		if err != nil {
+			return 0, fmt.Errorf("size of %s: %w", dev, err)
+		}
+		return n, nil
+	}
+	n, err := a.cfg.FS.DeviceSize(rec.Attachment.Device)
+	if err != nil {
+		return 0, fmt.Errorf("size of %s: %w", rec.Attachment.Device, err)
+	}
+	return n - m.HeaderBytes, nil
+}

@@ -1,0 +1,93 @@
+package manifest_test
+
+import (
+	"slices"
+	"testing"
+
+	. "github.com/volumed/volumed/agent/manifest"
+)
+
+// loopEnc is a loop volume with an ext4 filesystem; the encryption block
+// of each case follows it, from line 9.
+const loopEnc = vol + "  source: {loop: {file: /x.img}}\n" + ext4 + "  encryption:\n"
+
+func TestEncryptionProblems(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want []string
+	}{
+		{"no luks2", loopEnc + "    luks1: {}\n", []string{
+			`x.yaml:8:3: spec.encryption.luks2: required (the only encryption there is)`,
+			`x.yaml:9:5: spec.encryption.luks1: unknown field (did you mean "luks2"?)`,
+		}},
+		{"no keys", loopEnc + "    luks2: {keys: []}\n", []string{
+			`x.yaml:9:13: spec.encryption.luks2.keys: at least one key is required ({file: PATH} or {tpm2: {pcrs: [...]}})`,
+		}},
+		{"relative key file", loopEnc + "    luks2: {keys: [{file: keys/data}]}\n", []string{
+			`x.yaml:9:27: spec.encryption.luks2.keys[0].file: must be an absolute path, got "keys/data"`,
+		}},
+		{"file and tpm2 in one key", loopEnc + "    luks2: {keys: [{file: /k, tpm2: {pcrs: [7]}}]}\n", []string{
+			`x.yaml:9:20: spec.encryption.luks2.keys[0]: exactly one of file, tpm2 is required, got file and tpm2`,
+		}},
+		{"empty key", loopEnc + "    luks2: {keys: [{}]}\n", []string{
+			`x.yaml:9:20: spec.encryption.luks2.keys[0]: exactly one of file, tpm2 is required, got none`,
+		}},
+		{"duplicate key file", loopEnc + "    luks2: {keys: [{file: /k}, {file: /k}]}\n", []string{
+			`x.yaml:9:39: spec.encryption.luks2.keys[1].file: duplicate of spec.encryption.luks2.keys[0].file`,
+		}},
+		{"pcr out of range", loopEnc + "    luks2: {keys: [{tpm2: {pcrs: [7, 24, -1]}}]}\n", []string{
+			`x.yaml:9:38: spec.encryption.luks2.keys[0].tpm2.pcrs[1]: must be a PCR index from 0 to 23, got 24`,
+			`x.yaml:9:42: spec.encryption.luks2.keys[0].tpm2.pcrs[2]: must be a PCR index from 0 to 23, got -1`,
+		}},
+		{"duplicate pcr", loopEnc + "    luks2: {keys: [{tpm2: {pcrs: [7, 7]}}]}\n", []string{
+			`x.yaml:9:38: spec.encryption.luks2.keys[0].tpm2.pcrs[1]: duplicate of spec.encryption.luks2.keys[0].tpm2.pcrs[0]`,
+		}},
+		{"no pcrs", loopEnc + "    luks2: {keys: [{tpm2: {pcrs: []}}]}\n", []string{
+			`x.yaml:9:28: spec.encryption.luks2.keys[0].tpm2.pcrs: at least one PCR is required (e.g. [7]: the Secure Boot state)`,
+		}},
+		{"pcr not a number", loopEnc + "    luks2: {keys: [{tpm2: {pcrs: [seven]}}]}\n", []string{
+			`x.yaml:9:35: spec.encryption.luks2.keys[0].tpm2.pcrs[0]: expected an integer, got "seven"`,
+		}},
+		{"two tpm2 keys", loopEnc + "    luks2: {keys: [{tpm2: {pcrs: [7]}}, {tpm2: {pcrs: [0]}}]}\n", []string{
+			`x.yaml:9:42: spec.encryption.luks2.keys[1].tpm2: duplicate of spec.encryption.luks2.keys[0].tpm2: one TPM2 key per volume`,
+		}},
+		{"bad sector size", loopEnc + "    luks2: {keys: [{file: /k}], sectorSize: 1000}\n", []string{
+			`x.yaml:9:45: spec.encryption.luks2.sectorSize: must be 512, 1024, 2048 or 4096, got 1000`,
+		}},
+		{"bad pbkdf", loopEnc + "    luks2: {keys: [{file: /k}], pbkdf: scrypt}\n", []string{
+			`x.yaml:9:40: spec.encryption.luks2.pbkdf: must be argon2id or pbkdf2, got "scrypt"`,
+		}},
+		{"bad cipher", loopEnc + "    luks2: {keys: [{file: /k}], cipher: \"aes xts\"}\n", []string{
+			`x.yaml:9:41: spec.encryption.luks2.cipher: must be a cryptsetup cipher such as aes-xts-plain64, got "aes xts"`,
+		}},
+		{"directory source", vol + "  source: {directory: {path: /srv/d}}\n  encryption: {luks2: {keys: [{file: /k}]}}\n", []string{
+			`x.yaml:7:3: spec.encryption: not allowed with a directory source: only a block device is encrypted`,
+		}},
+		{"tmpfs source", vol + "  source: {tmpfs: {size: 1Mi}}\n  encryption: {luks2: {keys: [{file: /k}]}}\n", []string{
+			`x.yaml:7:3: spec.encryption: not allowed with a tmpfs source: only a block device is encrypted`,
+		}},
+		{"read-only source", vol + "  source: {loop: {file: /x.img, readOnly: true}}\n" + ext4 + "  encryption: {luks2: {keys: [{file: /k}]}}\n", []string{
+			`x.yaml:8:3: spec.encryption: not allowed on a read-only source (spec.source.loop): a LUKS2 header cannot be written or its keys enrolled`,
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { wantProblems(t, tt.in, tt.want) })
+	}
+}
+
+func TestEncryptionGood(t *testing.T) {
+	in := loopEnc + "    luks2:\n      keys:\n        - file: /etc/volumed/keys/data\n        - tpm2: {pcrs: [7, 0]}\n      cipher: aes-xts-plain64\n      sectorSize: 4096\n"
+	objs, probs := ParseBytes("x.yaml", []byte(in), testOpts)
+	if len(probs) > 0 {
+		t.Fatalf("problems: %q", render(probs))
+	}
+	l := objs[0].Volume.Encryption.LUKS2
+	if len(l.Keys) != 2 || l.Keys[0].File != "/etc/volumed/keys/data" || l.Keys[0].Kind() != "file" ||
+		l.Keys[1].Kind() != "tpm2" || !slices.Equal(l.Keys[1].TPM2.PCRs, []int{7, 0}) {
+		t.Errorf("keys %+v", l.Keys)
+	}
+	if l.Cipher != "aes-xts-plain64" || l.SectorSize != 4096 || l.PBKDF != PBKDFArgon2id {
+		t.Errorf("cipher %q, sector size %d, pbkdf %q (want the default argon2id)", l.Cipher, l.SectorSize, l.PBKDF)
+	}
+}
