@@ -2,8 +2,10 @@ package agent
 
 import (
 	"context"
+	"slices"
 	"testing"
 
+	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/store"
 )
 
@@ -101,5 +103,119 @@ func TestMountTeardownWritesNoIntent(t *testing.T) {
 	}
 	if v := vols["a"]; v != nil && (v.Staging != nil || len(v.Targets) != 0) {
 		t.Errorf("record on disk after the teardown: %+v; want no staging, no targets", v)
+	}
+}
+
+// mountingFake is a mounter whose mounts show, and that calls onMount
+// before each mount or bind.
+type mountingFake struct {
+	fakeMounter
+	onMount func(p string)
+}
+
+func (m *mountingFake) MountDevice(_, p, _ string, _ []string) error {
+	m.onMount(p)
+	m.mounted[p] = true
+	return nil
+}
+
+func (m *mountingFake) Bind(_, _, p string, _ BindOptions) error {
+	m.onMount(p)
+	m.mounted[p] = true
+	return nil
+}
+
+// probedFS shows sigs on every device and counts its mkfs runs.
+type probedFS struct {
+	fakeFS
+	sigs  []Signature
+	mkfss int
+}
+
+func (f *probedFS) Probe(context.Context, string) ([]Signature, error) { return f.sigs, nil }
+func (f *probedFS) Mkfs(context.Context, string, string, string, []string) error {
+	f.mkfss++
+	return nil
+}
+
+// The staging mount of a device that needs no format, and every target,
+// are made with no intent on disk: the kernel shows them by paths of
+// ours (staging/<volume>, a bind of it), and start-up adopts them there
+// (the crash-point matrix of test/e2e, after-kernel and after a reboot).
+// After a format the mount's intent is durable before the mount: it
+// carries the format's outcome to disk, so a power cut can never leave
+// the format's intent beside a filesystem already in use.
+func TestSetupWritesIntentsOnlyAroundAFormat(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		sigs       []Signature
+		wantMkfs   int
+		wantOnDisk map[string][]string // path mounted -> intents on disk then
+	}{
+		{"formatted already", []Signature{{Type: "ext4", Usage: "filesystem"}}, 0,
+			map[string][]string{"staging": nil, "/srv/a": nil}},
+		{"blank", nil, 1,
+			map[string][]string{"staging": {OpMountDevice}, "/srv/a": nil}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			a := sessionAgent(t, &fakeTarget{})
+			st := a.cfg.Store.(*store.Store)
+			fs := &probedFS{sigs: tc.sigs}
+			a.cfg.FS = fs
+			staging := a.stagingPath("a")
+			got := map[string][]string{}
+			m := &mountingFake{fakeMounter: fakeMounter{mounted: map[string]bool{}}}
+			m.onMount = func(p string) {
+				_, intents, err := st.Load()
+				if err != nil {
+					t.Fatal(err)
+				}
+				own := OpPublish
+				if p == staging {
+					p, own = "staging", OpMountDevice
+				}
+				// The intents of the mount's own operation and of the
+				// format; those before may still wait to ride a commit.
+				got[p] = []string{}
+				for _, in := range intents {
+					if in.Op == own || in.Op == OpFormat {
+						got[p] = append(got[p], in.Op)
+					}
+				}
+			}
+			a.cfg.Mounter = m
+			d := netVolume("a")
+			d.Spec.Filesystem = &manifest.Filesystem{Type: "ext4"}
+			target := DesiredTarget{Path: "/srv/a"}
+			d.Targets = []DesiredTarget{target}
+			if err := a.opAttach(ctx, d); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.opMountDevice(ctx, d); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.opPublish(ctx, d, target); err != nil {
+				t.Fatal(err)
+			}
+			if fs.mkfss != tc.wantMkfs {
+				t.Errorf("mkfs ran %d times, want %d", fs.mkfss, tc.wantMkfs)
+			}
+			for p, want := range tc.wantOnDisk {
+				if !slices.Equal(got[p], want) && len(got[p])+len(want) > 0 {
+					t.Errorf("mounting %s with intents %v on disk, want %v", p, got[p], want)
+				}
+				if _, ok := got[p]; !ok {
+					t.Errorf("%s never mounted", p)
+				}
+			}
+			// Converged, the outcomes reach the disk without an intent
+			// to carry them.
+			st.Flush()
+			rec := a.state.Get("a")
+			if rec == nil || rec.Staging == nil || len(rec.Targets) != 1 {
+				t.Fatalf("record %+v; want staged and one target", rec)
+			}
+		})
 	}
 }

@@ -206,6 +206,8 @@ type Store interface {
 	// losing it in a crash leaves the intent, which start-up resolves.
 	// failed is told when the commit fails: the caller keeps the outcome.
 	FinishLater(intentID uint64, name string, v *store.Volume, failed func(error)) error
+	// RecordLater is FinishLater for an operation op that wrote no intent.
+	RecordLater(op, name string, v *store.Volume, failed func(error)) error
 	// Flush has what FinishLater queued committed now, without waiting.
 	Flush()
 	// Settle durably drops intents whose outcome a failed commit lost,

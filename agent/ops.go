@@ -54,7 +54,7 @@ func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
 	if pt, err := a.cfg.Mounter.At(a.stagingPath(d.Name)); err == nil && pt.Root {
 		// Mounted already: whatever format there was had finished.
 		a.formats.clearInterrupted(d.Name)
-		return a.mountStaging(d, dev)
+		return a.mountStaging(d, dev, false)
 	}
 	sigs, err := a.cfg.FS.Probe(ctx, dev)
 	if err != nil {
@@ -83,7 +83,7 @@ func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
 		}
 	}
 	a.formats.clearInterrupted(d.Name)
-	err = a.mountStaging(d, dev)
+	err = a.mountStaging(d, dev, mkfs)
 	a.noteMountResult(d, err)
 	return err
 }
@@ -99,9 +99,26 @@ func (a *Agent) noteMountResult(d *Desired, err error) {
 		fmt.Sprintf("%v. The filesystem is untouched; fix filesystem.mountOptions in %s", err, d.File))
 }
 
-func (a *Agent) mountStaging(d *Desired, dev string) error {
+// mountStaging mounts dev at staging/<volume>. Its intent is durable
+// only after a format in the same operation (formatted): until the mount
+// is recorded, the format's own outcome may not be on disk, and a power
+// cut would leave a format intent whose filesystem a mount wrote to, but
+// whose superblock need not say so yet. Otherwise the kernel is the
+// record: the mount sits at a path that names the volume, on a device
+// whose attachment is recorded or has its intent on disk, and start-up
+// adopts it from there (probeVolume), so the mount is never done twice
+// and never leaked; its outcome rides the next commit.
+func (a *Agent) mountStaging(d *Desired, dev string, formatted bool) error {
 	fs := d.Spec.Filesystem
-	return a.state.Do(d.Name, d.Driver, OpMountDevice, map[string]string{"device": dev}, func(rec *store.Volume) error {
+	do := func(act func(rec *store.Volume) error) error {
+		return a.state.DoNamed(d.Name, d.Driver, OpMountDevice, act)
+	}
+	if formatted {
+		do = func(act func(rec *store.Volume) error) error {
+			return a.state.Do(d.Name, d.Driver, OpMountDevice, map[string]string{"device": dev}, act)
+		}
+	}
+	return do(func(rec *store.Volume) error {
 		p := a.stagingPath(d.Name)
 		if pt, err := a.cfg.Mounter.At(p); err == nil && pt.Root {
 			// Mounted already (e.g. by a run that died before recording it).
@@ -216,8 +233,12 @@ func stagingRecord(p string, id int, dev, fstype string, opts []string) *store.M
 	return &store.MountRecord{Path: p, Device: dev, FSType: fstype, MountID: id, Owned: true, Options: opts}
 }
 
+// opPublish writes no intent: a target is ours when it binds our
+// staging mount, which start-up checks at every recorded and wanted
+// target (probeVolume), so a bind the outcome of which a crash lost is
+// adopted, not made again.
 func (a *Agent) opPublish(ctx context.Context, d *Desired, t DesiredTarget) error {
-	return a.state.Do(d.Name, d.Driver, OpPublish, map[string]string{"target": t.Path}, func(rec *store.Volume) error {
+	return a.state.DoNamed(d.Name, d.Driver, OpPublish, func(rec *store.Volume) error {
 		if hasTarget(rec, t.Path) {
 			// Planned from a snapshot taken before the publish that
 			// recorded it finished: recording it twice would leave a

@@ -268,10 +268,11 @@ func (s *State) Do(name, driver, op string, inputs map[string]string, act func(r
 
 // DoNamed is Do without the durable intent, for an operation whose
 // every outcome the kernel shows by names that are ours alone, so that
-// reconstruction reads it there whenever a crash comes: removing a
-// target mount or the staging mount (staging/<volume>). Its outcome
-// rides the next commit; its fsync'd intent cost each volume's teardown
-// two of its three waits for a commit.
+// reconstruction reads it there whenever a crash comes: making or
+// removing a target mount (a bind of our staging mount) or the staging
+// mount (staging/<volume>) of a device already formatted. Its outcome
+// rides the next commit; an fsync'd intent cost each volume's teardown
+// two of its three waits for a commit, and its start as many.
 func (s *State) DoNamed(name, driver, op string, act func(rec *store.Volume) error) error {
 	return s.do(name, driver, op, nil, false, act)
 }
@@ -317,7 +318,11 @@ func (s *State) do(name, driver, op string, inputs map[string]string, durable bo
 	// disk and start-up probes the kernel. Only the intent must be durable
 	// before the kernel is touched.
 	failed := func(err error) { s.noteUnrecorded(name, id, fmt.Errorf("record outcome of %s: %w", op, err)) }
-	if err := s.store.FinishLater(id, name, out, failed); err != nil {
+	record := func() error { return s.store.FinishLater(id, name, out, failed) }
+	if !durable {
+		record = func() error { return s.store.RecordLater(op, name, out, failed) }
+	}
+	if err := record(); err != nil {
 		// Kept, not dropped: the intent stays on disk, and the outcome in
 		// memory until Settle records it.
 		failed(err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -20,15 +21,30 @@ import (
 // restarted agent converges with nothing leaked or doubled. The reboot
 // variant loses every mount and loop device too, as a power cut does,
 // while the state file stays: a filesystem made before it is kept.
+// The formatted variant starts from images that hold a filesystem
+// already: its mount_device and publish write no intent (the kernel shows
+// their outcome by paths of ours), so "after-intent" is only "before the
+// kernel", and nothing on disk tells the restart what was under way.
 func TestCrashPoints(t *testing.T) {
 	setup := []string{"attach", "format", "mount_device", "publish"}
 	teardown := []string{"unpublish", "unmount_device", "detach"}
+	var ops []string
 	for _, op := range append(setup, teardown...) {
+		ops = append(ops, op)
+		if op == "mount_device" || op == "publish" {
+			ops = append(ops, op+"+formatted")
+		}
+	}
+	for _, op := range ops {
+		op, formatted := strings.CutSuffix(op, "+formatted")
 		for _, when := range []string{"after-intent", "after-kernel", "after-intent+reboot", "after-kernel+reboot"} {
 			when, reboot := strings.CutSuffix(when, "+reboot")
 			point := op + ":" + when
 			isSetup := !slices.Contains(teardown, op)
 			name := point
+			if formatted {
+				name += "+formatted"
+			}
 			if reboot {
 				name += "+reboot"
 			}
@@ -36,6 +52,14 @@ func TestCrashPoints(t *testing.T) {
 				e := newEnv(t)
 				// One operation at a time: the killed one is the last started.
 				e.extraArgs = []string{"--parallel", "1"}
+				if formatted {
+					for _, v := range []string{"vol", "other"} {
+						img := e.image(v+".img", 64<<20)
+						if out, err := exec.Command("mkfs.ext4", "-q", "-F", img).CombinedOutput(); err != nil {
+							t.Fatalf("mkfs.ext4: %v: %s", err, out)
+						}
+					}
+				}
 				e.volume("vol", "ext4", "64Mi", "a", "b:ro")
 				e.volume("other", "ext4", "64Mi", "other")
 				if isSetup {
