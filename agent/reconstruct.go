@@ -15,7 +15,9 @@ import (
 
 // OrphanLister is implemented by attachers that can list every
 // attachment carrying volumed's marker, so that one left behind by a
-// crash for a volume nobody wants any more can be torn down.
+// crash for a volume nobody wants any more can be torn down. What it
+// lists is in the kernel as Verify would find it: a recorded attachment
+// listed with the same identity and device is verified by the list.
 type OrphanLister interface {
 	ListOwned(ctx context.Context) ([]store.Attachment, error)
 }
@@ -154,7 +156,11 @@ func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume,
 	// record, one carrying our marker is owned (the state file may have
 	// been lost, or we died between attaching and recording).
 	if rec != nil && rec.Attachment != nil {
-		if att, err := a.attacher(rec.Attachment.Driver); err == nil {
+		if listed(ownedLists[rec.Attachment.Driver], *rec.Attachment) {
+			// Seen in the kernel by this start's one pass over it: a
+			// Verify per volume read sysfs again, most of a restart.
+			v.Attachment = rec.Attachment
+		} else if att, err := a.attacher(rec.Attachment.Driver); err == nil {
 			dev, ok, err := att.Verify(ctx, *rec.Attachment)
 			switch {
 			case err != nil:
@@ -351,6 +357,17 @@ func (a *Agent) detachOrphans(ctx context.Context, ownedLists map[string][]store
 			a.cfg.Log.Info("detached orphan attachment", "device", o.Device, "identity", o.Identity)
 		}
 	}
+}
+
+// listed: at is among the attachments the kernel shows as ours, on the
+// same device.
+func listed(owned []store.Attachment, at store.Attachment) bool {
+	for _, o := range owned {
+		if o.Device == at.Device && o.Identity == at.Identity {
+			return true
+		}
+	}
+	return false
 }
 
 func ownedAt(owned []store.Attachment, top *mountinfo.Info) (store.Attachment, bool) {
