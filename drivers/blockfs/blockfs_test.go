@@ -815,12 +815,13 @@ func TestInspectAndCheckReadOnly(t *testing.T) {
 }
 
 type countingReader struct {
-	r     io.ReaderAt
-	reads int
+	r            io.ReaderAt
+	reads, bytes int
 }
 
 func (c *countingReader) ReadAt(b []byte, off int64) (int, error) {
 	c.reads++
+	c.bytes += len(b)
 	return c.r.ReadAt(b, off)
 }
 
@@ -836,6 +837,11 @@ func TestProbeReadsEachWindowOnce(t *testing.T) {
 	}
 	if c.reads > 12 {
 		t.Errorf("the probe of a blank device made %d reads, want at most 12", c.reads)
+	}
+	// Far from the start magics lie alone: a 64 KiB window read for
+	// each made the probe read 576 KiB of every device.
+	if c.bytes > 128*kib {
+		t.Errorf("the probe of a blank device read %d KiB, want at most 128", c.bytes/kib)
 	}
 	copy(dev[1024+0x38:], []byte{0x53, 0xEF}) // ext2/3/4 magic
 	sigs, err := Probe(bytes.NewReader(dev), int64(len(dev)))

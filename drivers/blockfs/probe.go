@@ -56,11 +56,29 @@ type prober struct {
 	// of a cold device is a round trip through its driver (a loop
 	// device's worker), which made the probe the slowest step of
 	// bringing a volume up.
-	windows map[int64][]byte
+	windows map[windowKey][]byte
 }
 
-// window is the size and alignment of a cached read.
-const window = 64 * kib
+type windowKey struct{ start, size int64 }
+
+// window is the size and alignment of a cached read in the first 64 KiB,
+// where a dozen magics lie; pageWindow is that of a cached read anywhere else,
+// where they lie alone (LUKS2's secondary headers, 128 KiB to 4 MiB in;
+// the md superblocks and the GPT backup at the end): a 64 KiB window
+// there read 16 times the bytes for a few of them, and made a probe of
+// a formatted loop device read 576 KiB through the device's driver.
+const (
+	window     = 64 * kib
+	pageWindow = 4 * kib
+)
+
+// windowAt is the size of the cached read that holds off.
+func windowAt(off int64) int64 {
+	if off < window {
+		return window
+	}
+	return pageWindow
+}
 
 // read returns n bytes at off, or nil when [off, off+n) is not inside the
 // device. A failing read is an error: "could not look" is never "blank".
@@ -68,8 +86,9 @@ func (p *prober) read(off, n int64) ([]byte, error) {
 	if off < 0 || n <= 0 || off > p.size || n > p.size-off {
 		return nil, nil
 	}
-	if start := off - off%window; off+n <= start+window {
-		if w := p.window(start); w != nil && off+n <= start+int64(len(w)) {
+	size := windowAt(off)
+	if start := off - off%size; off+n <= start+size {
+		if w := p.window(start, size); w != nil && off+n <= start+int64(len(w)) {
 			return w[off-start : off-start+n : off-start+n], nil
 		}
 	}
@@ -88,18 +107,19 @@ func (p *prober) read(off, n int64) ([]byte, error) {
 // its window or of the device, or nil when they cannot be read whole:
 // the caller then reads only what it asked for, so a bad sector near a
 // magic is still the error of the read that needs it, never of another.
-func (p *prober) window(start int64) []byte {
-	if w, ok := p.windows[start]; ok {
+func (p *prober) window(start, size int64) []byte {
+	k := windowKey{start, size}
+	if w, ok := p.windows[k]; ok {
 		return w
 	}
-	buf := make([]byte, min(window, p.size-start))
+	buf := make([]byte, min(size, p.size-start))
 	if got, err := p.r.ReadAt(buf, start); got != len(buf) || (err != nil && !errors.Is(err, io.EOF)) {
 		buf = nil
 	}
 	if p.windows == nil {
-		p.windows = map[int64][]byte{}
+		p.windows = map[windowKey][]byte{}
 	}
-	p.windows[start] = buf
+	p.windows[k] = buf
 	return buf
 }
 
