@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 )
 
 // Signature is one piece of evidence that a device is in use.
@@ -57,6 +58,9 @@ type prober struct {
 	// device's worker), which made the probe the slowest step of
 	// bringing a volume up.
 	windows map[windowKey][]byte
+	// planned, in a dry run (no reader), collects the windows the steps
+	// would read, each read answered with zeros.
+	planned map[windowKey]bool
 }
 
 type windowKey struct{ start, size int64 }
@@ -87,6 +91,12 @@ func (p *prober) read(off, n int64) ([]byte, error) {
 		return nil, nil
 	}
 	size := windowAt(off)
+	if p.planned != nil {
+		if start := off - off%size; off+n <= start+size {
+			p.planned[windowKey{start, size}] = true
+		}
+		return make([]byte, n), nil
+	}
 	if start := off - off%size; off+n <= start+size {
 		if w := p.window(start, size); w != nil && off+n <= start+int64(len(w)) {
 			return w[off-start : off-start+n : off-start+n], nil
@@ -112,14 +122,20 @@ func (p *prober) window(start, size int64) []byte {
 	if w, ok := p.windows[k]; ok {
 		return w
 	}
-	buf := make([]byte, min(size, p.size-start))
-	if got, err := p.r.ReadAt(buf, start); got != len(buf) || (err != nil && !errors.Is(err, io.EOF)) {
-		buf = nil
-	}
+	buf := p.readWindow(k)
 	if p.windows == nil {
 		p.windows = map[windowKey][]byte{}
 	}
 	p.windows[k] = buf
+	return buf
+}
+
+// readWindow reads a window whole, or returns nil.
+func (p *prober) readWindow(k windowKey) []byte {
+	buf := make([]byte, min(k.size, p.size-k.start))
+	if got, err := p.r.ReadAt(buf, k.start); got != len(buf) || (err != nil && !errors.Is(err, io.EOF)) {
+		return nil
+	}
 	return buf
 }
 
@@ -145,15 +161,53 @@ func Probe(r io.ReaderAt, size int64) ([]Signature, error) {
 		return nil, fmt.Errorf("probe: negative size %d", size)
 	}
 	p := &prober{r: r, size: size}
-	for _, step := range []func() error{
-		p.ext, p.xfs, p.btrfs, p.vfat, p.ntfs, p.iso9660, p.f2fs, p.squashfs,
-		p.swap, p.luks, p.lvm2, p.mdraid, p.mbr, p.gpt,
-	} {
+	p.prefetch()
+	for _, step := range p.steps() {
 		if err := step(); err != nil {
 			return nil, fmt.Errorf("probe: %w", err)
 		}
 	}
 	return p.sigs, nil
+}
+
+func (p *prober) steps() []func() error {
+	return []func() error{
+		p.ext, p.xfs, p.btrfs, p.vfat, p.ntfs, p.iso9660, p.f2fs, p.squashfs,
+		p.swap, p.luks, p.lvm2, p.mdraid, p.mbr, p.gpt,
+	}
+}
+
+// prefetch reads, all at once, the windows the steps read on a blank
+// device of this size (a dry run of them over zeros names them): each
+// read of a cold device is a round trip through its driver, a loop
+// device's worker, and a dozen of them one after another made the probe
+// slower than the mount that follows it. A window that cannot be read
+// is left for the step that needs it, whose own read then fails.
+func (p *prober) prefetch() {
+	dry := &prober{size: p.size, planned: map[windowKey]bool{}}
+	for _, step := range dry.steps() {
+		_ = step()
+	}
+	keys := make([]windowKey, 0, len(dry.planned))
+	for k := range dry.planned {
+		keys = append(keys, k)
+	}
+	bufs := make([][]byte, len(keys))
+	var wg sync.WaitGroup
+	for i, k := range keys {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			bufs[i] = p.readWindow(k)
+		}()
+	}
+	wg.Wait()
+	p.windows = make(map[windowKey][]byte, len(keys))
+	for i, k := range keys {
+		if bufs[i] != nil {
+			p.windows[k] = bufs[i]
+		}
+	}
 }
 
 // ext2/3/4 feature bits (include/linux/ext2_fs.h in e2fsprogs).
