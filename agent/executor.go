@@ -23,6 +23,8 @@ type Executor struct {
 	mu      sync.Mutex
 	running map[string]string // volume -> operation
 	failed  map[opKey]*failure
+	// slotted: volumes whose operation holds a slot of sem now (see Yield).
+	slotted map[string]bool
 }
 
 type opKey struct{ volume, op string }
@@ -44,6 +46,7 @@ func NewExecutor(parallel int, now func() time.Time) *Executor {
 		sem:     make(chan struct{}, parallel),
 		running: map[string]string{},
 		failed:  map[opKey]*failure{},
+		slotted: map[string]bool{},
 	}
 }
 
@@ -85,7 +88,9 @@ func (e *Executor) StartIf(ctx context.Context, volume, op string, current func(
 		var err error
 		select {
 		case e.sem <- struct{}{}:
+			e.slot(volume, true)
 			err = fn(ctx)
+			e.slot(volume, false)
 			<-e.sem
 		case <-ctx.Done():
 			err = ctx.Err()
@@ -96,6 +101,38 @@ func (e *Executor) StartIf(ctx context.Context, volume, op string, current func(
 		}
 	}()
 	return true, time.Time{}
+}
+
+func (e *Executor) slot(volume string, held bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if held {
+		e.slotted[volume] = true
+	} else {
+		delete(e.slotted, volume)
+	}
+}
+
+// Yield gives up the slot the volume's running operation holds, while it
+// waits for something that is no work of the kernel's (its intent's
+// fsync), and returns what takes a slot back, waiting for one. The bound
+// is on work: holding a slot through that wait let only as many intents
+// as slots share each commit, and with thousands of volumes a commit
+// carried three of them. Without a slot held (an operation run outside
+// the executor) both are no-ops.
+func (e *Executor) Yield(volume string) (resume func()) {
+	e.mu.Lock()
+	held := e.slotted[volume]
+	delete(e.slotted, volume)
+	e.mu.Unlock()
+	if !held {
+		return func() {}
+	}
+	<-e.sem
+	return func() {
+		e.sem <- struct{}{}
+		e.slot(volume, true)
+	}
 }
 
 func (e *Executor) finish(volume, op string, err error) {

@@ -67,6 +67,7 @@ func (a *Agent) reconstruct(ctx context.Context) error {
 
 	a.state = NewState(a.cfg.Store, a.cfg.Now, nil)
 	a.state.OnRecorded(a.noteRecorded)
+	a.state.OnCommitWait(a.exec.Yield)
 	// What carries our marker, listed once: a volume with no record need
 	// not be looked for in the kernel (one scan per volume) when nothing
 	// of ours is unaccounted for by the records, the usual case.

@@ -24,6 +24,9 @@ type State struct {
 	// durable (err != nil: an outcome could not be committed) and when it
 	// is durable again (err == nil). It must not block.
 	recorded func(name string, err error)
+	// yield, when set, is told that an operation of the volume waits for
+	// its intent's commit; what it returns is called when the wait ends.
+	yield func(name string) (resume func())
 
 	mu   sync.Mutex
 	vols map[string]*store.Volume
@@ -66,6 +69,10 @@ func NewState(st Store, now func() time.Time, vols map[string]*store.Volume) *St
 // OnRecorded sets the hook told when a volume's state stops or starts
 // being durable. Set it before the first operation.
 func (s *State) OnRecorded(fn func(name string, err error)) { s.recorded = fn }
+
+// OnCommitWait sets the hook told when an operation waits for its
+// intent's commit (Executor.Yield). Set it before the first operation.
+func (s *State) OnCommitWait(fn func(name string) (resume func())) { s.yield = fn }
 
 func (s *State) lockOf(name string) *sync.Mutex {
 	s.mu.Lock()
@@ -295,8 +302,13 @@ func (s *State) do(name, driver, op string, inputs map[string]string, durable bo
 		s.mu.Lock()
 		s.waiting[name] = s.now()
 		s.mu.Unlock()
+		resume := func() {}
+		if s.yield != nil {
+			resume = s.yield(name)
+		}
 		var err error
 		id, err = s.store.Begin(store.Intent{Volume: name, Op: op, Inputs: inputs, StartedAt: s.now()})
+		resume()
 		s.mu.Lock()
 		delete(s.waiting, name)
 		s.mu.Unlock()
