@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"sync"
@@ -84,17 +85,23 @@ func (b *Builder) Load() *Result {
 	}
 	sort.Strings(bases)
 
+	paths := make([]string, len(bases))
+	for i, base := range bases {
+		if ent := entries[base]; !ent.forcedBad {
+			paths[i] = ent.path
+		}
+	}
+	parsed := parseFiles(paths, b.opts)
 	good := map[string]goodFile{}
 	var cands []candidate
-	for _, base := range bases {
+	for i, base := range bases {
 		ent := entries[base]
 		var objs []*Object
 		ok := false
 		if !ent.forcedBad {
-			var ps []Problem
-			objs, ps = ParseFile(ent.path, b.opts)
-			probs = append(probs, ps...)
-			ok = len(ps) == 0
+			objs = parsed[i].objs
+			probs = append(probs, parsed[i].probs...)
+			ok = len(parsed[i].probs) == 0
 		}
 		if ok {
 			good[base] = goodFile{path: ent.path, objs: objs}
@@ -434,4 +441,35 @@ func refuseUndeclaredNesting(accepted []acceptedObj, prev map[ownerID]*Object) (
 		kept = append(kept, a)
 	}
 	return kept, probs
+}
+
+type parsedFile struct {
+	objs  []*Object
+	probs []Problem
+}
+
+// parseFiles parses the files at paths ("" is skipped) on every CPU: a
+// restart with a thousand manifests spent 190 to 280 ms parsing them one
+// after another before it could look at anything.
+func parseFiles(paths []string, opts Options) []parsedFile {
+	out := make([]parsedFile, len(paths))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(paths)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				out[i].objs, out[i].probs = ParseFile(paths[i], opts)
+			}
+		}()
+	}
+	for i, p := range paths {
+		if p != "" {
+			next <- i
+		}
+	}
+	close(next)
+	wg.Wait()
+	return out
 }
