@@ -316,9 +316,9 @@ func (s *State) do(name, driver, op string, inputs map[string]string, durable bo
 			return fmt.Errorf("record intent %s %s: %w", op, name, err)
 		}
 	}
-	crashpoint.Hit(op, "after-intent")
+	crashpoint.HitFor(op, "after-intent", name)
 	actErr := act(rec)
-	crashpoint.Hit(op, "after-kernel")
+	crashpoint.HitFor(op, "after-kernel", name)
 	rec.UpdatedAt = s.now()
 	var out *store.Volume
 	if !isEmpty(rec) {

@@ -288,7 +288,8 @@ func usedExtent(t *testing.T, p string) int64 {
 }
 
 // crashedVolume finds, in the log of the run that was killed, the volume
-// whose operation op was the last to start.
+// whose operation op the crash point killed, as it said, else the one
+// whose op was the last to start.
 func crashedVolume(t *testing.T, log, op string) string {
 	t.Helper()
 	runs := strings.Split(log, "---- start")
@@ -296,6 +297,13 @@ func crashedVolume(t *testing.T, log, op string) string {
 		t.Fatal("no killed run in the log")
 	}
 	killed := runs[len(runs)-2]
+	for _, line := range strings.Split(killed, "\n") {
+		if rest, ok := strings.CutPrefix(line, "crash point "+op+":"); ok {
+			if _, v, ok := strings.Cut(rest, " volume="); ok {
+				return strings.TrimSpace(v)
+			}
+		}
+	}
 	victim := ""
 	for _, line := range strings.Split(killed, "\n") {
 		if strings.Contains(line, `msg="operation started"`) && strings.Contains(line, " operation="+op+" ") {
