@@ -816,14 +816,18 @@ func TestInspectAndCheckReadOnly(t *testing.T) {
 	}
 }
 
+// countingReader counts reads, which the probe makes concurrently.
 type countingReader struct {
 	r            io.ReaderAt
+	mu           sync.Mutex
 	reads, bytes int
 }
 
 func (c *countingReader) ReadAt(b []byte, off int64) (int, error) {
+	c.mu.Lock()
 	c.reads++
 	c.bytes += len(b)
+	c.mu.Unlock()
 	return c.r.ReadAt(b, off)
 }
 
