@@ -410,9 +410,23 @@ func refuseUndeclaredNesting(accepted []acceptedObj, prev map[ownerID]*Object) (
 			ts = append(ts, targetOf{i, m.Path, m.NestedIn, m.Volume, "spec.path"})
 		}
 	}
+	// Targets by path: a target's containers are found among its
+	// ancestors (paths are clean and absolute), not by comparing every
+	// pair, which at a thousand volumes was most of reading the manifests.
+	at := map[string][]int{}
+	for i, t := range ts {
+		at[t.path] = append(at[t.path], i)
+	}
 	refused := map[int]Problem{}
 	for _, c := range ts {
-		for _, p := range ts {
+		var parents []int
+		for dir := c.path; dir != filepath.Dir(dir); {
+			dir = filepath.Dir(dir)
+			parents = append(parents, at[dir]...)
+		}
+		slices.Sort(parents) // in the order of ts, as every pair was compared
+		for _, pi := range parents {
+			p := ts[pi]
 			if c.path == p.path || !safepath.Within(c.path, p.path) || c.nestedIn == p.owner {
 				continue
 			}
