@@ -397,8 +397,10 @@ func (a *Agent) opUnmountDevice(ctx context.Context, name, driver string) error 
 				return err
 			}
 		}
+		// The empty staging dir stays until the next start
+		// (sweepStaging): its rmdir waited on the state filesystem's
+		// journal, as long as the unmount, with the slot held.
 		rec.Staging = nil
-		_ = os.Remove(p) // an empty dir of our own; harmless if it stays
 		return nil
 	})
 }

@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 
 	"github.com/moby/sys/mountinfo"
+	"golang.org/x/sys/unix"
 
 	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/store"
@@ -117,6 +120,7 @@ func (a *Agent) reconstruct(ctx context.Context) error {
 		}
 	}
 	a.detachOrphans(ctx, ownedLists, claimed, mounts)
+	a.sweepStaging(desired)
 	// A restarted agent sees at once what went wrong while it was away
 	// (an image deleted under its device), not a minute later.
 	a.detect(mounts)
@@ -127,6 +131,23 @@ func (a *Agent) reconstruct(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// sweepStaging removes the staging dirs of volumes neither wanted nor
+// recorded, which their teardown left (opUnmountDevice). Only an empty
+// dir that is no mount point goes: rmdir refuses anything else.
+func (a *Agent) sweepStaging(desired map[string]*Desired) {
+	dir := filepath.Join(a.cfg.StateDir, "staging")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		n := e.Name()
+		if e.IsDir() && desired[n] == nil && a.state.Get(n) == nil {
+			_ = unix.Rmdir(filepath.Join(dir, n))
+		}
+	}
 }
 
 // formatInterruptedIntent returns the filesystem UUID of the volume's

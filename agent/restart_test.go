@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -68,5 +70,32 @@ func TestRestartVerifiesFromTheOwnedList(t *testing.T) {
 	}
 	if rec := a.state.Get("gone"); rec != nil && rec.Attachment != nil {
 		t.Errorf("gone kept its attachment %+v, which the kernel no longer shows", rec.Attachment)
+	}
+}
+
+// A teardown leaves its empty staging dir (an rmdir there waited on the
+// state filesystem's journal with the slot held); the next start removes
+// the dirs of volumes it neither wants nor records, and nothing else.
+func TestStartSweepsStagingDirsOfGoneVolumes(t *testing.T) {
+	a := sessionAgent(t, nil)
+	a.cfg.Attachers = map[string]Attacher{"fake": &listingTarget{}}
+	staging := filepath.Join(a.cfg.StateDir, "staging")
+	for _, n := range []string{"gone", "wanted", "not-empty"} {
+		if err := os.MkdirAll(filepath.Join(staging, n), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(staging, "not-empty", "data"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a.manifests.replace(map[string]*Desired{"wanted": netVolume("wanted")}, nil)
+	if err := a.reconstruct(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for n, want := range map[string]bool{"gone": false, "wanted": true, "not-empty": true} {
+		_, err := os.Stat(filepath.Join(staging, n))
+		if got := err == nil; got != want {
+			t.Errorf("staging/%s there after the start: %v, want %v", n, got, want)
+		}
 	}
 }
