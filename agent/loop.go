@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -168,6 +169,13 @@ func (a *Agent) pass(ctx context.Context) {
 	}
 	if report {
 		a.reportStatus(first)
+	}
+	if first {
+		// The heap a burst of operations grew stays with the runtime,
+		// which hands it back to the kernel only slowly: at 1000 volumes
+		// the agent sat at 45-51 MiB of RSS with 11 MiB of heap in use.
+		// Once per settling, after systemd has been told.
+		debug.FreeOSMemory()
 	}
 }
 

@@ -69,9 +69,11 @@ func main() {
 	b.writeManifests(images)
 	up := b.startAndWaitReady()
 	rss := b.rssKiB()
-	commits, commitSecs := b.commits()
+	m := b.metricValues()
+	commits, commitSecs := int64(m["volumed_state_commit_duration_seconds_count"]), m["volumed_state_commit_duration_seconds_sum"]
 	fmt.Printf("agent cold start to all Ready: %v  ratio %.2fx (target <= 1.5x)\n", up.Round(time.Millisecond), float64(up)/float64(floorUp))
-	fmt.Printf("agent RSS with %d volumes: %.1f MiB (target <= 25 MiB)\n", *n, float64(rss)/1024)
+	fmt.Printf("agent RSS with %d volumes, at Ready: %.1f MiB (target <= 25 MiB at 100, 40 MiB at 1000); Go heap in use %.1f MiB, stacks %.1f MiB, %d goroutines\n", *n, float64(rss)/1024,
+		m["go_memstats_heap_inuse_bytes"]/(1<<20), m["go_memstats_stack_inuse_bytes"]/(1<<20), int(m["go_goroutines"]))
 	fmt.Printf("durable commits (fsyncs) to converge: %d, %.2f per volume, %.1f ms each, %.0f%% of the start spent committing\n",
 		commits, float64(commits)/float64(*n), 1000*commitSecs/float64(max(commits, 1)), 100*commitSecs/up.Seconds())
 
@@ -79,6 +81,9 @@ func main() {
 	time.Sleep(*idle)
 	cpu := b.cpuTicks() - cpu0
 	fmt.Printf("agent CPU over %v idle: %d ms\n", *idle, cpu*1000/clockTicks())
+	m = b.metricValues()
+	fmt.Printf("agent RSS after the idle period: %.1f MiB; Go heap in use %.1f MiB, stacks %.1f MiB\n", float64(b.rssKiB())/1024,
+		m["go_memstats_heap_inuse_bytes"]/(1<<20), m["go_memstats_stack_inuse_bytes"]/(1<<20))
 
 	b.stop()
 	restart := b.startAndWaitReady()
@@ -306,28 +311,23 @@ func (b *agentRun) cpuTicks() int64 {
 
 func clockTicks() int64 { return 100 } // USER_HZ on Linux
 
-// commits reads the count of durable commits, and the seconds they
-// took, from the agent's metrics.
-func (b *agentRun) commits() (n int64, secs float64) {
+// metricValues reads the agent's unlabelled metrics: the durable
+// commits and the seconds they took, the Go runtime's memory.
+func (b *agentRun) metricValues() map[string]float64 {
 	resp, err := http.Get("http://" + b.metrics + "/metrics")
 	check(err)
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	n = -1
+	out := map[string]float64{"volumed_state_commit_duration_seconds_count": -1}
 	for _, line := range strings.Split(string(body), "\n") {
 		f := strings.Fields(line)
-		if len(f) != 2 {
+		if len(f) != 2 || strings.HasPrefix(f[0], "#") {
 			continue
 		}
 		v, _ := strconv.ParseFloat(f[1], 64)
-		switch f[0] {
-		case "volumed_state_commit_duration_seconds_count":
-			n = int64(v)
-		case "volumed_state_commit_duration_seconds_sum":
-			secs = v
-		}
+		out[f[0]] = v
 	}
-	return n, secs
+	return out
 }
 
 func cleanup(work string) {
