@@ -219,3 +219,67 @@ func TestSetupWritesIntentsOnlyAroundAFormat(t *testing.T) {
 		})
 	}
 }
+
+// intentSpy is an attacher whose Detach notes the intents on disk then.
+type intentSpy struct {
+	fakeTarget
+	st      *store.Store
+	onDisk  []string
+	detachs int
+}
+
+func (s *intentSpy) Detach(ctx context.Context, at store.Attachment) error {
+	s.detachs++
+	_, intents, err := s.st.Load()
+	if err != nil {
+		return err
+	}
+	for _, in := range intents {
+		s.onDisk = append(s.onDisk, in.Op)
+	}
+	return s.fakeTarget.Detach(ctx, at)
+}
+
+// selfNamedSpy is one whose attachments start-up finds by identity and
+// marker alone (a loop device).
+type selfNamedSpy struct{ intentSpy }
+
+func (s *selfNamedSpy) ListOwned(context.Context) ([]store.Attachment, error) { return nil, nil }
+func (s *selfNamedSpy) DetachNeedsNoIntent()                                  {}
+
+// A detach writes its intent before the kernel is touched unless start-up
+// can tell how far it got from the kernel alone (SelfNamedDetacher: a
+// loop device, by its backing file's identity and our tag); a network
+// session, shared and unmarked, keeps its intent. The crash-point matrix
+// of test/e2e (detach, after-intent and after-kernel, each with a
+// reboot) shows a loop device's detach neither leaked nor redone.
+func TestDetachWritesIntentOnlyWhenTheKernelCannotTell(t *testing.T) {
+	for _, selfNamed := range []bool{false, true} {
+		ctx := context.Background()
+		a := sessionAgent(t, nil)
+		st := a.cfg.Store.(*store.Store)
+		spy := &selfNamedSpy{intentSpy{st: st}}
+		var att Attacher = &spy.intentSpy
+		if selfNamed {
+			att = spy
+		}
+		a.cfg.Attachers = map[string]Attacher{"fake": att}
+		if err := a.opAttach(ctx, netVolume("a")); err != nil {
+			t.Fatal(err)
+		}
+		st.Flush()
+		if err := a.opDetach(ctx, "a", "fake"); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{OpDetach}
+		if selfNamed {
+			want = nil
+		}
+		if spy.detachs != 1 || !slices.Equal(slices.DeleteFunc(spy.onDisk, func(op string) bool { return op == OpAttach }), want) {
+			t.Errorf("self-named %v: %d detaches, intents on disk while detaching %v; want 1 and %v", selfNamed, spy.detachs, spy.onDisk, want)
+		}
+		if rec := a.state.Get("a"); rec != nil && rec.Attachment != nil {
+			t.Errorf("self-named %v: still attached after the detach: %+v", selfNamed, rec)
+		}
+	}
+}

@@ -98,6 +98,17 @@ type Stager interface {
 	IsStaged(d *Desired, stagingPath string) bool
 }
 
+// SelfNamedDetacher is implemented by attachers whose detach needs no
+// intent: start-up tells a detached attachment from a live one by its
+// identity alone (Verify), and finds one no record names by its marker
+// (OrphanLister), so a crash anywhere in a detach leaves the kernel to
+// say how far it got. A loop device is one; a network session, shared
+// and carrying no marker, is not.
+type SelfNamedDetacher interface {
+	OrphanLister
+	DetachNeedsNoIntent()
+}
+
 // Filesystems probes, formats and grows filesystems on block devices.
 type Filesystems interface {
 	// Probe lists every signature on the device (filesystems, partition

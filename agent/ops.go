@@ -406,7 +406,11 @@ func (a *Agent) opUnmountDevice(ctx context.Context, name, driver string) error 
 }
 
 func (a *Agent) opDetach(ctx context.Context, name, driver string) error {
-	return a.state.Do(name, driver, OpDetach, nil, func(rec *store.Volume) error {
+	do := func(act func(rec *store.Volume) error) error { return a.state.Do(name, driver, OpDetach, nil, act) }
+	if _, ok := a.cfg.Attachers[driver].(SelfNamedDetacher); ok {
+		do = func(act func(rec *store.Volume) error) error { return a.state.DoNamed(name, driver, OpDetach, act) }
+	}
+	return do(func(rec *store.Volume) error {
 		if rec.Attachment == nil {
 			return nil
 		}
