@@ -25,6 +25,10 @@ type Executor struct {
 	failed  map[opKey]*failure
 	// slotted: volumes whose operation holds a slot of sem now (see Yield).
 	slotted map[string]bool
+	// yielded counts the operations waiting without their slot, at most
+	// yieldMax: each waits deep in its call stack, and a thousand of them
+	// kept 13 MiB of stacks; a commit takes at most 256 (store.maxBatch).
+	yielded, yieldMax int
 }
 
 type opKey struct{ volume, op string }
@@ -42,11 +46,12 @@ func NewExecutor(parallel int, now func() time.Time) *Executor {
 		parallel = 1
 	}
 	return &Executor{
-		now:     now,
-		sem:     make(chan struct{}, parallel),
-		running: map[string]string{},
-		failed:  map[opKey]*failure{},
-		slotted: map[string]bool{},
+		now:      now,
+		sem:      make(chan struct{}, parallel),
+		running:  map[string]string{},
+		failed:   map[opKey]*failure{},
+		slotted:  map[string]bool{},
+		yieldMax: 256,
 	}
 }
 
@@ -119,11 +124,15 @@ func (e *Executor) slot(volume string, held bool) {
 // is on work: holding a slot through that wait let only as many intents
 // as slots share each commit, and with thousands of volumes a commit
 // carried three of them. Without a slot held (an operation run outside
-// the executor) both are no-ops.
+// the executor), or with yieldMax operations waiting so already, both are
+// no-ops.
 func (e *Executor) Yield(volume string) (resume func()) {
 	e.mu.Lock()
-	held := e.slotted[volume]
-	delete(e.slotted, volume)
+	held := e.slotted[volume] && e.yielded < e.yieldMax
+	if held {
+		delete(e.slotted, volume)
+		e.yielded++
+	}
 	e.mu.Unlock()
 	if !held {
 		return func() {}
@@ -131,7 +140,10 @@ func (e *Executor) Yield(volume string) (resume func()) {
 	<-e.sem
 	return func() {
 		e.sem <- struct{}{}
-		e.slot(volume, true)
+		e.mu.Lock()
+		e.slotted[volume] = true
+		e.yielded--
+		e.mu.Unlock()
 	}
 }
 

@@ -207,3 +207,36 @@ func TestIntentsOfAWaveShareCommits(t *testing.T) {
 		}
 	}
 }
+
+// At most yieldMax operations wait without their slot: each waits deep in
+// its call stack, and a thousand of them kept megabytes of stacks. One
+// more keeps its slot through the wait.
+func TestYieldIsBounded(t *testing.T) {
+	e := NewExecutor(2, time.Now)
+	e.yieldMax = 1
+	ctx := context.Background()
+	aYielded, bChecked, release := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var bHeld bool
+	e.Start(ctx, "a", OpAttach, func(context.Context) error {
+		resume := e.Yield("a")
+		close(aYielded)
+		<-release
+		resume()
+		return nil
+	}, nil)
+	<-aYielded
+	e.Start(ctx, "b", OpAttach, func(context.Context) error {
+		resume := e.Yield("b")
+		// b's slot and no other is taken: a gave its own up.
+		bHeld = len(e.sem) == 1
+		close(bChecked)
+		resume()
+		return nil
+	}, nil)
+	<-bChecked
+	close(release)
+	e.Wait()
+	if !bHeld {
+		t.Error("b gave up its slot although a already waited without one (yieldMax 1)")
+	}
+}
