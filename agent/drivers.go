@@ -98,6 +98,17 @@ type Stager interface {
 	IsStaged(d *Desired, stagingPath string) bool
 }
 
+// SelfNamedDetacher is implemented by attachers whose detach needs no
+// intent: start-up tells a detached attachment from a live one by its
+// identity alone (Verify), and finds one no record names by its marker
+// (OrphanLister), so a crash anywhere in a detach leaves the kernel to
+// say how far it got. A loop device is one; a network session, shared
+// and carrying no marker, is not.
+type SelfNamedDetacher interface {
+	OrphanLister
+	DetachNeedsNoIntent()
+}
+
 // Filesystems probes, formats and grows filesystems on block devices.
 type Filesystems interface {
 	// Probe lists every signature on the device (filesystems, partition
@@ -209,6 +220,8 @@ type Store interface {
 	// losing it in a crash leaves the intent, which start-up resolves.
 	// failed is told when the commit fails: the caller keeps the outcome.
 	FinishLater(intentID uint64, name string, v *store.Volume, failed func(error)) error
+	// RecordLater is FinishLater for an operation op that wrote no intent.
+	RecordLater(op, name string, v *store.Volume, failed func(error)) error
 	// Flush has what FinishLater queued committed now, without waiting.
 	Flush()
 	// Settle durably drops intents whose outcome a failed commit lost,

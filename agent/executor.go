@@ -23,6 +23,12 @@ type Executor struct {
 	mu      sync.Mutex
 	running map[string]string // volume -> operation
 	failed  map[opKey]*failure
+	// slotted: volumes whose operation holds a slot of sem now (see Yield).
+	slotted map[string]bool
+	// yielded counts the operations waiting without their slot, at most
+	// yieldMax: each waits deep in its call stack, and a thousand of them
+	// kept 13 MiB of stacks; a commit takes at most 256 (store.maxBatch).
+	yielded, yieldMax int
 }
 
 type opKey struct{ volume, op string }
@@ -40,10 +46,12 @@ func NewExecutor(parallel int, now func() time.Time) *Executor {
 		parallel = 1
 	}
 	return &Executor{
-		now:     now,
-		sem:     make(chan struct{}, parallel),
-		running: map[string]string{},
-		failed:  map[opKey]*failure{},
+		now:      now,
+		sem:      make(chan struct{}, parallel),
+		running:  map[string]string{},
+		failed:   map[opKey]*failure{},
+		slotted:  map[string]bool{},
+		yieldMax: 256,
 	}
 }
 
@@ -85,7 +93,9 @@ func (e *Executor) StartIf(ctx context.Context, volume, op string, current func(
 		var err error
 		select {
 		case e.sem <- struct{}{}:
+			e.slot(volume, true)
 			err = fn(ctx)
+			e.slot(volume, false)
 			<-e.sem
 		case <-ctx.Done():
 			err = ctx.Err()
@@ -96,6 +106,45 @@ func (e *Executor) StartIf(ctx context.Context, volume, op string, current func(
 		}
 	}()
 	return true, time.Time{}
+}
+
+func (e *Executor) slot(volume string, held bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if held {
+		e.slotted[volume] = true
+	} else {
+		delete(e.slotted, volume)
+	}
+}
+
+// Yield gives up the slot the volume's running operation holds, while it
+// waits for something that is no work of the kernel's (its intent's
+// fsync), and returns what takes a slot back, waiting for one. The bound
+// is on work: holding a slot through that wait let only as many intents
+// as slots share each commit, and with thousands of volumes a commit
+// carried three of them. Without a slot held (an operation run outside
+// the executor), or with yieldMax operations waiting so already, both are
+// no-ops.
+func (e *Executor) Yield(volume string) (resume func()) {
+	e.mu.Lock()
+	held := e.slotted[volume] && e.yielded < e.yieldMax
+	if held {
+		delete(e.slotted, volume)
+		e.yielded++
+	}
+	e.mu.Unlock()
+	if !held {
+		return func() {}
+	}
+	<-e.sem
+	return func() {
+		e.sem <- struct{}{}
+		e.mu.Lock()
+		e.slotted[volume] = true
+		e.yielded--
+		e.mu.Unlock()
+	}
 }
 
 func (e *Executor) finish(volume, op string, err error) {

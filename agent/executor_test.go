@@ -3,10 +3,14 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/volumed/volumed/store"
 )
 
 type fakeClock struct {
@@ -137,5 +141,102 @@ func TestExecutorBackoff(t *testing.T) {
 	}
 	if _, ok := e.LastFailure("a"); ok {
 		t.Fatal("failure still recorded after success")
+	}
+}
+
+// An operation that yields its slot (waiting for its intent's commit)
+// lets another run meanwhile, and takes a slot back before it goes on.
+func TestYieldLetsAnotherOperationRun(t *testing.T) {
+	ctx := context.Background()
+	e := NewExecutor(1, time.Now)
+	aHolds, bRan, aDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var order []string
+	var mu sync.Mutex
+	note := func(s string) { mu.Lock(); order = append(order, s); mu.Unlock() }
+	e.Start(ctx, "a", OpAttach, func(context.Context) error {
+		close(aHolds)
+		resume := e.Yield("a")
+		select {
+		case <-bRan:
+		case <-time.After(10 * time.Second):
+			t.Error("b never ran while a waited without its slot")
+		}
+		resume()
+		note("a resumed")
+		return nil
+	}, func(error) { close(aDone) })
+	<-aHolds
+	e.Start(ctx, "b", OpAttach, func(context.Context) error {
+		note("b")
+		close(bRan)
+		return nil
+	}, nil)
+	<-aDone
+	e.Wait()
+	if want := []string{"b", "a resumed"}; !slices.Equal(order, want) {
+		t.Errorf("order %v, want %v", order, want)
+	}
+	// Outside the executor there is no slot to give up.
+	e.Yield("nobody")()
+}
+
+// Many volumes' intents share a commit although few operations run at
+// once: waiting for the fsync does not hold a slot. Holding it, every
+// commit carried at most as many intents as there are slots (at 1000
+// volumes, about three), and the start waited on hundreds of commits.
+func TestIntentsOfAWaveShareCommits(t *testing.T) {
+	ctx := context.Background()
+	a := sessionAgent(t, &fakeTarget{})
+	a.exec = NewExecutor(2, time.Now)
+	a.state.OnCommitWait(a.exec.Yield)
+	st := a.cfg.Store.(*store.Store)
+	before := st.Commits()
+	const n = 40
+	for i := range n {
+		d := netVolume(fmt.Sprintf("v%02d", i))
+		a.exec.Start(ctx, d.Name, OpAttach, func(ctx context.Context) error { return a.opAttach(ctx, d) }, nil)
+	}
+	a.exec.Wait()
+	commits := st.Commits() - before
+	if commits > n/4 {
+		t.Errorf("%d intents took %d commits with 2 slots; want them to share commits (at most %d)", n, commits, n/4)
+	}
+	for i := range n {
+		if rec := a.state.Get(fmt.Sprintf("v%02d", i)); rec == nil || rec.Attachment == nil {
+			t.Fatalf("v%02d not attached: %+v", i, rec)
+		}
+	}
+}
+
+// At most yieldMax operations wait without their slot: each waits deep in
+// its call stack, and a thousand of them kept megabytes of stacks. One
+// more keeps its slot through the wait.
+func TestYieldIsBounded(t *testing.T) {
+	e := NewExecutor(2, time.Now)
+	e.yieldMax = 1
+	ctx := context.Background()
+	aYielded, bChecked, release := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var bHeld bool
+	e.Start(ctx, "a", OpAttach, func(context.Context) error {
+		resume := e.Yield("a")
+		close(aYielded)
+		<-release
+		resume()
+		return nil
+	}, nil)
+	<-aYielded
+	e.Start(ctx, "b", OpAttach, func(context.Context) error {
+		resume := e.Yield("b")
+		// b's slot and no other is taken: a gave its own up.
+		bHeld = len(e.sem) == 1
+		close(bChecked)
+		resume()
+		return nil
+	}, nil)
+	<-bChecked
+	close(release)
+	e.Wait()
+	if !bHeld {
+		t.Error("b gave up its slot although a already waited without one (yieldMax 1)")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -14,6 +15,17 @@ import (
 	"github.com/volumed/volumed/agent/api"
 	"github.com/volumed/volumed/store"
 )
+
+// manifestSettle is how long the manifest directories must stay quiet
+// before they are read again: long enough that a burst of changes (a
+// package's files, an editor's write and rename) is read once, short
+// enough not to show in how fast a change takes effect. At 100 ms it was
+// as long as the kernel's whole teardown of 100 volumes. A file read
+// half-written is almost always refused as a whole, its last good state
+// kept, and read again at its next write; a change that must never be
+// seen half done is written aside and renamed in, as in any drop-in
+// directory, at 20 ms as at 100.
+const manifestSettle = 20 * time.Millisecond
 
 // Run reconstructs the actual state from the store and the kernel, then
 // reconciles until ctx is cancelled. On return every mount is left in
@@ -95,7 +107,7 @@ func (a *Agent) Run(ctx context.Context) error {
 				a.notify("READY=1")
 			case ev := <-watchEvents:
 				a.cfg.Log.Debug("manifest change", "path", ev.Name, "op", ev.Op.String())
-				debounce.Reset(100 * time.Millisecond)
+				debounce.Reset(manifestSettle)
 				idle = true // the debounce timer brings the pass
 			case err := <-watchErrors:
 				// An overflow loses events: read everything again.
@@ -157,6 +169,13 @@ func (a *Agent) pass(ctx context.Context) {
 	}
 	if report {
 		a.reportStatus(first)
+	}
+	if first {
+		// The heap a burst of operations grew stays with the runtime,
+		// which hands it back to the kernel only slowly: at 1000 volumes
+		// the agent sat at 45-51 MiB of RSS with 11 MiB of heap in use.
+		// Once per settling, after systemd has been told.
+		debug.FreeOSMemory()
 	}
 }
 

@@ -70,7 +70,7 @@ func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
 	if pt, err := a.cfg.Mounter.At(a.stagingPathOf(d.Name, d, nil)); err == nil && pt.Root {
 		// Mounted already: whatever format there was had finished.
 		a.formats.interrupted.clear(d.Name)
-		return a.mountStaging(d, dev)
+		return a.mountStaging(d, dev, false)
 	}
 	sigs, err := a.cfg.FS.Probe(ctx, dev)
 	if err != nil {
@@ -99,7 +99,7 @@ func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
 		}
 	}
 	a.formats.interrupted.clear(d.Name)
-	err = a.mountStaging(d, dev)
+	err = a.mountStaging(d, dev, mkfs)
 	a.noteMountResult(d, err)
 	return err
 }
@@ -115,10 +115,29 @@ func (a *Agent) noteMountResult(d *Desired, err error) {
 		fmt.Sprintf("%v. The filesystem is untouched; fix filesystem.mountOptions in %s", err, d.File))
 }
 
-func (a *Agent) mountStaging(d *Desired, dev string) error {
+// mountStaging mounts dev at staging/<volume>. Its intent is durable
+// only after a format in the same operation (formatted): until the mount
+// is recorded, the format's own outcome may not be on disk, and a power
+// cut would leave a format intent whose filesystem a mount wrote to, but
+// whose superblock need not say so yet. Otherwise the kernel is the
+// record: the mount sits at a path that names the volume, on a device
+// whose attachment is recorded or has its intent on disk, and start-up
+// adopts it from there (probeVolume), so the mount is never done twice
+// and never leaked; its outcome rides the next commit.
+func (a *Agent) mountStaging(d *Desired, dev string, formatted bool) error {
 	fs := d.Spec.Filesystem
-	return a.state.Do(d.Name, d.Driver, OpMountDevice, map[string]string{"device": dev}, func(rec *store.Volume) error {
-		p := a.stagingPathOf(d.Name, d, nil)
+	p := a.stagingPathOf(d.Name, d, nil)
+	do := func(act func(rec *store.Volume) error) error {
+		return a.state.DoNamed(d.Name, d.Driver, OpMountDevice, act)
+	}
+	if formatted || p != a.stagingPath(d.Name) {
+		// A path the kubelet chose does not name the volume: only the
+		// intent tells a restart that the mount there is ours.
+		do = func(act func(rec *store.Volume) error) error {
+			return a.state.Do(d.Name, d.Driver, OpMountDevice, map[string]string{"device": dev}, act)
+		}
+	}
+	return do(func(rec *store.Volume) error {
 		if pt, err := a.cfg.Mounter.At(p); err == nil && pt.Root {
 			// Mounted already (e.g. by a run that died before recording it).
 			top, err := a.mountInfoAt(p)
@@ -232,8 +251,12 @@ func stagingRecord(p string, id int, dev, fstype string, opts []string) *store.M
 	return &store.MountRecord{Path: p, Device: dev, FSType: fstype, MountID: id, Owned: true, Options: opts}
 }
 
+// opPublish writes no intent: a target is ours when it binds our
+// staging mount, which start-up checks at every recorded and wanted
+// target (probeVolume), so a bind the outcome of which a crash lost is
+// adopted, not made again.
 func (a *Agent) opPublish(ctx context.Context, d *Desired, t DesiredTarget) error {
-	return a.state.Do(d.Name, d.Driver, OpPublish, map[string]string{"target": t.Path}, func(rec *store.Volume) error {
+	return a.state.Do(d.Name, d.Driver, OpPublish, publishInputs(t), func(rec *store.Volume) error {
 		if hasTarget(rec, t.Path) {
 			// Planned from a snapshot taken before the publish that
 			// recorded it finished: recording it twice would leave a
@@ -278,6 +301,16 @@ func (a *Agent) opPublish(ctx context.Context, d *Desired, t DesiredTarget) erro
 		rec.Targets = append(rec.Targets, targetRecord(tp.MountID, t, bindWords(o)))
 		return nil
 	})
+}
+
+// publishInputs is what a publish's intent keeps for reconstruction: the
+// target and the part of the volume bound there.
+func publishInputs(t DesiredTarget) map[string]string {
+	in := map[string]string{"target": t.Path}
+	if t.SubPath != "" {
+		in["subPath"] = t.SubPath
+	}
+	return in
 }
 
 // rawBlockDevice is the device node a raw block volume's targets bind:
@@ -440,16 +473,20 @@ func (a *Agent) opUnmountDevice(ctx context.Context, name, driver string) error 
 				return err
 			}
 		}
+		// The empty staging dir stays until the next start
+		// (sweepStaging): its rmdir waited on the state filesystem's
+		// journal, as long as the unmount, with the slot held.
 		rec.Staging = nil
-		if p == a.stagingPath(name) {
-			_ = os.Remove(p) // an empty dir of our own; harmless if it stays
-		}
 		return nil
 	})
 }
 
 func (a *Agent) opDetach(ctx context.Context, name, driver string) error {
-	return a.state.Do(name, driver, OpDetach, nil, func(rec *store.Volume) error {
+	do := func(act func(rec *store.Volume) error) error { return a.state.Do(name, driver, OpDetach, nil, act) }
+	if _, ok := a.cfg.Attachers[driver].(SelfNamedDetacher); ok {
+		do = func(act func(rec *store.Volume) error) error { return a.state.DoNamed(name, driver, OpDetach, act) }
+	}
+	return do(func(rec *store.Volume) error {
 		if rec.Attachment == nil {
 			return nil
 		}

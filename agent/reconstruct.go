@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 
 	"github.com/moby/sys/mountinfo"
+	"golang.org/x/sys/unix"
 
 	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/store"
@@ -15,7 +18,9 @@ import (
 
 // OrphanLister is implemented by attachers that can list every
 // attachment carrying volumed's marker, so that one left behind by a
-// crash for a volume nobody wants any more can be torn down.
+// crash for a volume nobody wants any more can be torn down. What it
+// lists is in the kernel as Verify would find it: a recorded attachment
+// listed with the same identity and device is verified by the list.
 type OrphanLister interface {
 	ListOwned(ctx context.Context) ([]store.Attachment, error)
 }
@@ -35,12 +40,23 @@ func (a *Agent) reconstruct(ctx context.Context) error {
 	}
 	desired := a.desiredSnapshot()
 	pending := map[string][]string{}
+	// publishing: the targets (and their subPaths) of publishes a crash
+	// caught. Nothing in the kernel names a bind mount's owner, so when
+	// neither a record nor a manifest names the target any more, only
+	// the intent tells that the bind there is ours to take down.
+	publishing := map[string]map[string]string{}
 	// leftovers: volumes a crash caught attaching, that neither a record
 	// nor a manifest names any more. Their intent says what they were
 	// attaching, so it can be found and torn down.
 	leftovers := map[string]*Desired{}
 	for _, in := range intents {
 		pending[in.Volume] = append(pending[in.Volume], in.Op)
+		if in.Op == OpPublish && in.Inputs["target"] != "" {
+			if publishing[in.Volume] == nil {
+				publishing[in.Volume] = map[string]string{}
+			}
+			publishing[in.Volume][in.Inputs["target"]] = in.Inputs["subPath"]
+		}
 		a.cfg.Log.Info("resolving uncertain operation left by a previous run", "volume", in.Volume, "operation", in.Op, "started", in.StartedAt)
 		if in.Op == OpAttach && recs[in.Volume] == nil && desired[in.Volume] == nil {
 			if d := desiredFromIntent(in); d != nil {
@@ -65,6 +81,7 @@ func (a *Agent) reconstruct(ctx context.Context) error {
 
 	a.state = NewState(a.cfg.Store, a.cfg.Now, nil)
 	a.state.OnRecorded(a.noteRecorded)
+	a.state.OnCommitWait(a.exec.Yield)
 	// What carries our marker, listed once: a volume with no record need
 	// not be looked for in the kernel (one scan per volume) when nothing
 	// of ours is unaccounted for by the records, the usual case.
@@ -91,7 +108,7 @@ func (a *Agent) reconstruct(ctx context.Context) error {
 		if d == nil {
 			d = leftovers[name]
 		}
-		v := a.probeVolume(ctx, name, recs[name], d, mounts, pending[name], mappingUUID(name, recs[name], intents), ownedLists, strays, holders)
+		v := a.probeVolume(ctx, name, recs[name], d, mounts, pending[name], publishing[name], mappingUUID(name, recs[name], intents), ownedLists, strays, holders)
 		if v.Attachment != nil {
 			claimed[v.Attachment.Identity] = true
 			if holders[v.Attachment.Identity] == "" {
@@ -118,6 +135,7 @@ func (a *Agent) reconstruct(ctx context.Context) error {
 		}
 	}
 	a.detachOrphans(ctx, ownedLists, claimed, mounts)
+	a.sweepStaging(desired)
 	// A restarted agent sees at once what went wrong while it was away
 	// (an image deleted under its device), not a minute later.
 	a.detect(mounts)
@@ -128,6 +146,23 @@ func (a *Agent) reconstruct(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// sweepStaging removes the staging dirs of volumes neither wanted nor
+// recorded, which their teardown left (opUnmountDevice). Only an empty
+// dir that is no mount point goes: rmdir refuses anything else.
+func (a *Agent) sweepStaging(desired map[string]*Desired) {
+	dir := filepath.Join(a.cfg.StateDir, "staging")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		n := e.Name()
+		if e.IsDir() && desired[n] == nil && a.state.Get(n) == nil {
+			_ = unix.Rmdir(filepath.Join(dir, n))
+		}
+	}
 }
 
 // formatInterruptedIntent returns the filesystem UUID of the volume's
@@ -161,7 +196,7 @@ func lastIntent(intents []store.Intent, name, op string) (string, bool) {
 }
 
 // probeVolume finds what of one volume is really in the kernel.
-func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume, d *Desired, mounts MountTable, pending []string, mapUUID string, ownedLists map[string][]store.Attachment, strays map[string]bool, holders map[string]string) *store.Volume {
+func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume, d *Desired, mounts MountTable, pending []string, publishing map[string]string, mapUUID string, ownedLists map[string][]store.Attachment, strays map[string]bool, holders map[string]string) *store.Volume {
 	v := &store.Volume{Name: name}
 	switch {
 	case d != nil:
@@ -175,7 +210,11 @@ func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume,
 	// record, one carrying our marker is owned (the state file may have
 	// been lost, or we died between attaching and recording).
 	if rec != nil && rec.Attachment != nil {
-		if att, err := a.attacher(rec.Attachment.Driver); err == nil {
+		if listed(ownedLists[rec.Attachment.Driver], *rec.Attachment) {
+			// Seen in the kernel by this start's one pass over it: a
+			// Verify per volume read sysfs again, most of a restart.
+			v.Attachment = rec.Attachment
+		} else if att, err := a.attacher(rec.Attachment.Driver); err == nil {
 			dev, ok, err := att.Verify(ctx, *rec.Attachment)
 			switch {
 			case err != nil:
@@ -273,6 +312,12 @@ func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume,
 				paths = append(paths, t.Path)
 				subPaths[t.Path] = t.SubPath
 			}
+		}
+	}
+	for tp, sub := range publishing {
+		if !slices.Contains(paths, tp) {
+			paths = append(paths, tp)
+			subPaths[tp] = sub
 		}
 	}
 	for _, tp := range paths {
@@ -379,6 +424,17 @@ func (a *Agent) detachOrphans(ctx context.Context, ownedLists map[string][]store
 			a.cfg.Log.Info("detached orphan attachment", "device", o.Device, "identity", o.Identity)
 		}
 	}
+}
+
+// listed: at is among the attachments the kernel shows as ours, on the
+// same device.
+func listed(owned []store.Attachment, at store.Attachment) bool {
+	for _, o := range owned {
+		if o.Device == at.Device && o.Identity == at.Identity {
+			return true
+		}
+	}
+	return false
 }
 
 func ownedAt(owned []store.Attachment, top *mountinfo.Info) (store.Attachment, bool) {

@@ -24,6 +24,9 @@ type State struct {
 	// durable (err != nil: an outcome could not be committed) and when it
 	// is durable again (err == nil). It must not block.
 	recorded func(name string, err error)
+	// yield, when set, is told that an operation of the volume waits for
+	// its intent's commit; what it returns is called when the wait ends.
+	yield func(name string) (resume func())
 
 	mu   sync.Mutex
 	vols map[string]*store.Volume
@@ -66,6 +69,10 @@ func NewState(st Store, now func() time.Time, vols map[string]*store.Volume) *St
 // OnRecorded sets the hook told when a volume's state stops or starts
 // being durable. Set it before the first operation.
 func (s *State) OnRecorded(fn func(name string, err error)) { s.recorded = fn }
+
+// OnCommitWait sets the hook told when an operation waits for its
+// intent's commit (Executor.Yield). Set it before the first operation.
+func (s *State) OnCommitWait(fn func(name string) (resume func())) { s.yield = fn }
 
 func (s *State) lockOf(name string) *sync.Mutex {
 	s.mu.Lock()
@@ -269,9 +276,11 @@ func (s *State) Do(name, driver, op string, inputs map[string]string, act func(r
 // DoNamed is Do without the durable intent, for an operation whose
 // every outcome the kernel shows by names that are ours alone, so that
 // reconstruction reads it there whenever a crash comes: removing a
-// target mount or the staging mount (staging/<volume>). Its outcome
-// rides the next commit; its fsync'd intent cost each volume's teardown
-// two of its three waits for a commit.
+// target mount, or making or removing the staging mount
+// (staging/<volume>) of a device already formatted. Making a target
+// keeps its intent: a bind mount does not name its owner. Its outcome
+// rides the next commit; an fsync'd intent cost each volume's teardown
+// two of its three waits for a commit, and its start as many.
 func (s *State) DoNamed(name, driver, op string, act func(rec *store.Volume) error) error {
 	return s.do(name, driver, op, nil, false, act)
 }
@@ -294,8 +303,13 @@ func (s *State) do(name, driver, op string, inputs map[string]string, durable bo
 		s.mu.Lock()
 		s.waiting[name] = s.now()
 		s.mu.Unlock()
+		resume := func() {}
+		if s.yield != nil {
+			resume = s.yield(name)
+		}
 		var err error
 		id, err = s.store.Begin(store.Intent{Volume: name, Op: op, Inputs: inputs, StartedAt: s.now()})
+		resume()
 		s.mu.Lock()
 		delete(s.waiting, name)
 		s.mu.Unlock()
@@ -303,9 +317,9 @@ func (s *State) do(name, driver, op string, inputs map[string]string, durable bo
 			return fmt.Errorf("record intent %s %s: %w", op, name, err)
 		}
 	}
-	crashpoint.Hit(op, "after-intent")
+	crashpoint.HitFor(op, "after-intent", name)
 	actErr := act(rec)
-	crashpoint.Hit(op, "after-kernel")
+	crashpoint.HitFor(op, "after-kernel", name)
 	rec.UpdatedAt = s.now()
 	var out *store.Volume
 	if !isEmpty(rec) {
@@ -317,7 +331,11 @@ func (s *State) do(name, driver, op string, inputs map[string]string, durable bo
 	// disk and start-up probes the kernel. Only the intent must be durable
 	// before the kernel is touched.
 	failed := func(err error) { s.noteUnrecorded(name, id, fmt.Errorf("record outcome of %s: %w", op, err)) }
-	if err := s.store.FinishLater(id, name, out, failed); err != nil {
+	record := func() error { return s.store.FinishLater(id, name, out, failed) }
+	if !durable {
+		record = func() error { return s.store.RecordLater(op, name, out, failed) }
+	}
+	if err := record(); err != nil {
 		// Kept, not dropped: the intent stays on disk, and the outcome in
 		// memory until Settle records it.
 		failed(err)

@@ -124,6 +124,13 @@ func (s *Store) FinishLater(intentID uint64, name string, v *Volume, failed func
 	return s.finish(intentID, name, v, false, failed)
 }
 
+// RecordLater is FinishLater for an operation that wrote no intent (its
+// outcome the kernel shows by names of ours): op names it, for the
+// fault tests.
+func (s *Store) RecordLater(op, name string, v *Volume, failed func(error)) error {
+	return s.record(0, op, name, v, false, failed)
+}
+
 // Settle durably resolves intents whose outcome could not be recorded:
 // in one transaction it deletes them and writes v, the volume's record as
 // it is now (nil deletes it).
@@ -172,6 +179,10 @@ func putRecord(tx *bbolt.Tx, name string, data []byte) error {
 }
 
 func (s *Store) finish(intentID uint64, name string, v *Volume, wait bool, failed func(error)) error {
+	return s.record(intentID, s.opOf(intentID), name, v, wait, failed)
+}
+
+func (s *Store) record(intentID uint64, op, name string, v *Volume, wait bool, failed func(error)) error {
 	data, err := s.recordData(name, v)
 	if err != nil {
 		return fmt.Errorf("finish intent %d: %w", intentID, err)
@@ -187,7 +198,7 @@ func (s *Store) finish(intentID uint64, name string, v *Volume, wait bool, faile
 		}
 		return putRecord(tx, name, data)
 	}
-	if ferr := s.fault(s.opOf(intentID), "finish"); ferr != nil {
+	if ferr := s.fault(op, "finish"); ferr != nil {
 		fn = func(*bbolt.Tx) error { return ferr }
 	}
 	if wait {

@@ -3,6 +3,7 @@
 package crashpoint
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -13,7 +14,13 @@ import (
 var hits atomic.Int64
 
 // Hit kills the process with SIGKILL when op:when is the configured point.
-func Hit(op, when string) {
+func Hit(op, when string) { HitFor(op, when, "") }
+
+// HitFor is Hit for an operation of one volume: before the kill it says
+// on stderr which volume's operation it killed ("crash point OP:WHEN
+// volume=NAME"), which a test cannot tell from the order operations
+// started in once one waiting for its intent's commit lets another start.
+func HitFor(op, when, volume string) {
 	want := os.Getenv(EnvVar)
 	if want == "" {
 		return
@@ -29,6 +36,9 @@ func Hit(op, when string) {
 		return
 	}
 	if hits.Add(1) == nth {
+		if volume != "" {
+			fmt.Fprintf(os.Stderr, "crash point %s:%s volume=%s\n", op, when, volume)
+		}
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {} // never returns; SIGKILL is not deliverable to a handler
 	}

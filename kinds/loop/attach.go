@@ -197,6 +197,10 @@ func (attacher) Detach(ctx context.Context, a store.Attachment) error {
 	return kind.MarkBusy(loopdev.Detach(ctx, *dev), loopdev.ErrBusy)
 }
 
+// DetachNeedsNoIntent: a loop device is found again by its backing
+// file's identity and by our tag, so its detach writes no intent.
+func (attacher) DetachNeedsNoIntent() {}
+
 func (l attacher) ListOwned(context.Context) ([]store.Attachment, error) {
 	devs, err := loopdev.List()
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -20,15 +21,30 @@ import (
 // restarted agent converges with nothing leaked or doubled. The reboot
 // variant loses every mount and loop device too, as a power cut does,
 // while the state file stays: a filesystem made before it is kept.
+// The formatted variant starts from images that hold a filesystem
+// already: its mount_device writes no intent (the kernel shows its
+// outcome by a path of ours), so "after-intent" is only "before the
+// kernel", and nothing on disk tells the restart what was under way.
 func TestCrashPoints(t *testing.T) {
 	setup := []string{"attach", "format", "mount_device", "publish"}
 	teardown := []string{"unpublish", "unmount_device", "detach"}
+	var ops []string
 	for _, op := range append(setup, teardown...) {
+		ops = append(ops, op)
+		if op == "mount_device" || op == "publish" {
+			ops = append(ops, op+"+formatted")
+		}
+	}
+	for _, op := range ops {
+		op, formatted := strings.CutSuffix(op, "+formatted")
 		for _, when := range []string{"after-intent", "after-kernel", "after-intent+reboot", "after-kernel+reboot"} {
 			when, reboot := strings.CutSuffix(when, "+reboot")
 			point := op + ":" + when
 			isSetup := !slices.Contains(teardown, op)
 			name := point
+			if formatted {
+				name += "+formatted"
+			}
 			if reboot {
 				name += "+reboot"
 			}
@@ -36,6 +52,14 @@ func TestCrashPoints(t *testing.T) {
 				e := newEnv(t)
 				// One operation at a time: the killed one is the last started.
 				e.extraArgs = []string{"--parallel", "1"}
+				if formatted {
+					for _, v := range []string{"vol", "other"} {
+						img := e.image(v+".img", 64<<20)
+						if out, err := exec.Command("mkfs.ext4", "-q", "-F", img).CombinedOutput(); err != nil {
+							t.Fatalf("mkfs.ext4: %v: %s", err, out)
+						}
+					}
+				}
 				e.volume("vol", "ext4", "64Mi", "a", "b:ro")
 				e.volume("other", "ext4", "64Mi", "other")
 				if isSetup {
@@ -264,7 +288,8 @@ func usedExtent(t *testing.T, p string) int64 {
 }
 
 // crashedVolume finds, in the log of the run that was killed, the volume
-// whose operation op was the last to start.
+// whose operation op the crash point killed, as it said, else the one
+// whose op was the last to start.
 func crashedVolume(t *testing.T, log, op string) string {
 	t.Helper()
 	runs := strings.Split(log, "---- start")
@@ -272,6 +297,13 @@ func crashedVolume(t *testing.T, log, op string) string {
 		t.Fatal("no killed run in the log")
 	}
 	killed := runs[len(runs)-2]
+	for _, line := range strings.Split(killed, "\n") {
+		if rest, ok := strings.CutPrefix(line, "crash point "+op+":"); ok {
+			if _, v, ok := strings.Cut(rest, " volume="); ok {
+				return strings.TrimSpace(v)
+			}
+		}
+	}
 	victim := ""
 	for _, line := range strings.Split(killed, "\n") {
 		if strings.Contains(line, `msg="operation started"`) && strings.Contains(line, " operation="+op+" ") {
@@ -286,4 +318,44 @@ func crashedVolume(t *testing.T, log, op string) string {
 		t.Fatalf("no %s started in the killed run", op)
 	}
 	return victim
+}
+
+// A SIGKILL right after a target's bind mount, before its record is
+// durable, and then the manifests removed while the agent is down: the
+// restarted agent still knows the bind is ours and takes it down. Nothing
+// in the kernel names a bind mount's owner, so only a durable intent can
+// say so; a publish without one left the bind (and the loop device under
+// it) behind.
+func TestCrashMidPublishThenRemoved(t *testing.T) {
+	e := newEnv(t)
+	e.extraArgs = []string{"--parallel", "1"}
+	for _, v := range []string{"vol", "other"} {
+		img := e.image(v+".img", 64<<20)
+		if out, err := exec.Command("mkfs.ext4", "-q", "-F", img).CombinedOutput(); err != nil {
+			t.Fatalf("mkfs.ext4: %v: %s", err, out)
+		}
+	}
+	e.volume("vol", "ext4", "64Mi", "a", "b:ro")
+	e.volume("other", "ext4", "64Mi", "other")
+	e.start("VOLUMED_CRASH_AT=publish:after-kernel")
+	if !e.waitExit(90 * time.Second) {
+		t.Fatal("agent did not die of SIGKILL at publish:after-kernel")
+	}
+	bound := 0
+	for _, p := range []string{e.target("a"), e.target("b"), e.target("other")} {
+		bound += len(e.mounts()[p])
+	}
+	if bound == 0 {
+		t.Fatal("no target mounted at the crash: the test did not reach its point")
+	}
+	e.remove("vol.yaml")
+	e.remove("other.yaml")
+	e.start()
+	e.waitGone("vol")
+	e.waitGone("other")
+	for _, p := range []string{e.target("a"), e.target("b"), e.target("other")} {
+		if n := len(e.mounts()[p]); n != 0 {
+			t.Errorf("%s still mounted %d times after both volumes were removed", p, n)
+		}
+	}
 }

@@ -107,7 +107,11 @@ func TestStateWriteFaultThenRebootAndBadOptions(t *testing.T) {
 	errnos := []string{"ENOSPC", "EIO", "EROFS"}
 	i := 0
 	for _, op := range []string{"attach", "format", "mount_device", "publish"} {
-		for _, stage := range []string{"begin", "finish"} {
+		stages := []string{"begin", "finish"}
+		if op == "publish" {
+			stages = stages[1:] // it writes no intent: only its outcome is committed
+		}
+		for _, stage := range stages {
 			errno := errnos[i%len(errnos)]
 			i++
 			t.Run(op+":"+stage+"="+errno, func(t *testing.T) {
