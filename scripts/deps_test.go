@@ -222,3 +222,28 @@ func TestDemoPreflight(t *testing.T) {
 		t.Fatalf("demo.sh says:\n%s\nwant one line starting %q", out, want)
 	}
 }
+
+// tpm2-tss is installed where the release has it under the name deps.sh
+// knows, and its absence elsewhere is no error.
+func TestDebianRootInstallsTPM2LibrariesWhereKnown(t *testing.T) {
+	m := newMachine(t, "debian", true, allTestPackages, nil)
+	m.file(filepath.Join(m.lists, "x_Packages"), "")
+	m.script("apt-cache", `case "$2" in libtss2-esys-3.0.2-0|libtss2-tcti-swtpm0) exit 0;; esac; exit 100`)
+	if out, code := m.run("test"); code != 0 {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	want := "update -qq\ninstall -y -qq --no-install-recommends libtss2-esys-3.0.2-0 libtss2-tcti-swtpm0\n"
+	if log := m.aptLog(); log != want {
+		t.Fatalf("apt-get calls:\n%s\nwant:\n%s", log, want)
+	}
+	if out, code := m.run("demo"); code != 0 || out != "" {
+		t.Fatalf("deps.sh demo: exit %d %s; the demo needs no TPM", code, out)
+	}
+
+	other := newMachine(t, "ubuntu", true, allTestPackages, nil)
+	other.file(filepath.Join(other.lists, "x_Packages"), "")
+	other.script("apt-cache", `exit 100`)
+	if out, code := other.run("test"); code != 0 || out != "" || other.aptLog() != "" {
+		t.Fatalf("a release without those names: exit %d, output %q, apt-get %q; want quiet success", code, out, other.aptLog())
+	}
+}

@@ -11,9 +11,10 @@ import (
 
 // needSystemdTPM2 skips unless systemd's TPM2 tooling is here:
 // systemd-cryptenroll and the tpm2-tss libraries it dlopens, with the
-// swtpm TCTI. It is a plain skip, not testtool.Missing: deps.sh does not
-// install tpm2-tss, whose Debian package names carry its ABI version
-// (libtss2-esys-3.0.2-0 in bookworm, ...t64 after).
+// swtpm TCTI. It is a plain skip, not testtool.Missing: deps.sh installs
+// tpm2-tss only where the release has it under the names it knows
+// (libtss2-esys-3.0.2-0 in bookworm; ...t64 after), as the names carry
+// its ABI version.
 //
 // The other direction (systemd's token plugin unsealing volumed's
 // token) is not tested: the plugin finds its TPM only under
