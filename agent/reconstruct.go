@@ -16,15 +16,6 @@ import (
 	"github.com/volumed/volumed/store"
 )
 
-// OrphanLister is implemented by attachers that can list every
-// attachment carrying volumed's marker, so that one left behind by a
-// crash for a volume nobody wants any more can be torn down. What it
-// lists is in the kernel as Verify would find it: a recorded attachment
-// listed with the same identity and device is verified by the list.
-type OrphanLister interface {
-	ListOwned(ctx context.Context) ([]store.Attachment, error)
-}
-
 // reconstruct rebuilds the actual state before the first pass: the
 // store's records and leftover intents, checked against the kernel,
 // which wins where they disagree. Whatever is in place and right is
@@ -370,89 +361,6 @@ func hasOption(opts, want string) bool {
 				return true
 			}
 			start = i + 1
-		}
-	}
-	return false
-}
-
-// mayHaveUnrecorded: a volume with no recorded attachment may still have
-// one in the kernel, unless its driver lists what is owned and all of that
-// is accounted for by records (and no crash left this volume uncertain).
-func (a *Agent) mayHaveUnrecorded(driver string, ownedLists map[string][]store.Attachment, strays map[string]bool, pending []string) bool {
-	_, listed := ownedLists[driver]
-	return !listed || strays[driver] || len(pending) > 0
-}
-
-// listOwned lists, per driver that can, the attachments carrying our
-// marker. A driver whose list failed is left out (and so looked for
-// volume by volume, and its orphans left for the next start).
-func (a *Agent) listOwned(ctx context.Context) map[string][]store.Attachment {
-	out := map[string][]store.Attachment{}
-	for driver, att := range a.cfg.Attachers {
-		lister, ok := att.(OrphanLister)
-		if !ok {
-			continue
-		}
-		list, err := lister.ListOwned(ctx)
-		if err != nil {
-			a.cfg.Log.Warn("list own attachments", "driver", driver, "error", err)
-			continue
-		}
-		out[driver] = list
-	}
-	return out
-}
-
-// detachOrphans tears down attachments carrying our marker that no
-// volume claims: left by a crash between attaching and recording, for a
-// volume that is no longer wanted.
-func (a *Agent) detachOrphans(ctx context.Context, ownedLists map[string][]store.Attachment, claimed map[string]bool, mounts MountTable) {
-	for driver, list := range ownedLists {
-		att := a.cfg.Attachers[driver]
-		for _, o := range list {
-			if claimed[o.Identity] || !mayRelease(o, nil, false) {
-				continue
-			}
-			if inUse(mounts, o.Device) {
-				a.cfg.Log.Warn("orphan attachment is mounted; left alone", "device", o.Device, "identity", o.Identity)
-				continue
-			}
-			if err := att.Detach(ctx, o); err != nil {
-				a.cfg.Log.Warn("detach orphan attachment", "device", o.Device, "error", err)
-				continue
-			}
-			a.cfg.Log.Info("detached orphan attachment", "device", o.Device, "identity", o.Identity)
-		}
-	}
-}
-
-// listed: at is among the attachments the kernel shows as ours, on the
-// same device.
-func listed(owned []store.Attachment, at store.Attachment) bool {
-	for _, o := range owned {
-		if o.Device == at.Device && o.Identity == at.Identity {
-			return true
-		}
-	}
-	return false
-}
-
-func ownedAt(owned []store.Attachment, top *mountinfo.Info) (store.Attachment, bool) {
-	if top == nil {
-		return store.Attachment{}, false
-	}
-	for _, o := range owned {
-		if sameDevice(top, o.Device) {
-			return o, true
-		}
-	}
-	return store.Attachment{}, false
-}
-
-func inUse(mounts MountTable, dev string) bool {
-	for _, m := range mounts.All() {
-		if sameDevice(m, dev) {
-			return true
 		}
 	}
 	return false
