@@ -153,7 +153,7 @@ func (a *Agent) ServeMetrics(ctx context.Context, addr string) error {
 		return fmt.Errorf("metrics listener on %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(a.cfg.Metrics.Registry, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", newHeapRelease(a.cfg.Now).after(promhttp.HandlerFor(a.cfg.Metrics.Registry, promhttp.HandlerOpts{})))
 	return serve(ctx, netutil.LimitListener(ln, metricsConns), mux)
 }
 
