@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -110,6 +111,32 @@ func (a *Agent) remountTarget(d *Desired, t DesiredTarget, rec *store.Volume) er
 	return nil
 }
 
+// encryptionChanges: spec.encryption added to or removed from a volume in
+// use (its filesystem mounted, or a raw block volume published) is never
+// applied under its consumer.
+func encryptionChanges(d *Desired, rec *store.Volume) []pending {
+	content := ""
+	switch {
+	case rec.Staging != nil:
+		content = "the volume's " + cmp.Or(rec.Staging.FSType, "filesystem")
+	case d.Block && len(rec.Targets) > 0:
+		content = "the volume's raw block data (published at " + rec.Targets[0].Path + ")"
+	default:
+		return nil
+	}
+	switch {
+	case d.Encrypted() && rec.Mapping == nil:
+		return []pending{{"EncryptionAdded", fmt.Sprintf(
+			"encryption not applied: %s is on its device unencrypted, and volumed only ever encrypts a blank device; to encrypt it, take the volume down (state: absent), move the data off and wipe the device yourself, then set state: present",
+			content)}}
+	case !d.Encrypted() && rec.Mapping != nil:
+		return []pending{{"EncryptionRemoved", fmt.Sprintf(
+			"removing spec.encryption is not applied: %s lives inside LUKS2 volume %s (open as %s), which volumed never removes; put spec.encryption back, or the volume cannot be opened at its next use",
+			content, rec.Mapping.UUID, rec.Mapping.Device)}}
+	}
+	return nil
+}
+
 // pending is a manifest change that is not in effect, and how to get it.
 type pending struct{ reason, message string }
 
@@ -129,19 +156,10 @@ func pendingChanges(d *Desired, rec *store.Volume) []pending {
 				now, at.Source, at.Device)})
 		}
 	}
+	out = append(out, encryptionChanges(d, rec)...)
 	st, fs := rec.Staging, d.Spec.Filesystem
 	if st == nil || fs == nil {
 		return out
-	}
-	switch {
-	case d.Encrypted() && rec.Mapping == nil:
-		out = append(out, pending{"EncryptionAdded", fmt.Sprintf(
-			"encryption not applied: the volume's %s is on its device unencrypted, and volumed only ever encrypts a blank device; to encrypt it, take the volume down (state: absent), move the data off and wipe the device yourself, then set state: present",
-			st.FSType)})
-	case !d.Encrypted() && rec.Mapping != nil:
-		out = append(out, pending{"EncryptionRemoved", fmt.Sprintf(
-			"removing spec.encryption is not applied: the filesystem lives inside LUKS2 volume %s (open as %s), which volumed never removes; put spec.encryption back, or the volume cannot be opened at its next mount",
-			rec.Mapping.UUID, rec.Mapping.Device)})
 	}
 	if st.FSType != "" && !compatibleFS(st.FSType, fs.Type) {
 		out = append(out, pending{"FilesystemTypeChanged", fmt.Sprintf(

@@ -98,6 +98,12 @@ func TestPendingChanges(t *testing.T) {
 	refused.Staging.Refused = &store.Refusal{Options: stagingOptions(journal), Error: "invalid argument"}
 	legacy := madeWith(base)
 	legacy.Attachment.Source = ""
+	raw := &Desired{Name: "a", Driver: "loop", Caps: base.Caps, Block: true, Targets: []DesiredTarget{{Path: "/dev-t", Block: true}}, Spec: &manifest.VolumeSpec{}}
+	rawEnc := &Desired{Name: "a", Driver: "loop", Caps: base.Caps, Block: true, Targets: raw.Targets,
+		Spec: &manifest.VolumeSpec{Encryption: &manifest.Encryption{LUKS2: &manifest.LUKS2{Keys: []manifest.LUKS2Key{{File: "/k"}}}}}}
+	rawPublished := func() *store.Volume {
+		return &store.Volume{Name: "a", Driver: "loop", Attachment: madeWith(base).Attachment, Targets: []store.MountRecord{{Path: "/dev-t", Owned: true}}}
+	}
 
 	cases := []struct {
 		name string
@@ -117,6 +123,11 @@ func TestPendingChanges(t *testing.T) {
 		{"encrypted as made", encrypted(loopWant("a", tgt("/t", false)), "/k"), mapped(madeWith(base)), nil},
 		{"encryption removed from a mounted volume", base, mapped(madeWith(base)),
 			[]string{"EncryptionRemoved: removing spec.encryption is not applied", "LUKS2 volume u (open as /dev/mapper/volumed-a)"}},
+		{"encryption added to a published raw block volume", rawEnc, rawPublished(),
+			[]string{"EncryptionAdded: encryption not applied", "raw block data (published at /dev-t)", "only ever encrypts a blank device"}},
+		{"encryption added to a raw block volume not yet published: opened, nothing pending", rawEnc, &store.Volume{Name: "a", Driver: "loop", Attachment: madeWith(base).Attachment}, nil},
+		{"encryption removed from a published raw block volume", raw, mapped(rawPublished()),
+			[]string{"EncryptionRemoved: removing spec.encryption is not applied", "raw block data (published at /dev-t)"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
