@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/volumed/volumed/agent/api"
 	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/store"
@@ -626,14 +628,26 @@ func TestGrowEncrypted(t *testing.T) {
 // error count of an encrypted volume was read from a directory that
 // never exists, so its errors were never seen.
 func TestExt4SysByKernelName(t *testing.T) {
-	if _, err := os.Stat("/dev/loop0"); err != nil {
-		t.Skip("no /dev/loop0 to name by another path")
+	// Any block device the kernel knows will do; a node of it under
+	// another name stands for the mapping's path.
+	ents, err := os.ReadDir("/sys/dev/block")
+	if err != nil || len(ents) == 0 {
+		t.Fatalf("no block device in /sys/dev/block to name by another path: %v", err)
 	}
-	link := filepath.Join(t.TempDir(), "volumed-x")
-	if err := os.Symlink("/dev/loop0", link); err != nil {
+	var major, minor uint32
+	if _, err := fmt.Sscanf(ents[0].Name(), "%d:%d", &major, &minor); err != nil {
+		t.Fatalf("/sys/dev/block/%s: %v", ents[0].Name(), err)
+	}
+	target, err := os.Readlink(filepath.Join("/sys/dev/block", ents[0].Name()))
+	if err != nil {
 		t.Fatal(err)
 	}
-	if got := ext4Sys(link); got != "/sys/fs/ext4/loop0" {
-		t.Errorf("ext4Sys(%s -> /dev/loop0) = %s, want /sys/fs/ext4/loop0", link, got)
+	node := filepath.Join(t.TempDir(), "volumed-x")
+	if err := unix.Mknod(node, unix.S_IFBLK|0o600, int(unix.Mkdev(major, minor))); err != nil {
+		t.Fatalf("mknod %s (root is needed): %v", node, err)
+	}
+	want := "/sys/fs/ext4/" + filepath.Base(target)
+	if got := ext4Sys(node); got != want {
+		t.Errorf("ext4Sys(%s, block %d:%d) = %s, want %s", node, major, minor, got, want)
 	}
 }

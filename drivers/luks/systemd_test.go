@@ -4,17 +4,18 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"github.com/volumed/volumed/drivers/tpm2/swtpmtest"
+	"github.com/volumed/volumed/internal/testtool"
 )
 
-// needSystemdTPM2 skips unless systemd's TPM2 tooling is here:
+// needSystemdTPM2 reports (testtool.Missing) unless systemd's TPM2 tooling is here:
 // systemd-cryptenroll and the tpm2-tss libraries it dlopens, with the
-// swtpm TCTI. It is a plain skip, not testtool.Missing: deps.sh installs
-// tpm2-tss only where the release has it under the names it knows
-// (libtss2-esys-3.0.2-0 in bookworm; ...t64 after), as the names carry
-// its ABI version.
+// swtpm TCTI. scripts/deps.sh installs them (systemd, and tpm2-tss where
+// the Debian release has it under the names it knows), so under make
+// test a missing one fails the test.
 //
 // The other direction (systemd's token plugin unsealing volumed's
 // token) is not tested: the plugin finds its TPM only under
@@ -26,12 +27,10 @@ func needSystemdTPM2(t *testing.T) {
 		"/usr/lib/x86_64-linux-gnu/libtss2-tcti-swtpm.so.0",
 	} {
 		if _, err := os.Stat(f); err != nil {
-			t.Skipf("systemd's TPM2 support is not installed (%v): systemd, libtss2-esys-3.0.2-0, libtss2-tcti-swtpm0", err)
+			testtool.Missing(t, "systemd's TPM2 support ("+filepath.Base(f)+")", "Debian packages libtss2-esys-3.0.2-0 and libtss2-tcti-swtpm0", err)
 		}
 	}
-	if _, err := exec.LookPath("systemd-cryptenroll"); err != nil {
-		t.Skip("no systemd-cryptenroll")
-	}
+	testtool.Need(t, "Debian package systemd", "systemd-cryptenroll")
 }
 
 // volumed opens what systemd sealed: systemd-cryptenroll enrols the TPM,
