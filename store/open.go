@@ -16,6 +16,8 @@ import (
 
 	berrors "go.etcd.io/bbolt/errors"
 
+	"github.com/volumed/volumed/internal/durable"
+
 	"go.etcd.io/bbolt"
 	"golang.org/x/sys/unix"
 )
@@ -192,19 +194,10 @@ func moveAside(path string, now func() time.Time) (string, error) {
 	if err := os.Rename(path, dst); err != nil {
 		return "", err
 	}
-	if err := syncDir(filepath.Dir(path)); err != nil {
+	if err := durable.SyncDir(filepath.Dir(path)); err != nil {
 		return "", err
 	}
 	return dst, nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 func cleanMarker(path string) string { return path + ".clean" }

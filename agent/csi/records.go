@@ -9,7 +9,7 @@ import (
 	"sort"
 	"strings"
 
-	"golang.org/x/sys/unix"
+	"github.com/volumed/volumed/internal/durable"
 )
 
 // Record is what the kubelet asked of one volume, kept durably: the
@@ -73,7 +73,7 @@ func (rs records) put(name string, r *Record) error {
 	if err := os.MkdirAll(rs.dir, 0o700); err != nil {
 		return fmt.Errorf("csi records: %w", err)
 	}
-	return writeAtomic(rs.path(name), append(b, '\n'))
+	return durable.WriteFile(rs.path(name), append(b, '\n'), 0o600)
 }
 
 func (rs records) remove(name string) error {
@@ -84,7 +84,10 @@ func (rs records) remove(name string) error {
 	if err := os.RemoveAll(rs.secretDir(name)); err != nil {
 		return fmt.Errorf("csi secrets of %s: %w", name, err)
 	}
-	return syncDir(rs.dir)
+	if err := durable.SyncDir(rs.dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
 }
 
 // load reads every record; the names are the file names.
@@ -140,45 +143,10 @@ func (rs records) writeSecrets(name string, secrets map[string]string) (map[stri
 			return nil, fmt.Errorf("secret key %q: not a field name", k)
 		}
 		p := filepath.Join(dir, k)
-		if err := writeAtomic(p, []byte(v)); err != nil {
+		if err := durable.WriteFile(p, []byte(v), 0o600); err != nil {
 			return nil, err
 		}
 		out[k+"File"] = p
 	}
 	return out, nil
-}
-
-func writeAtomic(p string, data []byte) error {
-	tmp := p + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_NOFOLLOW, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, p); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(p))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

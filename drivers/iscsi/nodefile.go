@@ -15,6 +15,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/volumed/volumed/internal/durable"
 )
 
 // authKeys are the keys writeCredentials owns, in the order it writes them.
@@ -162,16 +164,7 @@ func patchFile(dir, path string, want map[string]string) error {
 		os.Remove(tmp)
 		return err
 	}
-	return syncDir(filepath.Dir(path))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return durable.SyncDir(filepath.Dir(path))
 }
 
 // patchRecord replaces the lines of the keys in want (dropping those whose

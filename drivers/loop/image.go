@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/volumed/volumed/internal/durable"
 	"github.com/volumed/volumed/internal/safepath"
 )
 
@@ -161,25 +162,13 @@ func mkdirAll(dir string) error {
 	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return err
 	}
-	return syncDir(parent)
+	return durable.SyncDir(parent)
 }
 
 // syncDirAt makes the entries of the directory open as dirFd (an O_PATH
 // handle will do) durable.
 func syncDirAt(dirFd int, dir string) error {
 	fd, err := unix.Openat(dirFd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return &os.PathError{Op: "open", Path: dir, Err: err}
-	}
-	defer unix.Close(fd)
-	if err := unix.Fsync(fd); err != nil {
-		return &os.PathError{Op: "fsync", Path: dir, Err: err}
-	}
-	return nil
-}
-
-func syncDir(dir string) error {
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return &os.PathError{Op: "open", Path: dir, Err: err}
 	}
