@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -53,12 +52,7 @@ func TestCrashPoints(t *testing.T) {
 				// One operation at a time: the killed one is the last started.
 				e.extraArgs = []string{"--parallel", "1"}
 				if formatted {
-					for _, v := range []string{"vol", "other"} {
-						img := e.image(v+".img", 64<<20)
-						if out, err := exec.Command("mkfs.ext4", "-q", "-F", img).CombinedOutput(); err != nil {
-							t.Fatalf("mkfs.ext4: %v: %s", err, out)
-						}
-					}
+					e.formattedImages("vol", "other")
 				}
 				e.volume("vol", "ext4", "64Mi", "a", "b:ro")
 				e.volume("other", "ext4", "64Mi", "other")
@@ -329,12 +323,7 @@ func crashedVolume(t *testing.T, log, op string) string {
 func TestCrashMidPublishThenRemoved(t *testing.T) {
 	e := newEnv(t)
 	e.extraArgs = []string{"--parallel", "1"}
-	for _, v := range []string{"vol", "other"} {
-		img := e.image(v+".img", 64<<20)
-		if out, err := exec.Command("mkfs.ext4", "-q", "-F", img).CombinedOutput(); err != nil {
-			t.Fatalf("mkfs.ext4: %v: %s", err, out)
-		}
-	}
+	e.formattedImages("vol", "other")
 	e.volume("vol", "ext4", "64Mi", "a", "b:ro")
 	e.volume("other", "ext4", "64Mi", "other")
 	e.start("VOLUMED_CRASH_AT=publish:after-kernel")

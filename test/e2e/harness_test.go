@@ -278,6 +278,18 @@ func (e *env) waitExit(timeout time.Duration) bool {
 	return false
 }
 
+// formattedImages makes the 64 MiB images of the named volumes, each
+// holding an ext4 already (so mounting them formats nothing).
+func (e *env) formattedImages(names ...string) {
+	e.t.Helper()
+	for _, v := range names {
+		img := e.image(v+".img", 64<<20)
+		if out, err := exec.Command("mkfs.ext4", "-q", "-F", img).CombinedOutput(); err != nil {
+			e.t.Fatalf("mkfs.ext4: %v: %s", err, out)
+		}
+	}
+}
+
 func (e *env) image(name string, size int64) string {
 	e.t.Helper()
 	p := filepath.Join(e.images, name)
