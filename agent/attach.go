@@ -123,6 +123,7 @@ func (a *Agent) attachmentOf(d *Desired, f Found) *store.Attachment {
 	return &store.Attachment{
 		Driver: d.Driver, Device: f.Device, Identity: f.Identity, Session: f.Session,
 		Owned: owned && !f.Pinned, Pinned: f.Pinned, Source: d.Caps.Key,
+		Created: f.Created,
 	}
 }
 

@@ -21,6 +21,10 @@ const (
 	// CondFormatRefused: the device is not blank in a way volumed will
 	// not format over, or a format failed half-way.
 	CondFormatRefused = "FormatRefused"
+	// CondNotBlank: the device carries no signature but is not blank
+	// by the blank rule (unknown data, partitions or holders only the
+	// kernel knows): it is never formatted or encrypted.
+	CondNotBlank = "NotBlank"
 	// CondBackingChanged: a loop image was deleted or replaced under its
 	// live device.
 	CondBackingChanged = "BackingChanged"
@@ -45,7 +49,7 @@ const (
 // AllConditionTypes lists every type, for the metric (a series per type
 // and volume, 0 or 1, so alerts see a condition clear).
 var AllConditionTypes = []string{
-	CondStateNotRecorded, CondMountConfig, CondFormatRefused, CondBackingChanged, CondBackingFull,
+	CondStateNotRecorded, CondMountConfig, CondFormatRefused, CondNotBlank, CondBackingChanged, CondBackingFull,
 	CondFilesystemError, CondPendingChange, CondGrowFailed, CondTeardownBlocked, CondWaitingForState, CondLocked,
 }
 

@@ -184,11 +184,17 @@ func (a *Agent) open(ctx context.Context, d *Desired) error {
 	if verdict == encryptFormat {
 		uuid = interrupted
 		if uuid == "" {
+			if err := a.checkBlank(ctx, d.Name, dev, a.createdSource(d.Name)); err != nil {
+				return fmt.Errorf("%s: %w", dev, err)
+			}
 			uuid = newUUID()
 		}
 		err := a.run(ctx, d.Name, d.Driver, OpEncrypt, func(ctx context.Context) error {
 			inputs := map[string]string{"device": dev, "uuid": uuid, "cipher": luks.Cipher, "sectorSize": strconv.Itoa(luks.SectorSize), "pbkdf": luks.PBKDF}
-			return a.state.Do(d.Name, d.Driver, OpEncrypt, inputs, func(*store.Volume) error {
+			return a.state.Do(d.Name, d.Driver, OpEncrypt, inputs, func(rec *store.Volume) error {
+				if rec.Attachment != nil {
+					rec.Attachment.Created = false
+				}
 				return c.Format(ctx, CryptFormat{Device: dev, UUID: uuid, Cipher: luks.Cipher, SectorSize: luks.SectorSize, PBKDF: luks.PBKDF, Keys: luks.Keys})
 			})
 		})

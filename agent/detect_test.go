@@ -14,6 +14,7 @@ import (
 	"github.com/volumed/volumed/agent/api"
 	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/drivers/mount"
+	"github.com/volumed/volumed/internal/blank"
 	"github.com/volumed/volumed/store"
 )
 
@@ -63,6 +64,9 @@ func (f *fakeFS) Mkfs(context.Context, string, string, string, []string) error {
 func (f *fakeFS) Inspect(context.Context, string) (FSInfo, error)              { return FSInfo{}, nil }
 func (f *fakeFS) CheckReadOnly(context.Context, string, string) (FSCheck, error) {
 	return FSCheckUnknown, nil
+}
+func (f *fakeFS) Examine(_ context.Context, dev string, _ bool) (blank.Facts, error) {
+	return blank.Facts{Device: dev, Zeros: blank.Zeros{Read: true, FirstNonZero: -1}}, nil
 }
 func (f *fakeFS) Grow(context.Context, string, string, string) error { return f.growErr }
 func (f *fakeFS) DeviceSize(string) (int64, error)                   { return f.size, f.sizeErr }

@@ -7,6 +7,7 @@ import (
 	"github.com/moby/sys/mountinfo"
 
 	"github.com/volumed/volumed/agent/manifest"
+	"github.com/volumed/volumed/internal/blank"
 	"github.com/volumed/volumed/store"
 )
 
@@ -47,6 +48,9 @@ type Found struct {
 	// Pinned: the host booted from it (firmware tables); it is never torn
 	// down, whatever the manifests say.
 	Pinned bool
+	// Created: this Attach created the source (a new sparse image
+	// file); nobody else has written it.
+	Created bool
 	// Note says why this one was chosen among several (a disk selector
 	// that matched more than one disk); the volume's status shows it.
 	Note string
@@ -114,6 +118,10 @@ type Filesystems interface {
 	// Probe lists every signature on the device (filesystems, partition
 	// tables, LUKS, LVM, RAID, swap). An error means "unknown", never "blank".
 	Probe(ctx context.Context, device string) ([]Signature, error)
+	// Examine gathers the facts of the blank rule (internal/blank);
+	// created says the attach created the source and nothing has
+	// formatted it since.
+	Examine(ctx context.Context, device string, created bool) (blank.Facts, error)
 	// Mkfs makes the filesystem with the given UUID ("" lets mkfs choose).
 	Mkfs(ctx context.Context, device, fstype, uuid string, extra []string) error
 	// Inspect reads the filesystem's UUID, and whether it records having

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/volumed/volumed/internal/blank"
 )
 
 // halfMkfs is a device whose mkfs fails after writing a superblock.
@@ -28,6 +30,9 @@ func (f *halfMkfs) Mkfs(context.Context, string, string, string, []string) error
 	return errors.New("mkfs.ext4 /dev/loop1: exit status 1: Could not allocate block group descriptors")
 }
 
+func (f *halfMkfs) Examine(_ context.Context, dev string, _ bool) (blank.Facts, error) {
+	return blank.Facts{Device: dev, Zeros: blank.Zeros{Read: true, FirstNonZero: -1}}, nil
+}
 func (f *halfMkfs) Grow(context.Context, string, string, string) error { return nil }
 func (f *halfMkfs) DeviceSize(string) (int64, error)                   { return 1 << 20, nil }
 

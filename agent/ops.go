@@ -80,7 +80,10 @@ func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
 		return a.run(ctx, d.Name, d.Driver, OpFormat, func(ctx context.Context) error {
 			uuid := newUUID()
 			inputs := map[string]string{"device": dev, "fsType": fs.Type, "uuid": uuid}
-			return a.state.Do(d.Name, d.Driver, OpFormat, inputs, func(*store.Volume) error {
+			return a.state.Do(d.Name, d.Driver, OpFormat, inputs, func(rec *store.Volume) error {
+				if rec.Attachment != nil {
+					rec.Attachment.Created = false // formatted: no longer blank by the record
+				}
 				return a.cfg.FS.Mkfs(ctx, dev, fs.Type, uuid, mkfsArgs(fs, force))
 			})
 		})
@@ -92,6 +95,13 @@ func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
 	mkfs, force, err := decideMkfs(redo, sigs, fs, readOnlySource(d))
 	if err != nil {
 		return fmt.Errorf("%s: %w", dev, err)
+	}
+	if mkfs && !force {
+		if err := a.checkBlank(ctx, d.Name, dev, a.createdSource(d.Name)); err != nil {
+			return fmt.Errorf("%s: %w", dev, err)
+		}
+	} else if !mkfs {
+		a.conds.Clear(d.Name, CondNotBlank)
 	}
 	if mkfs {
 		if err := format(force); err != nil {
@@ -138,6 +148,9 @@ func (a *Agent) mountStaging(d *Desired, dev string, formatted bool) error {
 		}
 	}
 	return do(func(rec *store.Volume) error {
+		if rec.Attachment != nil {
+			rec.Attachment.Created = false // holds a filesystem now
+		}
 		if pt, err := a.cfg.Mounter.At(p); err == nil && pt.Root {
 			// Mounted already (e.g. by a run that died before recording it).
 			top, err := a.mountInfoAt(p)

@@ -49,6 +49,10 @@ type Attachment struct {
 	// attachment, and this lets the agent say so. "" in records written
 	// before it was kept.
 	Source string `json:"source,omitempty"`
+	// Created: the attach created the source (a sparse image file), so
+	// it is blank by this record until its first format or mount,
+	// which clear it.
+	Created bool `json:"created,omitempty"`
 }
 
 // MountRecord is one mount the agent made or adopted.

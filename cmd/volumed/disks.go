@@ -159,6 +159,8 @@ func content(f disk.Facts) string {
 		return "unreadable"
 	case f.Blank:
 		return "blank"
+	case len(f.Signatures) == 0 && len(f.Partitions) == 0:
+		return "not blank: " + f.NotBlank
 	case len(f.Partitions) > 0:
 		return fmt.Sprintf("%s, %d part", strings.Join(f.Signatures, ","), len(f.Partitions))
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/volumed/volumed/agent"
 	"github.com/volumed/volumed/drivers/blockfs"
 	"github.com/volumed/volumed/drivers/mount"
+	"github.com/volumed/volumed/internal/blank"
 	"github.com/volumed/volumed/kinds/kind"
 )
 
@@ -46,6 +47,10 @@ func (filesystems) Probe(ctx context.Context, device string) ([]agent.Signature,
 		out = append(out, agent.Signature{Type: s.Type, Usage: s.Usage, Offset: s.Offset})
 	}
 	return out, nil
+}
+
+func (filesystems) Examine(ctx context.Context, device string, created bool) (blank.Facts, error) {
+	return blockfs.Examine(ctx, device, blockfs.ExamineOptions{Created: created})
 }
 
 func (filesystems) Mkfs(ctx context.Context, device, fstype, uuid string, extra []string) error {

@@ -3,6 +3,7 @@ package disk
 import (
 	"context"
 	"errors"
+	"github.com/volumed/volumed/internal/blank"
 	"reflect"
 	"slices"
 	"strings"
@@ -39,7 +40,7 @@ func fakeLook(_ context.Context, path string, size int64, ss int) (Look, error) 
 	case "/dev/loop0":
 		return Look{}, errors.New("read 512 bytes at offset 0: input/output error")
 	}
-	return Look{}, nil
+	return Look{Zeros: blank.Zeros{Read: true, FirstNonZero: -1}}, nil
 }
 
 func list(t *testing.T) []Facts {
@@ -75,7 +76,7 @@ func TestListFacts(t *testing.T) {
 	sda := Facts{
 		Name: "sda", Path: "/dev/sda", Size: 1953525168 * 512, Model: "Samsung SSD 870", Vendor: "ATA",
 		Serial: "S6PNNX0R123456", WWN: "naa.5002538e40a1b2c3", Transport: "sata",
-		Signatures: []string{"gpt"},
+		NotBlank: "Signature", Signatures: []string{"gpt"},
 		Partitions: []Partition{{Number: 1, Name: "sda1", Path: "/dev/sda1", Start: 2048 * 512, Size: 1953523087 * 512,
 			Label: "root", Type: "0FC63DAF-8483-4772-8E79-3D69D8477DE4", UUID: "6E3B1F4A-0000-4000-8000-000000000001"}},
 	}

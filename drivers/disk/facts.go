@@ -26,23 +26,27 @@ import (
 	"github.com/volumed/volumed/drivers/blockfs"
 	"github.com/volumed/volumed/drivers/device"
 	"github.com/volumed/volumed/drivers/gpt"
+	"github.com/volumed/volumed/internal/blank"
 )
 
 // Facts are what a selector sees of one whole disk. The json names are
 // the names in CEL expressions: disk.size, disk.transport, ...
 type Facts struct {
-	Name       string      `json:"name"` // kernel name, e.g. sda
-	Path       string      `json:"path"` // node, e.g. /dev/sda
-	Size       int64       `json:"size"` // bytes
-	Model      string      `json:"model"`
-	Vendor     string      `json:"vendor"`
-	Serial     string      `json:"serial"`
-	WWN        string      `json:"wwn"`
-	Transport  string      `json:"transport"` // nvme, sata, scsi, iscsi, virtio, usb, mmc, loop, nvme-tcp, ..., "" when unknown
-	Rotational bool        `json:"rotational"`
-	Removable  bool        `json:"removable"`
-	ReadOnly   bool        `json:"readOnly"`
-	Blank      bool        `json:"blank"`      // no signature of any kind (and the look succeeded)
+	Name       string `json:"name"` // kernel name, e.g. sda
+	Path       string `json:"path"` // node, e.g. /dev/sda
+	Size       int64  `json:"size"` // bytes
+	Model      string `json:"model"`
+	Vendor     string `json:"vendor"`
+	Serial     string `json:"serial"`
+	WWN        string `json:"wwn"`
+	Transport  string `json:"transport"` // nvme, sata, scsi, iscsi, virtio, usb, mmc, loop, nvme-tcp, ..., "" when unknown
+	Rotational bool   `json:"rotational"`
+	Removable  bool   `json:"removable"`
+	ReadOnly   bool   `json:"readOnly"`
+	Blank      bool   `json:"blank"` // blank by the blank rule (internal/blank), and the look succeeded
+	// NotBlank is the blank rule's reason when the disk is not blank
+	// (Signature, KernelPartitions, Held, UnknownData, NotRead).
+	NotBlank   string      `json:"notBlank"`
 	Signatures []string    `json:"signatures"` // what the look found: "gpt", "ext4", "dos", ...
 	Partitions []Partition `json:"partitions"`
 	// ProbeError says why the disk's sectors (or its VPD identifiers)
@@ -68,6 +72,9 @@ type Partition struct {
 type Look struct {
 	Signatures []blockfs.Signature
 	Table      *gpt.Table // nil when the disk has no (valid) GPT
+	// Zeros is the blank rule's read of the disk, made when no
+	// signature was found.
+	Zeros blank.Zeros
 }
 
 // Lister lists disks from a sysfs and a /dev tree. The zero value uses
@@ -173,7 +180,12 @@ func (l Lister) read(ctx context.Context, name string) (Facts, bool, error) {
 	if err != nil {
 		return f, true, nil
 	}
-	f.Blank = len(lk.Signatures) == 0
+	_, holders, err := blockfs.SysfsUsers(dir)
+	if err != nil {
+		return Facts{}, false, err
+	}
+	v := blank.Decide(l.blankFacts(f, lk, holders))
+	f.Blank, f.NotBlank = v.Blank, v.Reason
 	for _, s := range lk.Signatures {
 		if !slices.Contains(f.Signatures, s.Type) {
 			f.Signatures = append(f.Signatures, s.Type)
@@ -189,6 +201,18 @@ func (l Lister) read(ctx context.Context, name string) (Facts, bool, error) {
 		}
 	}
 	return f, true, nil
+}
+
+// blankFacts are the blank rule's facts of the disk.
+func (l Lister) blankFacts(f Facts, lk Look, holders []string) blank.Facts {
+	bf := blank.Facts{Device: f.Path, Holders: holders, Zeros: lk.Zeros}
+	for _, s := range lk.Signatures {
+		bf.Signatures = append(bf.Signatures, blank.Signature(s))
+	}
+	for _, p := range f.Partitions {
+		bf.Partitions = append(bf.Partitions, p.Name)
+	}
+	return bf
 }
 
 // skipName leaves out kinds of block device that are never a volume's disk.
@@ -275,6 +299,12 @@ func LookAt(ctx context.Context, path string, size int64, sectorSize int) (Look,
 		return Look{}, err
 	}
 	lk := Look{Signatures: sigs}
+	if len(sigs) == 0 {
+		if lk.Zeros, err = blockfs.ReadZerosAt(path); err != nil {
+			return Look{}, err
+		}
+		return lk, nil
+	}
 	// The probe looks for a GPT header wherever gpt.Read does: with none
 	// found there is no table to read, and the disk is not opened again.
 	if !slices.ContainsFunc(sigs, func(s blockfs.Signature) bool { return s.Type == "gpt" }) {

@@ -152,12 +152,12 @@ func (c *Client) Format(ctx context.Context, o FormatOptions) error {
 			return fmt.Errorf("luks format %s: a LUKS header (UUID %q) is there already: %w", o.Device, in.UUID(), ErrNotBlank)
 		}
 	} else {
-		sigs, err := blockfs.ProbeDevice(ctx, o.Device)
+		v, err := blockfs.IsBlank(ctx, o.Device, blockfs.ExamineOptions{})
 		if err != nil {
 			return fmt.Errorf("luks format %s: %w", o.Device, err)
 		}
-		if len(sigs) > 0 {
-			return fmt.Errorf("luks format %s: holds %s at offset %d: %w", o.Device, sigs[0].Type, sigs[0].Offset, ErrNotBlank)
+		if !v.Blank {
+			return fmt.Errorf("luks format %s: %s (%s): %w", o.Device, v.Message, v.Reason, ErrNotBlank)
 		}
 	}
 	// Key files are read before the device is touched; TPM2 keys are

@@ -141,14 +141,16 @@ func indexOf(entries []gpt.Entry, label string) int {
 	return -1
 }
 
-// blank refuses a disk without a GPT that carries any signature.
+// blank refuses a disk without a GPT that is not blank by the blank
+// rule (internal/blank): a signature, a partition or holder the kernel
+// has, or data where the rule reads.
 func blank(ctx context.Context, path string) error {
-	sigs, err := blockfs.ProbeDevice(ctx, path)
+	v, err := blockfs.IsBlank(ctx, path, blockfs.ExamineOptions{})
 	if err != nil {
 		return err
 	}
-	if len(sigs) > 0 {
-		return fmt.Errorf("%w: the disk is not blank: %s", ErrRefused, describe(sigs))
+	if !v.Blank {
+		return fmt.Errorf("%w: the disk is not blank (%s): %s", ErrRefused, v.Reason, v.Message)
 	}
 	return nil
 }

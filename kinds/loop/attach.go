@@ -50,11 +50,12 @@ func (l attacher) Attach(ctx context.Context, d *agent.Desired) (agent.Found, er
 	if err != nil {
 		return agent.Found{}, err
 	}
+	created := false
 	if src.Create != nil {
 		if err := checkRoom(src, false); err != nil {
 			return agent.Found{}, err
 		}
-		if _, err := loopdev.EnsureImage(src.File, src.Create.SizeBytes); err != nil {
+		if created, err = loopdev.EnsureImage(src.File, src.Create.SizeBytes); err != nil {
 			return agent.Found{}, err
 		}
 	} else if _, err := os.Stat(src.File); err != nil {
@@ -66,7 +67,7 @@ func (l attacher) Attach(ctx context.Context, d *agent.Desired) (agent.Found, er
 		return agent.Found{}, err
 	}
 	l.idx.Note(*dev)
-	return agent.Found{Device: dev.Path, Identity: dev.Identity(), Owned: true}, nil
+	return agent.Found{Device: dev.Path, Identity: dev.Identity(), Owned: true, Created: created}, nil
 }
 
 // byIdentity finds the bound loop device with the given identity: the

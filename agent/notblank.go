@@ -1,0 +1,35 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/volumed/volumed/internal/blank"
+)
+
+// checkBlank applies the blank rule (internal/blank) to dev right
+// before volumed would write a filesystem or a LUKS header there: a
+// device that is not provably blank keeps a NotBlank condition saying
+// what was found and is left untouched. created is the attachment's
+// record that volumed made the source itself.
+func (a *Agent) checkBlank(ctx context.Context, name, dev string, created bool) error {
+	facts, err := a.cfg.FS.Examine(ctx, dev, created)
+	if err != nil {
+		return fmt.Errorf("examine %s before writing to it: %w", dev, err)
+	}
+	v := blank.Decide(facts)
+	if v.Blank {
+		a.conds.Clear(name, CondNotBlank)
+		return nil
+	}
+	a.conds.Set(name, CondNotBlank, v.Reason, v.Message)
+	return errors.New(v.Message)
+}
+
+// createdSource: the volume's attachment record says volumed created
+// its source and nothing has formatted or mounted it since.
+func (a *Agent) createdSource(name string) bool {
+	rec := a.state.Get(name)
+	return rec != nil && rec.Attachment != nil && rec.Attachment.Created
+}
