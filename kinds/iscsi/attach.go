@@ -2,6 +2,7 @@ package iscsi
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	"github.com/volumed/volumed/agent"
@@ -13,7 +14,10 @@ import (
 
 // attacher adapts drivers/iscsidrv.
 type attacher struct {
-	c    *iscsidrv.Client
+	c *iscsidrv.Client
+	// sessions reads the kernel's iSCSI sessions (nil: c's sysfs read);
+	// a test stands in for the kernel's iscsi_session class here.
+	sessions sessionsReader
 	host firmware.HostIdentity
 	boot []firmware.BootVolume
 }
@@ -42,9 +46,25 @@ func (a attacher) Find(_ context.Context, d *agent.Desired) ([]agent.Found, erro
 	return []agent.Found{a.found(t, disk, false)}, nil
 }
 
-func (a attacher) hasSession(t iscsidrv.Target) bool {
-	ss, err := a.c.Sessions()
-	return err == nil && slices.ContainsFunc(ss, func(s iscsidrv.Session) bool { return s.Target.Key() == t.Key() })
+// sessionsReader reads the iSCSI sessions the kernel has.
+type sessionsReader interface {
+	Sessions() ([]iscsidrv.Session, error)
+}
+
+// hasSession says whether a session to t exists before the login. A
+// sessions read that fails is an error, never "none": a session that
+// was there (another tool's, the firmware's) would be recorded as
+// volumed's and logged out by a later teardown.
+func (a attacher) hasSession(t iscsidrv.Target) (bool, error) {
+	var r sessionsReader = a.c
+	if a.sessions != nil {
+		r = a.sessions
+	}
+	ss, err := r.Sessions()
+	if err != nil {
+		return false, fmt.Errorf("read the iSCSI sessions before logging in to %s: %w", t.IQN, err)
+	}
+	return slices.ContainsFunc(ss, func(s iscsidrv.Session) bool { return s.Target.Key() == t.Key() }), nil
 }
 
 func (a attacher) Attach(ctx context.Context, d *agent.Desired) (agent.Found, error) {
@@ -62,7 +82,10 @@ func (a attacher) Attach(ctx context.Context, d *agent.Desired) (agent.Found, er
 	if a.host.InitiatorNameFrom != firmware.FromInitiatorFile {
 		o.InitiatorName = a.host.InitiatorName
 	}
-	existed := a.hasSession(t)
+	existed, err := a.hasSession(t)
+	if err != nil {
+		return agent.Found{}, err
+	}
 	disk, err := a.c.Login(ctx, o)
 	if err != nil {
 		return agent.Found{}, err
