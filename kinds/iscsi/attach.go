@@ -18,8 +18,8 @@ type attacher struct {
 	// sessions reads the kernel's iSCSI sessions (nil: c's sysfs read);
 	// a test stands in for the kernel's iscsi_session class here.
 	sessions sessionsReader
-	host firmware.HostIdentity
-	boot []firmware.BootVolume
+	host     firmware.HostIdentity
+	boot     []firmware.BootVolume
 }
 
 func target(s *Source) iscsidrv.Target {
