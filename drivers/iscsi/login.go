@@ -11,8 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/moby/sys/mountinfo"
-	"golang.org/x/sys/unix"
+	"github.com/volumed/volumed/internal/inuse"
 )
 
 const (
@@ -211,42 +210,22 @@ func (c *Client) logoutSessions(ctx context.Context, sessions []Session) error {
 	}
 }
 
-// checkUnused returns ErrBusy when a disk of the session, or a partition
-// of one, is mounted or has holders.
+// checkUnused returns ErrBusy when a disk of the session is in use
+// outside volumed by the one in-use rule (internal/inuse): holders of
+// it or a partition, an exclusive open refused (a mount in any mount
+// namespace), the mount table read only then.
 func (c *Client) checkUnused(s Session) error {
 	disks, err := c.disks(s)
 	if err != nil {
 		return err
 	}
-	if len(disks) == 0 {
-		return nil
-	}
-	mounts, err := mountinfo.GetMounts(nil)
-	if err != nil {
-		return err
-	}
 	for _, d := range disks {
-		block := d.block
-		devs := map[uint64]string{d.dev: filepath.Base(d.Device)}
-		parts, _ := os.ReadDir(block)
-		for _, p := range parts {
-			if _, err := os.Stat(filepath.Join(block, p.Name(), "partition")); err != nil {
-				continue
-			}
-			if ma, mi, ok := parseDevNum(readAttrOr(filepath.Join(block, p.Name()), "dev")); ok {
-				devs[unix.Mkdev(ma, mi)] = p.Name()
-			}
-			if holders, _ := os.ReadDir(filepath.Join(block, p.Name(), "holders")); len(holders) > 0 {
-				return fmt.Errorf("%w: %s (LUN %d) is held by %s", ErrBusy, p.Name(), d.LUN, holders[0].Name())
-			}
+		u, err := inuse.CheckAt(d.block, d.Device)
+		if err != nil {
+			return err
 		}
-		if holders, _ := os.ReadDir(filepath.Join(block, "holders")); len(holders) > 0 {
-			return fmt.Errorf("%w: %s (LUN %d) is held by %s", ErrBusy, d.Device, d.LUN, holders[0].Name())
-		}
-		for _, m := range mounts {
-			if name, ok := devs[unix.Mkdev(uint32(m.Major), uint32(m.Minor))]; ok {
-				return fmt.Errorf("%w: %s (LUN %d) is mounted at %s", ErrBusy, name, d.LUN, m.Mountpoint)
-			}
+		if busy, why := inuse.Busy(u); busy {
+			return fmt.Errorf("%w: LUN %d: %s", ErrBusy, d.LUN, why)
 		}
 	}
 	return nil

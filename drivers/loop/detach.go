@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
-	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
+
+	"github.com/volumed/volumed/internal/inuse"
 )
 
 // Detach unbinds want's loop device after checking that it still backs
@@ -52,33 +52,28 @@ func detachOnce(ctx context.Context, want Device) (retry bool, err error) {
 	if !cur.sameFile(want) {
 		return false, identityErr(cur.Identity(), want)
 	}
-	devs, err := checkUnheld(n)
-	if err != nil {
-		return false, err
-	}
-
-	// O_EXCL fails while the device is mounted anywhere (any mount
-	// namespace) or claimed by a holder, and keeps it from being mounted
-	// or re-configured by others until we are done. Only then is the
-	// mount table read, to tell a mount (which does not pass) from a
-	// transient claim: a read of every mount on the host per detach
-	// would make tearing down n volumes cost n².
-	fd, err := unix.Open(devPath(n), unix.O_RDONLY|unix.O_EXCL|unix.O_CLOEXEC, 0)
-	switch {
-	case errors.Is(err, unix.EBUSY):
-		if err := checkUnmounted(devs); err != nil {
-			return false, err
-		}
-		return true, fmt.Errorf("%w: claimed exclusively by another user", ErrBusy)
-	case errors.Is(err, unix.ENXIO):
-		return false, waitUnbound(ctx, n) // someone else is tearing it down
+	// The one in-use rule (internal/inuse): holders of the device and
+	// its partitions, then an exclusive open, which fails while the
+	// device is mounted anywhere (any mount namespace) or claimed, and
+	// keeps it from being mounted or re-configured by others until we
+	// are done; the mount table is read only when that open is refused,
+	// to tell a mount (which does not pass) from a transient claim.
+	f, u, err := inuse.ClaimAt(sysPath(n), devPath(n))
+	switch busy, why := inuse.Busy(u); {
 	case err != nil:
-		return false, &os.PathError{Op: "open", Path: devPath(n), Err: err}
+		return false, err
+	case u.Gone:
+		return false, waitUnbound(ctx, n) // someone else is tearing it down
+	case busy && u.Claimed && len(u.Mounts) == 0:
+		return true, fmt.Errorf("%w: claimed exclusively by another user", ErrBusy)
+	case busy:
+		return false, fmt.Errorf("%w: %s", ErrBusy, why)
 	}
+	fd := int(f.Fd())
 	open := true
 	defer func() {
 		if open {
-			unix.Close(fd)
+			f.Close()
 		}
 	}()
 
@@ -106,7 +101,7 @@ func detachOnce(ctx context.Context, want Device) (retry bool, err error) {
 		}
 		return false, fmt.Errorf("LOOP_CLR_FD: %w", err)
 	}
-	unix.Close(fd)
+	f.Close()
 	open = false
 
 	werr := waitUnbound(ctx, n)
@@ -127,59 +122,6 @@ func detachOnce(ctx context.Context, want Device) (retry bool, err error) {
 
 func identityErr(now string, want Device) error {
 	return fmt.Errorf("%w: it is now %s, expected %s", ErrIdentity, now, want.Identity())
-}
-
-type majmin struct{ major, minor int }
-
-// checkUnheld refuses a device (or one of its partitions) that has
-// holders such as device-mapper, and returns the device numbers of the
-// device and its partitions.
-func checkUnheld(n int) (map[majmin]string, error) {
-	nodes := []string{sysPath(n)}
-	parts, _ := os.ReadDir(sysPath(n))
-	for _, p := range parts {
-		if strings.HasPrefix(p.Name(), fmt.Sprintf("loop%dp", n)) {
-			nodes = append(nodes, sysPath(n, p.Name()))
-		}
-	}
-	devs := map[majmin]string{}
-	for _, node := range nodes {
-		holders, err := os.ReadDir(node + "/holders")
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, err
-		}
-		if len(holders) > 0 {
-			return nil, fmt.Errorf("%w: held by %s", ErrBusy, holders[0].Name())
-		}
-		b, err := os.ReadFile(node + "/dev")
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		var mm majmin
-		if _, err := fmt.Sscanf(strings.TrimSpace(string(b)), "%d:%d", &mm.major, &mm.minor); err != nil {
-			return nil, fmt.Errorf("%s/dev: %w", node, err)
-		}
-		devs[mm] = node
-	}
-	return devs, nil
-}
-
-// checkUnmounted refuses devices mounted in our mount namespace.
-func checkUnmounted(devs map[majmin]string) error {
-	mounts, err := mountinfo.GetMounts(func(m *mountinfo.Info) (skip, stop bool) {
-		_, ours := devs[majmin{m.Major, m.Minor}]
-		return !ours, false
-	})
-	if err != nil {
-		return fmt.Errorf("read mountinfo: %w", err)
-	}
-	if len(mounts) > 0 {
-		return fmt.Errorf("%w: mounted on %s", ErrBusy, mounts[0].Mountpoint)
-	}
-	return nil
 }
 
 // waitUnbound waits until sysfs shows loop device n unbound, at most

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/volumed/volumed/internal/inuse"
 	"github.com/volumed/volumed/internal/keyed"
 	"github.com/volumed/volumed/internal/secret"
 )
@@ -348,28 +348,17 @@ func (c *Client) checkUnused(all, deleted []Controller) error {
 	return nil
 }
 
+// checkNamespaceUnused refuses a namespace that is in use outside
+// volumed, by the one in-use rule (internal/inuse).
 func (c *Client) checkNamespaceUnused(d nsDir) error {
-	holders, err := os.ReadDir(filepath.Join(d.path, "holders"))
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	u, err := inuse.CheckAt(d.path, filepath.Join(c.devRoot(), d.name))
+	if err != nil {
 		return err
 	}
-	if len(holders) > 0 {
-		return fmt.Errorf("%w: %s is held by %s", ErrBusy, d.name, holders[0].Name())
+	if busy, why := inuse.Busy(u); busy {
+		return fmt.Errorf("%w: %s", ErrBusy, why)
 	}
-	// An exclusive open fails while the device or one of its partitions
-	// is mounted (in any mount namespace) or claimed by device-mapper,
-	// md or an O_EXCL opener such as mkfs.
-	dev := filepath.Join(c.devRoot(), d.name)
-	fd, err := unix.Open(dev, unix.O_RDONLY|unix.O_EXCL|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
-	switch {
-	case err == nil:
-		return unix.Close(fd)
-	case errors.Is(err, unix.EBUSY):
-		return fmt.Errorf("%w: %s is mounted or open exclusively", ErrBusy, dev)
-	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENXIO), errors.Is(err, unix.ENODEV):
-		return nil // already gone
-	}
-	return &os.PathError{Op: "open", Path: dev, Err: err}
+	return nil
 }
 
 // Rescan asks controller name (nvmeN) to rescan its namespaces, so that

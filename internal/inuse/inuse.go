@@ -1,0 +1,203 @@
+// Package inuse is volumed's one answer to "is this block device in
+// use outside volumed?": what the kernel says holds it or one of its
+// partitions (sysfs holders/: device-mapper, md, bcache), then an
+// exclusive open (O_EXCL fails while the device or a partition is
+// mounted in any mount namespace, claimed by a holder, or opened
+// exclusively by a tool such as mkfs), and the mount table read only
+// when that open is refused, to say where it is mounted (reading every
+// mount on the host per check would make n checks cost n²).
+package inuse
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/moby/sys/mountinfo"
+	"golang.org/x/sys/unix"
+)
+
+// Use is what the check found of one device.
+type Use struct {
+	Device string
+	// Holders are the kernel names that hold the device or one of its
+	// partitions, as "holder (of part)".
+	Holders []string
+	// Claimed: an exclusive open was refused (EBUSY).
+	Claimed bool
+	// Mounts are the mount points, in this mount namespace, of the
+	// device or a partition; read only when Claimed.
+	Mounts []string
+	// Gone: the device does not exist (any more).
+	Gone bool
+}
+
+// Busy is the rule: a device is in use when anything holds it, or an
+// exclusive open of it is refused. A mount in another namespace shows
+// only as the refused open, which is why the open is asked at all.
+func Busy(u Use) (bool, string) {
+	switch {
+	case len(u.Holders) > 0:
+		return true, fmt.Sprintf("%s is held by %s", u.Device, strings.Join(u.Holders, ", "))
+	case u.Claimed && len(u.Mounts) > 0:
+		return true, fmt.Sprintf("%s is mounted at %s", u.Device, strings.Join(u.Mounts, ", "))
+	case u.Claimed:
+		return true, fmt.Sprintf("%s is mounted (in another mount namespace) or open exclusively by another process", u.Device)
+	}
+	return false, ""
+}
+
+// Claim checks dev and, when nothing uses it, returns it opened
+// exclusively (read-only, O_EXCL): nobody can mount it or claim it
+// until the caller closes the file. f is nil whenever the device is in
+// use or gone. sysRoot is where sysfs is ("" is /sys).
+func Claim(sysRoot, dev string) (f *os.File, u Use, err error) {
+	dir, err := sysDir(sysRoot, dev)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, Use{Device: dev, Gone: true}, nil
+	}
+	if err != nil {
+		return nil, Use{Device: dev}, err
+	}
+	return ClaimAt(dir, dev)
+}
+
+// ClaimAt is Claim for a caller that knows the device's sysfs directory
+// (a driver listing its own devices).
+func ClaimAt(dir, dev string) (f *os.File, u Use, err error) {
+	u = Use{Device: dev}
+	nums, holders, err := related(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		u.Gone = true
+		return nil, u, nil
+	}
+	if err != nil {
+		return nil, u, fmt.Errorf("in-use check of %s: %w", dev, err)
+	}
+	if u.Holders = holders; len(holders) > 0 {
+		return nil, u, nil
+	}
+	fd, err := unix.Open(dev, unix.O_RDONLY|unix.O_EXCL|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	switch {
+	case err == nil:
+		return os.NewFile(uintptr(fd), dev), u, nil
+	case errors.Is(err, unix.EBUSY):
+		u.Claimed = true
+		u.Mounts, err = mountsOf(nums)
+		return nil, u, err
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENXIO), errors.Is(err, unix.ENODEV):
+		u.Gone = true
+		return nil, u, nil
+	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
+		// Not allowed to ask (a device cgroup, an LSM): a mount here
+		// still proves use; no mount proves nothing.
+		if u.Mounts, _ = mountsOf(nums); len(u.Mounts) > 0 {
+			u.Claimed = true
+			return nil, u, nil
+		}
+	}
+	return nil, u, &os.PathError{Op: "open", Path: dev, Err: err}
+}
+
+// Check is Claim without keeping the claim.
+func Check(sysRoot, dev string) (Use, error) {
+	return release(Claim(sysRoot, dev))
+}
+
+// CheckAt is ClaimAt without keeping the claim.
+func CheckAt(dir, dev string) (Use, error) {
+	return release(ClaimAt(dir, dev))
+}
+
+func release(f *os.File, u Use, err error) (Use, error) {
+	if f != nil {
+		f.Close()
+	}
+	return u, err
+}
+
+// sysDir is the sysfs directory of the block device node dev.
+func sysDir(sysRoot, dev string) (string, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(dev, &st); err != nil {
+		return "", &os.PathError{Op: "stat", Path: dev, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFBLK {
+		return "", fmt.Errorf("%s is not a block device", dev)
+	}
+	if sysRoot == "" {
+		sysRoot = "/sys"
+	}
+	return filepath.Join(sysRoot, "dev", "block", fmt.Sprintf("%d:%d", unix.Major(st.Rdev), unix.Minor(st.Rdev))), nil
+}
+
+// related reads the device numbers of the device and its partitions,
+// and what holds any of them.
+func related(dir string) (map[uint64]bool, []string, error) {
+	nodes := []string{dir}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, e := range ents {
+		if _, err := os.Stat(filepath.Join(dir, e.Name(), "partition")); err == nil {
+			nodes = append(nodes, filepath.Join(dir, e.Name()))
+		}
+	}
+	nums := map[uint64]bool{}
+	var holders []string
+	for i, n := range nodes {
+		hs, err := os.ReadDir(filepath.Join(n, "holders"))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, nil, err
+		}
+		for _, h := range hs {
+			if i == 0 {
+				holders = append(holders, h.Name())
+			} else {
+				holders = append(holders, fmt.Sprintf("%s (of %s)", h.Name(), filepath.Base(n)))
+			}
+		}
+		if num, ok := devNumber(n); ok {
+			nums[num] = true
+		}
+	}
+	sort.Strings(holders)
+	return nums, holders, nil
+}
+
+func devNumber(node string) (uint64, bool) {
+	b, err := os.ReadFile(filepath.Join(node, "dev"))
+	if err != nil {
+		return 0, false
+	}
+	ma, mi, ok := strings.Cut(strings.TrimSpace(string(b)), ":")
+	major, err1 := strconv.ParseUint(ma, 10, 32)
+	minor, err2 := strconv.ParseUint(mi, 10, 32)
+	if !ok || err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return unix.Mkdev(uint32(major), uint32(minor)), true
+}
+
+// mountsOf lists where, in this mount namespace, any of the devices is
+// mounted.
+func mountsOf(nums map[uint64]bool) ([]string, error) {
+	ms, err := mountinfo.GetMounts(func(m *mountinfo.Info) (skip, stop bool) {
+		return !nums[unix.Mkdev(uint32(m.Major), uint32(m.Minor))], false
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the mount table: %w", err)
+	}
+	out := make([]string, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, m.Mountpoint)
+	}
+	sort.Strings(out)
+	return out, nil
+}
