@@ -5,6 +5,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -31,6 +32,9 @@ func (a *Agent) opAttach(ctx context.Context, d *Desired) error {
 			if err := a.heldByOther(d.Name, f); err != nil {
 				return err
 			}
+			if err := a.refuseInUse(att, d.Name, f); err != nil {
+				return err
+			}
 			rec.Attachment = a.attachmentOf(d, f)
 			a.notes.set(d.Name, f.Note)
 			return nil
@@ -46,6 +50,9 @@ func (a *Agent) opAttach(ctx context.Context, d *Desired) error {
 			return err
 		}
 		if err := a.heldByOther(d.Name, f); err != nil {
+			return err
+		}
+		if err := a.refuseInUse(att, d.Name, f); err != nil {
 			return err
 		}
 		rec.Attachment = a.attachmentOf(d, f)
@@ -78,6 +85,45 @@ func (a *Agent) heldByOther(name string, f Found) error {
 		return fmt.Errorf("%s (%s) is already volume %s's; two volumes never share it", f.Device, f.Identity, n)
 	}
 	return nil
+}
+
+// refuseInUse refuses a device volumed did not make that something
+// outside volumed uses: it is asked only before the first attach, when
+// nothing of volumed's can be using it (stagingFree, heldByOther).
+func (a *Agent) refuseInUse(att Attacher, name string, f Found) error {
+	c, ok := att.(InUseChecker)
+	if !ok || f.Owned {
+		return nil
+	}
+	p, err := c.InUse(f.Device)
+	if err != nil {
+		return fmt.Errorf("check whether %s is in use: %w", f.Device, err)
+	}
+	a.apply(name, CondInUse, p, nil)
+	if p != nil {
+		return errors.New(p.Message)
+	}
+	return nil
+}
+
+// adoptable: a device found at start-up with no record may be adopted
+// unless something outside volumed uses it; its own mount at the
+// volume's staging path (a state file lost) is volumed's use. A refused
+// one is left to the attach, which says why.
+func (a *Agent) adoptable(att Attacher, name, staging string, f Found, mounts MountTable) bool {
+	c, ok := att.(InUseChecker)
+	if !ok || f.Owned {
+		return true
+	}
+	if top := mounts.Top(staging); top != nil && sameDevice(top, f.Device) {
+		return true
+	}
+	p, err := c.InUse(f.Device)
+	if err != nil || p != nil {
+		a.cfg.Log.Warn("not adopting a device used outside volumed", "volume", name, "device", f.Device, "error", err)
+		return false
+	}
+	return true
 }
 
 // stagingFree refuses a new attachment while the volume's staging path

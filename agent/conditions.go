@@ -25,6 +25,9 @@ const (
 	// by the blank rule (unknown data, partitions or holders only the
 	// kernel knows): it is never formatted or encrypted.
 	CondNotBlank = "NotBlank"
+	// CondInUse: a local device the volume names is used outside
+	// volumed (mounted, held, open exclusively): it is not attached.
+	CondInUse = "InUse"
 	// CondBackingChanged: a loop image was deleted or replaced under its
 	// live device.
 	CondBackingChanged = "BackingChanged"
@@ -49,7 +52,7 @@ const (
 // AllConditionTypes lists every type, for the metric (a series per type
 // and volume, 0 or 1, so alerts see a condition clear).
 var AllConditionTypes = []string{
-	CondStateNotRecorded, CondMountConfig, CondFormatRefused, CondNotBlank, CondBackingChanged, CondBackingFull,
+	CondStateNotRecorded, CondMountConfig, CondFormatRefused, CondNotBlank, CondInUse, CondBackingChanged, CondBackingFull,
 	CondFilesystemError, CondPendingChange, CondGrowFailed, CondTeardownBlocked, CondWaitingForState, CondLocked,
 }
 

@@ -83,6 +83,14 @@ type BackingChecker interface {
 	CheckBacking(d *Desired, a store.Attachment) (*Problem, error)
 }
 
+// InUseChecker is implemented by attachers of local devices volumed
+// uses in place but never made (a device path, a disk): InUse says what
+// outside volumed uses the device (a mount, a holder, an exclusive
+// open), nil when nothing does. Such a device is never attached.
+type InUseChecker interface {
+	InUse(device string) (*Problem, error)
+}
+
 // Problem is something wrong that a check found: a condition's reason
 // and message.
 type Problem struct{ Reason, Message string }

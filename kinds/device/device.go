@@ -63,7 +63,10 @@ func (Kind) Rules() []kind.Rule {
 func (Kind) Attacher(kind.Env) agent.Attacher { return attacher{} }
 
 // attacher adapts drivers/device: a local disk, never detached.
-type attacher struct{ f devicedrv.Finder }
+type attacher struct {
+	kind.LocalInUse
+	f devicedrv.Finder
+}
 
 func selector(d *agent.Desired) (devicedrv.Selector, error) {
 	s, err := kind.Spec[Source](d, Name)

@@ -169,7 +169,10 @@ func (rv Resolver) Locate(identity string) (path string, ok bool, err error) {
 func (Kind) Attacher(kind.Env) agent.Attacher { return attacher{} }
 
 // attacher: a whole local disk, never detached.
-type attacher struct{ rv Resolver }
+type attacher struct {
+	kind.LocalInUse
+	rv Resolver
+}
 
 func (a attacher) Find(ctx context.Context, d *agent.Desired) ([]agent.Found, error) {
 	s, err := kind.Spec[Source](d, Name)

@@ -15,6 +15,7 @@ import (
 	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/firmware"
 	"github.com/volumed/volumed/internal/hostcheck"
+	"github.com/volumed/volumed/internal/inuse"
 	"github.com/volumed/volumed/store"
 )
 
@@ -142,4 +143,24 @@ func DevPath(c *manifest.Check, field, p string) {
 	if c.Path(field, p) && !strings.HasPrefix(p, "/dev/") {
 		c.Report(field, "must be under /dev")
 	}
+}
+
+// LocalInUse is the agent.InUseChecker of the kinds that use a local
+// device in place (a device path, a disk): by the one in-use rule
+// (internal/inuse), a device mounted, held or open exclusively outside
+// volumed is never attached.
+type LocalInUse struct{}
+
+// InUse implements agent.InUseChecker.
+func (LocalInUse) InUse(device string) (*agent.Problem, error) {
+	u, err := inuse.Check("", device)
+	if err != nil {
+		return nil, err
+	}
+	busy, why := inuse.Busy(u)
+	if !busy {
+		return nil, nil
+	}
+	return &agent.Problem{Reason: "InUseOutsideVolumed", Message: why +
+		": volumed neither formats, mounts nor publishes a device something else uses; stop that use (or name another device) and volumed picks it up"}, nil
 }
