@@ -175,6 +175,9 @@ func putRecord(tx *bbolt.Tx, name string, data []byte) error {
 	if data == nil {
 		return tx.Bucket(bucketVolumes).Delete([]byte(name))
 	}
+	if err := noteFormer(tx, name, data); err != nil {
+		return err
+	}
 	return tx.Bucket(bucketVolumes).Put([]byte(name), data)
 }
 
@@ -224,7 +227,7 @@ func (s *Store) Put(v *Volume) error {
 	if err := s.fault("", "put"); err != nil {
 		return fmt.Errorf("put volume %s: %w", name, err)
 	}
-	if err := s.do(func(tx *bbolt.Tx) error { return tx.Bucket(bucketVolumes).Put([]byte(name), data) }); err != nil {
+	if err := s.do(func(tx *bbolt.Tx) error { return putRecord(tx, name, data) }); err != nil {
 		return fmt.Errorf("put volume %s: %w", name, err)
 	}
 	return nil

@@ -62,7 +62,7 @@ func ReadZerosAt(path string) (blank.Zeros, error) {
 	if err != nil {
 		return blank.Zeros{}, err
 	}
-	return ReadZeros(r, size, ZeroSeed(path, size))
+	return ReadZeros(r, size, ZeroSeed(size))
 }
 
 // KernelUsers lists, for a block device, the partitions the kernel has

@@ -20,17 +20,20 @@ const (
 	zeroSamples = 64
 )
 
-// ZeroSeed is the sample's seed for a device: fixed by its name and
-// size, so a report can be reproduced.
-func ZeroSeed(path string, size int64) uint64 {
+// ZeroSeed is the sample's seed for a device of size bytes: fixed by
+// the size alone, so every caller (the agent, volumed disks, volumed
+// wipe) reads the same blocks of a device whatever path names it, and
+// a report can be reproduced.
+func ZeroSeed(size int64) uint64 {
 	h := fnv.New64a()
-	_, _ = fmt.Fprintf(h, "%s:%d", path, size)
+	_, _ = fmt.Fprintf(h, "volumed-blank:%d", size)
 	return h.Sum64()
 }
 
-// zeroRegions are the [offset, length) ranges the zero-read reads, in
-// read order, all within [0, size) and aligned to directAlign.
-func zeroRegions(size int64, seed uint64) [][2]int64 {
+// ZeroRegions are the [offset, length) ranges the blank rule's
+// zero-read reads, in read order, all within [0, size) and aligned to
+// 4 KiB: what a wipe must leave zero.
+func ZeroRegions(size int64, seed uint64) [][2]int64 {
 	if size <= 2*zeroEdge {
 		return [][2]int64{{0, size}}
 	}
@@ -55,7 +58,7 @@ func zeroRegions(size int64, seed uint64) [][2]int64 {
 func ReadZeros(r io.ReaderAt, size int64, seed uint64) (blank.Zeros, error) {
 	z := blank.Zeros{Read: true, FirstNonZero: -1, Seed: seed}
 	buf := make([]byte, zeroEdge)
-	for _, reg := range zeroRegions(size, seed) {
+	for _, reg := range ZeroRegions(size, seed) {
 		for off := reg[0]; off < reg[0]+reg[1]; {
 			n := min(int64(len(buf)), reg[0]+reg[1]-off)
 			got, err := r.ReadAt(buf[:n], off)

@@ -1,0 +1,126 @@
+package wipe
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/volumed/volumed/drivers/blockfs"
+	"github.com/volumed/volumed/drivers/device"
+	"github.com/volumed/volumed/firmware"
+	"github.com/volumed/volumed/internal/inuse"
+)
+
+// Options are where Gather looks.
+type Options struct {
+	SysRoot string // "" is /sys
+	DevRoot string // "" is /dev
+	// Boot are the firmware's boot volumes (firmware.BootVolumes).
+	Boot []firmware.BootVolume
+}
+
+func (o Options) sys() string { return orDefault(o.SysRoot, "/sys") }
+func (o Options) dev() string { return orDefault(o.DevRoot, "/dev") }
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// Gather finds out what Refuse and Plan need of the block device at
+// path (a symlink such as /dev/disk/by-id/... is followed). Volumes is
+// left for the caller, who knows the state.
+func Gather(ctx context.Context, path string, o Options) (Target, error) {
+	dev, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return Target{}, err
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(dev, &st); err != nil {
+		return Target{}, &os.PathError{Op: "stat", Path: dev, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFBLK {
+		return Target{}, fmt.Errorf("%s is not a block device", dev)
+	}
+	dir := filepath.Join(o.sys(), "dev", "block", fmt.Sprintf("%d:%d", unix.Major(st.Rdev), unix.Minor(st.Rdev)))
+	t := Target{Device: dev}
+	if t.Use, err = inuse.CheckAt(dir, dev); err != nil {
+		return t, err
+	}
+	sectors, err := strconv.ParseInt(attr(dir, "size"), 10, 64)
+	if err != nil {
+		return t, fmt.Errorf("%s: size: %w", dev, err)
+	}
+	t.Size = sectors * 512
+	parts, err := device.Partitions(dir)
+	if err != nil {
+		return t, err
+	}
+	for _, p := range parts {
+		t.Partitions = append(t.Partitions, filepath.Join(o.dev(), p.Node))
+	}
+	t.Discard = discards(dir)
+	t.Pinned = pinned(o, dir, o.Boot)
+	sigs, err := blockfs.ProbeDevice(ctx, dev)
+	if err != nil {
+		return t, err
+	}
+	for _, s := range sigs {
+		desc := fmt.Sprintf("%s at byte %d", s.Type, s.Offset)
+		if !slices.Contains(t.Signatures, desc) {
+			t.Signatures = append(t.Signatures, desc)
+		}
+	}
+	return t, nil
+}
+
+// discards: the device (or, for a partition, its disk) takes discards.
+func discards(dir string) bool {
+	for _, q := range []string{filepath.Join(dir, "queue"), filepath.Join(dir, "..", "queue")} {
+		if n, err := strconv.ParseInt(attr(q, "discard_max_bytes"), 10, 64); err == nil {
+			return n > 0
+		}
+	}
+	return false
+}
+
+var sessionInPath = regexp.MustCompile(`/session(\d+)/`)
+
+// pinned names the boot volume the device is, by the iSCSI target of
+// its session or the NVMe subsystem of its controller.
+func pinned(o Options, dir string, boot []firmware.BootVolume) string {
+	if len(boot) == 0 {
+		return ""
+	}
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		real = dir
+	}
+	if m := sessionInPath.FindStringSubmatch(real); m != nil {
+		iqn := attr(filepath.Join(o.sys(), "class", "iscsi_session", "session"+m[1]), "targetname")
+		if firmware.PinnedISCSI(boot, iqn) {
+			return "iSCSI target " + iqn
+		}
+	}
+	if nqn := attr(dir, "device", "subsysnqn"); firmware.PinnedNVMe(boot, nqn) {
+		return "NVMe subsystem " + nqn
+	}
+	return ""
+}
+
+func attr(dir string, elem ...string) string {
+	b, err := os.ReadFile(filepath.Join(append([]string{dir}, elem...)...))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
