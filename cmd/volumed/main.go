@@ -54,6 +54,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdShutdown(ctx, rest, stdout)
 	case "disks":
 		err = cmdDisks(ctx, rest, stdout)
+	case "wipe":
+		err = cmdWipe(ctx, rest, stdout)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "volumed %s %s %s/%s\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		fmt.Fprintf(stdout, "sources: %s\n", describeKinds(kinds.All()))

@@ -2,7 +2,7 @@
 _volumed() {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
     if [ "$COMP_CWORD" -eq 1 ]; then
-        COMPREPLY=($(compgen -W "run status validate wait shutdown disks completion version help" -- "$cur"))
+        COMPREPLY=($(compgen -W "run status validate wait shutdown disks wipe completion version help" -- "$cur"))
         return
     fi
     local cmd=${COMP_WORDS[1]} socket=() i
@@ -52,6 +52,12 @@ _volumed() {
         --match | -match) return ;;
         esac
         flags="-o --match --socket" operands="" ;;
+    wipe)
+        case $prev in
+        --state-dir | -state-dir | --firmware-root | -firmware-root | --socket | -socket) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --volume | -volume) return ;;
+        esac
+        flags="--yes --volume --state-dir --firmware-root --socket" operands="" ;;
     completion)
         flags="" operands="shells" ;;
     version)
