@@ -25,8 +25,8 @@ func (a *Agent) formatFailed(ctx context.Context, d *Desired, dev string, mkfsEr
 	if err != nil || len(sigs) == 0 {
 		return mkfsErr // still blank (or unknown): an ordinary failure, retried
 	}
-	refused := fmt.Errorf("%w; it left signatures on %s: %s; volumed does not format over it, mount it or wipe it, and will not try again until the manifest changes; if nothing on %s is wanted, run `wipefs -a %s`, then edit the manifest (or restart volumed)",
-		mkfsErr, dev, describeSignatures(sigs), dev, dev)
+	refused := fmt.Errorf("%w; it left signatures on %s: %s; volumed does not format over it, mount it or wipe it, and will not try again until the manifest changes; if nothing on %s is wanted, remove the manifest (the volume lets the device go), run `volumed wipe --volume %s --yes` (for a loop image: delete the image file), then put the manifest back",
+		mkfsErr, dev, describeSignatures(sigs), dev, d.Name)
 	a.formats.refuse(d.Name, refusedFormat{generation: d.Generation, err: refused})
 	a.conds.Set(d.Name, CondFormatRefused, "FormatFailed", refused.Error())
 	return permanent(refused)

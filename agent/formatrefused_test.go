@@ -52,7 +52,7 @@ func TestFailedMkfsIsNotRetried(t *testing.T) {
 	d.Generation = "g1"
 
 	err := a.opMountDevice(ctx, d)
-	for _, w := range []string{"Could not allocate", "it left signatures on /dev/loop1: ext4 (filesystem, at byte 1080)", "wipefs -a /dev/loop1", "will not try again until the manifest changes"} {
+	for _, w := range []string{"Could not allocate", "it left signatures on /dev/loop1: ext4 (filesystem, at byte 1080)", "volumed wipe --volume a --yes", "will not try again until the manifest changes"} {
 		if err == nil || !strings.Contains(err.Error(), w) {
 			t.Errorf("error %v does not say %q", err, w)
 		}

@@ -309,7 +309,7 @@ spec:
 		return c != nil && v.Phase == api.PhaseError && c.Message == strings.TrimPrefix(v.LastError, "mount_device: ")
 	})
 	v := find(mustStatus(t, e), "half")
-	for _, w := range []string{"it left signatures on " + dev + ": xfs (filesystem, at byte 0)", "wipefs -a " + dev, "will not try again until the manifest changes"} {
+	for _, w := range []string{"it left signatures on " + dev + ": xfs (filesystem, at byte 0)", "volumed wipe --volume half", "will not try again until the manifest changes"} {
 		if !strings.Contains(v.LastError, w) {
 			t.Errorf("error %q does not say %q", v.LastError, w)
 		}
@@ -325,8 +325,18 @@ spec:
 		t.Errorf("what mkfs left was touched: blkid %q %v", out, err)
 	}
 
+	// wipefs alone leaves the half-made filesystem's other bytes, which
+	// the blank rule sees; what the message says is done: the manifest
+	// removed, the image deleted (a loop volume's), the manifest back.
 	if out, err := execOut("wipefs", "-a", dev); err != nil {
 		t.Fatalf("wipefs: %v\n%s", err, out)
+	}
+	manifest("")
+	e.waitCondition("half", "NotBlank", "holds data")
+	e.remove("half.yaml")
+	e.waitGone("half")
+	if err := os.Remove(img); err != nil {
+		t.Fatal(err)
 	}
 	manifest("")
 	e.waitReady("half")
