@@ -123,4 +123,3 @@ func holdingVolumes(ctx context.Context, t wipe.Target, snap store.Snapshot, soc
 	slices.Sort(out)
 	return out
 }
-
