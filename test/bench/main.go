@@ -96,6 +96,8 @@ func main() {
 	fmt.Printf("agent remove all manifests to all loop devices gone: %v  ratio %.2fx (target <= 2x)\n", down.Round(time.Millisecond), float64(down)/float64(floorDown))
 	b.stop()
 
+	blankCost(work, 1<<30, 5)
+
 	fi, err := os.Stat(exe)
 	check(err)
 	fmt.Printf("static binary size: %.1f MiB\n", float64(fi.Size())/(1<<20))
