@@ -232,9 +232,7 @@ func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume,
 				log.Warn("not adopting an attachment another volume holds", "identity", f.Identity, "holder", h)
 				ok = false
 			}
-			if ok && !a.adoptable(att, name, a.stagingPathOf(name, d, rec), f, mounts) {
-				ok = false
-			}
+			ok = ok && a.adoptable(att, name, a.stagingPathOf(name, d, rec), f, mounts)
 			if ok {
 				// A session carries no marker of ours: when a crash caught
 				// us attaching it, we take it as owned (else it would leak);
