@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -256,7 +257,18 @@ func TestFormatRefusesWhatIsThere(t *testing.T) {
 	copyFile(t, foreign, tornForeign)
 	tear(t, tornForeign)
 
-	for name, dev := range map[string]string{"ext4": ext4, "foreign LUKS2": foreign, "torn foreign LUKS2": tornForeign} {
+	// Plain dm-crypt, a raw database: data and no signature (issue 22).
+	random := img(t, 32<<20)
+	rf, err := os.OpenFile(random, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.CopyN(rf, rand.Reader, 4<<20); err != nil {
+		t.Fatal(err)
+	}
+	rf.Close()
+
+	for name, dev := range map[string]string{"ext4": ext4, "foreign LUKS2": foreign, "torn foreign LUKS2": tornForeign, "random bytes": random} {
 		before := hashFile(t, dev)
 		err := c.Format(ctx, FormatOptions{Device: dev, UUID: testUUID, Keys: []Key{k}, PBKDF: fast})
 		if !errors.Is(err, ErrNotBlank) {

@@ -2,6 +2,7 @@ package partition
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -155,6 +156,20 @@ func TestApplyRefusesForeignDisks(t *testing.T) {
 			if out, err := c.CombinedOutput(); err != nil {
 				t.Fatalf("sfdisk: %v: %s", err, out)
 			}
+		},
+		// Issue 22: no signature is not blank.
+		"random bytes, no signature": func(t *testing.T, img, _ string) {
+			f, err := os.OpenFile(img, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if _, err := io.CopyN(f, rand.Reader, 8*mib); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"a partition only the kernel lists": func(t *testing.T, _, dev string) {
+			run(t, "addpart", dev, "1", "2048", "16384")
 		},
 		"volumed GPT and ext4 outside its partitions": func(t *testing.T, img, dev string) {
 			if _, err := Apply(context.Background(), dev, []Want{{Label: "data", Size: 8 * mib}}); err != nil {
