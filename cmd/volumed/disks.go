@@ -12,6 +12,7 @@ import (
 
 	"github.com/volumed/volumed/agent/api"
 	"github.com/volumed/volumed/drivers/disk"
+	"github.com/volumed/volumed/internal/blank"
 )
 
 // diskRow is one disk of `volumed disks`: its facts as a selector sees
@@ -151,6 +152,13 @@ func medium(f disk.Facts) string {
 	return k
 }
 
+// notBlankWords fit the table's column: the blank rule's reasons when
+// no signature names what is there.
+var notBlankWords = map[string]string{
+	blank.ReasonUnknownData: "unknown data", blank.ReasonHeld: "held",
+	blank.ReasonNotRead: "unread", blank.ReasonPartitions: "kernel parts",
+}
+
 // content says what is on the disk: blank, what the look found, or why
 // it could not look.
 func content(f disk.Facts) string {
@@ -160,7 +168,7 @@ func content(f disk.Facts) string {
 	case f.Blank:
 		return "blank"
 	case len(f.Signatures) == 0 && len(f.Partitions) == 0:
-		return "not blank: " + f.NotBlank
+		return notBlankWords[f.NotBlank] // data no signature explains, or a holder
 	case len(f.Partitions) > 0:
 		return fmt.Sprintf("%s, %d part", strings.Join(f.Signatures, ","), len(f.Partitions))
 	}
