@@ -33,3 +33,13 @@ func (a *Agent) createdSource(name string) bool {
 	rec := a.state.Get(name)
 	return rec != nil && rec.Attachment != nil && rec.Attachment.Created
 }
+
+// ownWrites: whatever is on the volume's device is volumed's own, by its
+// records: a source it created, or a format of its own a crash
+// interrupted before it wrote a signature (that format began only on a
+// device the blank rule passed, so its partial writes are the only data
+// there).
+func (a *Agent) ownWrites(name string) bool {
+	_, interrupted := a.formats.interrupted.of(name)
+	return interrupted || a.createdSource(name)
+}

@@ -1,0 +1,56 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/volumed/volumed/internal/blank"
+)
+
+// dataNoSignature is a device with data and no signature: random bytes
+// from offset 0, as plain dm-crypt or a raw database leaves.
+type dataNoSignature struct {
+	fakeFS
+	mkfss   int
+	ownSeen []bool
+}
+
+func (f *dataNoSignature) Examine(_ context.Context, dev string, own bool) (blank.Facts, error) {
+	f.ownSeen = append(f.ownSeen, own)
+	return blank.Facts{Device: dev, Created: own, Zeros: blank.Zeros{Read: true, FirstNonZero: 0, Bytes: 1 << 20, Regions: 1}}, nil
+}
+
+func (f *dataNoSignature) Mkfs(context.Context, string, string, string, []string) error {
+	f.mkfss++
+	return errors.New("stop here")
+}
+
+// Unknown data is never formatted: the volume keeps a NotBlank condition
+// (UnknownData, at offset 0). A format of its own that a crash
+// interrupted is the one exception: its partial writes are volumed's.
+func TestUnknownDataIsNotFormatted(t *testing.T) {
+	ctx := context.Background()
+	fs := &dataNoSignature{}
+	a := sessionAgent(t, &fakeTarget{})
+	a.cfg.FS = fs
+	a.cfg.Mounter = refusingMounter{}
+	if err := a.state.Adopt(have("a", true, false)); err != nil {
+		t.Fatal(err)
+	}
+	d := want("a")
+	err := a.opMountDevice(ctx, d)
+	if err == nil || !strings.Contains(err.Error(), "offset 0") || fs.mkfss != 0 {
+		t.Fatalf("opMountDevice = %v after %d mkfs; want a refusal naming offset 0 and no mkfs", err, fs.mkfss)
+	}
+	if cs := a.conds.Of("a"); len(cs) != 1 || cs[0].Type != CondNotBlank || cs[0].Reason != blank.ReasonUnknownData {
+		t.Errorf("conditions %+v; want NotBlank/UnknownData", cs)
+	}
+
+	a.formats.interrupted.set("a", "0b1e1a6e-0000-4000-8000-000000000001")
+	_ = a.opMountDevice(ctx, d)
+	if fs.mkfss != 1 || !fs.ownSeen[len(fs.ownSeen)-1] {
+		t.Errorf("an interrupted format of its own: %d mkfs, own %v; want it redone", fs.mkfss, fs.ownSeen)
+	}
+}
