@@ -72,6 +72,9 @@ func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
 		a.formats.interrupted.clear(d.Name)
 		return a.mountStaging(d, dev, false)
 	}
+	if err := a.refuseNonEmptyStaging(d); err != nil {
+		return err
+	}
 	sigs, err := a.cfg.FS.Probe(ctx, dev)
 	if err != nil {
 		return fmt.Errorf("probe %s: %w", dev, err)
@@ -194,6 +197,9 @@ func (a *Agent) stageSource(ctx context.Context, d *Desired, stager Stager) erro
 				return fmt.Errorf("staging path %s has a mount that volumed did not make; left alone", p)
 			}
 		} else {
+			if err := a.refuseNonEmptyStaging(d); err != nil {
+				return err
+			}
 			if err := a.cfg.Mounter.EnsureDir(p); err != nil {
 				return err
 			}

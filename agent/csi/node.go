@@ -3,7 +3,6 @@ package csi
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -131,19 +130,22 @@ func (s *Service) NodeStageVolume(ctx context.Context, req *csipb.NodeStageVolum
 	}
 	slices.Sort(r.Secrets)
 	d, err := desired(name, r, s.cfg.Manifest)
-	if err == nil {
-		if h := s.cfg.Agent.ClaimHolder(d.Driver, d.Caps.Claims, name); h != "" {
-			err = fmt.Errorf("its source is already volume %s's", h)
-			err = status.Errorf(codes.FailedPrecondition, "volume %s: %v", id, err)
-		}
-	} else {
+	switch {
+	case err != nil:
 		err = status.Error(codes.InvalidArgument, err.Error())
+	case !s.cfg.AllowSuidDev && len(hostPrivileges(d)) > 0:
+		err = status.Errorf(codes.InvalidArgument, "volume %s: the volume context asks for %s: a PV's author is not the host's owner, so volumed refuses it unless started with --csi-allow-suid-dev",
+			id, strings.Join(hostPrivileges(d), " and "))
+	default:
+		if h := s.cfg.Agent.ClaimHolder(d.Driver, d.Caps.Claims, name); h != "" {
+			err = status.Errorf(codes.FailedPrecondition, "volume %s: its source is already volume %s's", id, h)
+		}
+	}
+	if err == nil {
+		err = s.commit(name, r, d)
 	}
 	if err != nil {
 		_ = s.recs.remove(name) // the secrets written above
-		return nil, err
-	}
-	if err := s.commit(name, r, d); err != nil {
 		return nil, err
 	}
 	return &csipb.NodeStageVolumeResponse{}, s.waitStaged(ctx, name, r)
@@ -213,7 +215,7 @@ func (s *Service) NodePublishVolume(ctx context.Context, req *csipb.NodePublishV
 	if err := s.checkPath("target path", tp); err != nil {
 		return nil, err
 	}
-	r.Targets = append(r.Targets, Target{Path: tp, ReadOnly: ro})
+	r.Targets = append(r.Targets, Target{Path: tp, ReadOnly: ro, Made: absent(tp)})
 	d, err := desired(name, r, s.cfg.Manifest)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -230,8 +232,11 @@ func (s *Service) waitPublished(ctx context.Context, name, id, tp string) error 
 	})
 }
 
-// NodeUnpublishVolume unmounts the target and removes it, as the CSI
-// spec asks of what the plugin created there.
+// NodeUnpublishVolume unmounts the target and removes the directory
+// volumed made there, as the CSI spec asks of what the plugin created.
+// A target volumed has no record of publishing is answered OK (the call
+// is idempotent) and left untouched: volumed never removes what it did
+// not make.
 func (s *Service) NodeUnpublishVolume(ctx context.Context, req *csipb.NodeUnpublishVolumeRequest) (*csipb.NodeUnpublishVolumeResponse, error) {
 	id, tp := req.GetVolumeId(), filepath.Clean(req.GetTargetPath())
 	name, release, err := s.begin(id, field{"target path", req.GetTargetPath()})
@@ -239,8 +244,11 @@ func (s *Service) NodeUnpublishVolume(ctx context.Context, req *csipb.NodeUnpubl
 		return nil, err
 	}
 	defer release()
+	var made, block bool
 	if r := s.record(name); r != nil {
-		if _, ok := r.target(tp); ok {
+		block = r.Block
+		if t, ok := r.target(tp); ok {
+			made = t.Made && s.checkPath("target path", tp) == nil
 			r.Targets = slices.DeleteFunc(r.Targets, func(t Target) bool { return t.Path == tp })
 			d, err := desired(name, r, s.cfg.Manifest)
 			if err != nil {
@@ -251,16 +259,18 @@ func (s *Service) NodeUnpublishVolume(ctx context.Context, req *csipb.NodeUnpubl
 			}
 		}
 	}
+	// Waited for even when no record names the target: a retry after a
+	// call that timed out must still see the unmount through.
 	err = s.wait(ctx, name, id, unpublishOps, tp, func(rec *store.Volume) bool {
 		return rec == nil || !slices.ContainsFunc(rec.Targets, func(t store.MountRecord) bool { return t.Path == tp })
 	})
 	if err != nil {
 		return nil, err
 	}
-	// Only an empty directory or a plain file goes; a mount still there
-	// (not ours) fails busy and is reported.
-	if err := os.Remove(tp); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, status.Errorf(codes.Internal, "remove target %s: %v", tp, err)
+	if made {
+		if err := removeMadeTarget(tp, block); err != nil {
+			return nil, status.Errorf(codes.Internal, "%v", err)
+		}
 	}
 	return &csipb.NodeUnpublishVolumeResponse{}, nil
 }
@@ -291,7 +301,7 @@ func (s *Service) wait(ctx context.Context, name, id string, ops []string, path 
 			}
 			if f := v.Failure; f != nil && slices.Contains(ops, f.Op) && (path == "" || strings.Contains(f.Err.Error(), path)) {
 				code := codes.Internal
-				if errors.Is(f.Err, agent.ErrBusy) {
+				if errors.Is(f.Err, agent.ErrBusy) || errors.Is(f.Err, agent.ErrNotEmpty) {
 					code = codes.FailedPrecondition
 				}
 				return status.Errorf(code, "volume %s: %s failed: %v", id, f.Op, f.Err)
