@@ -89,6 +89,7 @@ type Agent struct {
 	hold     *networkHold
 	growth   *growthRequests
 	formats  *formatMemory
+	idents   *identities
 	sessions *ownedSessions
 	history  *history
 	notes    choiceNotes
@@ -127,6 +128,7 @@ func New(cfg Config) *Agent {
 		hold:      &networkHold{drivers: cfg.NetworkDrivers},
 		growth:    &growthRequests{},
 		formats:   newFormatMemory(),
+		idents:    &identities{store: cfg.Store},
 		sessions:  newOwnedSessions(),
 		history:   newHistory(),
 		systemd:   &systemdStatus{},

@@ -79,9 +79,9 @@ func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
 	if err != nil {
 		return fmt.Errorf("probe %s: %w", dev, err)
 	}
+	uuid := newUUID()
 	format := func(force bool) error {
 		return a.run(ctx, d.Name, d.Driver, OpFormat, func(ctx context.Context) error {
-			uuid := newUUID()
 			inputs := map[string]string{"device": dev, "fsType": fs.Type, "uuid": uuid}
 			return a.state.Do(d.Name, d.Driver, OpFormat, inputs, func(*store.Volume) error {
 				return a.cfg.FS.Mkfs(ctx, dev, fs.Type, uuid, mkfsArgs(fs, force))
@@ -96,10 +96,14 @@ func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", dev, err)
 	}
+	if err := a.checkFilesystemIdentity(ctx, d, dev, mkfs && !redo); err != nil {
+		return err
+	}
 	if mkfs {
 		if err := format(force); err != nil {
 			return a.formatFailed(ctx, d, dev, err)
 		}
+		a.learnFormatted(d, partFilesystem, uuid)
 	}
 	a.formats.interrupted.clear(d.Name)
 	err = a.mountStaging(d, dev, mkfs)
