@@ -26,7 +26,7 @@ func absent(p string) bool {
 // through one) is left as it is: it is not what volumed made.
 func removeMadeTarget(tp string, block bool) error {
 	dir, err := safepath.OpenDir(filepath.Dir(tp), false)
-	if errors.Is(err, os.ErrNotExist) {
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, safepath.ErrSymlink) {
 		return nil
 	}
 	if err != nil {
