@@ -233,6 +233,9 @@ func TestCSISocketNotTakenOver(t *testing.T) {
 	if log := second.logText(); !strings.Contains(log, "another volumed answers on the socket "+filepath.Join(first.dir, "csi.sock")) {
 		t.Errorf("the second agent's log does not name the endpoint it refused:\n%s", log)
 	}
+	if _, err := os.Stat(filepath.Join(second.state, "state.db")); !os.IsNotExist(err) {
+		t.Errorf("the refused agent opened a state file: %v", err)
+	}
 	// A new connection reaches the first agent still.
 	fresh, err := grpc.NewClient("unix://"+filepath.Join(first.dir, "csi.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
