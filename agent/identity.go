@@ -100,7 +100,7 @@ func recordedFor(known *store.Identity, source string, part identityPart) string
 // identityStore keeps identities durably (store.Store).
 type identityStore interface {
 	Identities() (map[string]store.Identity, error)
-	PutIdentity(id store.Identity) error
+	PutIdentityLater(id store.Identity, failed func(error)) error
 	DeleteIdentity(name string) error
 }
 
@@ -108,6 +108,8 @@ type identityStore interface {
 // each change written durably before it is taken into memory.
 type identities struct {
 	store identityStore
+	// failed is told when a queued identity could not be committed.
+	failed func(name string, err error)
 
 	mu    sync.Mutex
 	known map[string]store.Identity
@@ -143,7 +145,7 @@ func (ids *identities) learn(name, source string, part identityPart, uuid, how s
 	}
 	part.set(&id, uuid)
 	id.How = how
-	if err := ids.store.PutIdentity(id); err != nil {
+	if err := ids.store.PutIdentityLater(id, func(err error) { ids.lost(name, err) }); err != nil {
 		return err
 	}
 	ids.mu.Lock()
@@ -153,6 +155,17 @@ func (ids *identities) learn(name, source string, part identityPart, uuid, how s
 	ids.known[name] = id
 	ids.mu.Unlock()
 	return nil
+}
+
+// lost drops an identity whose commit failed: memory then says what the
+// file says, and the next sight learns it again.
+func (ids *identities) lost(name string, err error) {
+	ids.mu.Lock()
+	delete(ids.known, name)
+	ids.mu.Unlock()
+	if ids.failed != nil {
+		ids.failed(name, err)
+	}
 }
 
 func (ids *identities) forget(name string) error {
