@@ -47,6 +47,9 @@ const (
 	CondWaitingForState = "WaitingForState"
 	// CondLocked: an encrypted volume that none of its keys opens.
 	CondLocked = "Locked"
+	// CondIdentityChanged: the device holds another filesystem or LUKS2
+	// header than the one the volume was formatted with or adopted.
+	CondIdentityChanged = "IdentityChanged"
 )
 
 // AllConditionTypes lists every type, for the metric (a series per type
@@ -54,6 +57,7 @@ const (
 var AllConditionTypes = []string{
 	CondStateNotRecorded, CondMountConfig, CondFormatRefused, CondNotBlank, CondInUse, CondBackingChanged, CondBackingFull,
 	CondFilesystemError, CondPendingChange, CondGrowFailed, CondTeardownBlocked, CondWaitingForState, CondLocked,
+	CondIdentityChanged,
 }
 
 // conditions holds the conditions of every volume, set by whoever

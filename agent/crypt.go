@@ -180,6 +180,9 @@ func (a *Agent) open(ctx context.Context, d *Desired) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", dev, err)
 	}
+	if err := a.checkIdentity(d, dev, partLUKS, hdr.UUID, verdict == encryptFormat && interrupted == ""); err != nil {
+		return err
+	}
 	uuid := hdr.UUID
 	if verdict == encryptFormat {
 		uuid = interrupted
@@ -201,6 +204,7 @@ func (a *Agent) open(ctx context.Context, d *Desired) error {
 		if err != nil {
 			return err
 		}
+		a.learnFormatted(d, partLUKS, uuid)
 	}
 	a.formats.encrypting.clear(d.Name)
 	name := MappingName(d.Name)

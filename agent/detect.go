@@ -55,6 +55,7 @@ func (a *Agent) detect(mounts MountTable) {
 	spaces := map[string]dirSpace{}
 	for name, rec := range a.state.Snapshot() {
 		d := desired[name]
+		a.learnMounted(d, rec)
 		p, err := a.checkBacking(d, rec)
 		a.apply(name, CondBackingChanged, p, err)
 		p, err = checkBackingSpace(d, rec, spaces)

@@ -246,6 +246,7 @@ type Store interface {
 	Put(v *store.Volume) error
 	Delete(name string) error
 	DropIntent(id uint64) error
+	identityStore
 }
 
 // Manifests is the desired-state populator's source (manifest.Builder).

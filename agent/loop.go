@@ -261,7 +261,13 @@ func (a *Agent) opFunc(op Op, d *Desired, rec *store.Volume) func(context.Contex
 	case OpClose:
 		return func(ctx context.Context) error { return a.opClose(ctx, op.Volume, driver) }
 	case OpDetach:
-		return func(ctx context.Context) error { return a.opDetach(ctx, op.Volume, driver) }
+		return func(ctx context.Context) error {
+			err := a.opDetach(ctx, op.Volume, driver)
+			if err == nil {
+				a.forgetIdentityIfGone(op.Volume)
+			}
+			return err
+		}
 	case OpGrow:
 		return func(ctx context.Context) error { return a.opGrow(ctx, d) }
 	case OpRemount:

@@ -72,13 +72,16 @@ func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
 		a.formats.interrupted.clear(d.Name)
 		return a.mountStaging(d, dev, false)
 	}
+	if err := a.refuseNonEmptyStaging(d); err != nil {
+		return err
+	}
 	sigs, err := a.cfg.FS.Probe(ctx, dev)
 	if err != nil {
 		return fmt.Errorf("probe %s: %w", dev, err)
 	}
+	uuid := newUUID()
 	format := func(force bool) error {
 		return a.run(ctx, d.Name, d.Driver, OpFormat, func(ctx context.Context) error {
-			uuid := newUUID()
 			inputs := map[string]string{"device": dev, "fsType": fs.Type, "uuid": uuid}
 			return a.state.Do(d.Name, d.Driver, OpFormat, inputs, func(rec *store.Volume) error {
 				if rec.Attachment != nil {
@@ -96,6 +99,9 @@ func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", dev, err)
 	}
+	if err := a.checkFilesystemIdentity(ctx, d, dev, mkfs && !redo); err != nil {
+		return err
+	}
 	if mkfs && !force {
 		if err := a.checkBlank(ctx, d.Name, dev, a.ownWrites(d.Name)); err != nil {
 			return fmt.Errorf("%s: %w", dev, err)
@@ -107,6 +113,7 @@ func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
 		if err := format(force); err != nil {
 			return a.formatFailed(ctx, d, dev, err)
 		}
+		a.learnFormatted(d, partFilesystem, uuid)
 	}
 	a.formats.interrupted.clear(d.Name)
 	err = a.mountStaging(d, dev, mkfs)
@@ -207,6 +214,9 @@ func (a *Agent) stageSource(ctx context.Context, d *Desired, stager Stager) erro
 				return fmt.Errorf("staging path %s has a mount that volumed did not make; left alone", p)
 			}
 		} else {
+			if err := a.refuseNonEmptyStaging(d); err != nil {
+				return err
+			}
 			if err := a.cfg.Mounter.EnsureDir(p); err != nil {
 				return err
 			}

@@ -118,6 +118,10 @@ func (a *Agent) publishBlock(d *Desired, t DesiredTarget, rec *store.Volume) err
 	return nil
 }
 
+// ErrNotEmpty marks a mount refused because its directory holds
+// entries the mount would hide.
+var ErrNotEmpty = errors.New("not empty")
+
 // refuseNonEmpty: a mount hides what its directory holds, which is
 // seldom meant (a path typed wrong, data written before the volume came
 // up), so the manifest must ask for it.
@@ -125,9 +129,23 @@ func (a *Agent) refuseNonEmpty(t DesiredTarget) error {
 	if t.AllowNonEmpty {
 		return nil
 	}
-	n, err := a.cfg.Mounter.Entries(t.Path)
+	return a.refuseEntries("target", t.Path, "set allowNonEmpty: true on the mount to allow it")
+}
+
+// refuseNonEmptyStaging: a staging path the kubelet chose (a CSI
+// volume's) is refused as a manifest's target is when it holds
+// anything; staging/<volume> is volumed's own and never asked about.
+func (a *Agent) refuseNonEmptyStaging(d *Desired) error {
+	if d.StagingPath == "" {
+		return nil
+	}
+	return a.refuseEntries("staging path", d.StagingPath, "empty it or stage the volume elsewhere")
+}
+
+func (a *Agent) refuseEntries(what, p, advice string) error {
+	n, err := a.cfg.Mounter.Entries(p)
 	if err != nil {
-		return fmt.Errorf("target %s: %w", t.Path, err)
+		return fmt.Errorf("%s %s: %w", what, p, err)
 	}
 	if n == 0 {
 		return nil
@@ -136,7 +154,7 @@ func (a *Agent) refuseNonEmpty(t DesiredTarget) error {
 	if n == 1 {
 		entries = "entry"
 	}
-	return fmt.Errorf("target %s is not empty: mounting would hide %d %s; set allowNonEmpty: true on the mount to allow it", t.Path, n, entries)
+	return fmt.Errorf("%s %s is %w: mounting would hide %d %s; %s", what, p, ErrNotEmpty, n, entries, advice)
 }
 
 // bindOptions: nosuid and nodev unless the manifest allows them; a

@@ -25,6 +25,9 @@ func (a *Agent) reconstruct(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := a.idents.load(); err != nil {
+		return err
+	}
 	mounts, err := a.cfg.Mounter.Mounts()
 	if err != nil {
 		return fmt.Errorf("read mount table: %w", err)

@@ -152,3 +152,61 @@ func TestConcurrentCallAborted(t *testing.T) {
 		r()
 	}
 }
+
+func TestHostPrivileges(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		ctx   map[string]string
+		flags []string
+		block bool
+		want  string
+	}{
+		{"plain", nil, []string{"noatime"}, false, ""},
+		{"allowSuid", map[string]string{"filesystem.allowSuid": "true"}, nil, false, "setuid (filesystem.allowSuid)"},
+		{"allowDev", map[string]string{"filesystem.allowDev": "true"}, nil, false, "device nodes (filesystem.allowDev)"},
+		{"both", map[string]string{"filesystem.allowSuid": "true", "filesystem.allowDev": "true"}, nil, false, "setuid (filesystem.allowSuid)|device nodes (filesystem.allowDev)"},
+		{"suid as a mount flag", nil, []string{"suid"}, false, "setuid (filesystem.allowSuid)"},
+		{"dev as a context mount option", map[string]string{"filesystem.mountOptions": "[dev]"}, nil, false, "device nodes (filesystem.allowDev)"},
+		{"raw block: no filesystem", map[string]string{"filesystem.allowSuid": "true"}, nil, true, ""},
+	} {
+		r := &Record{VolumeID: "pv", StagingPath: "/k", Block: c.block, MountFlags: c.flags, Context: map[string]string{"loop.file": "/i/pv.img"}}
+		for k, v := range c.ctx {
+			r.Context[k] = v
+		}
+		d, err := desired(VolumeName(r.VolumeID), r, opts())
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got := strings.Join(hostPrivileges(d), "|"); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+func TestCheckSecretKey(t *testing.T) {
+	for k, ok := range map[string]bool{
+		"iscsi.chap.password": true, "password": true,
+		"": false, "../../x": false, "a/b": false, ".hidden": false, "..": false, "a\x00b": false,
+	} {
+		if got := checkSecretKey(k) == ""; got != ok {
+			t.Errorf("checkSecretKey(%q) accepts: %v, want %v", k, got, ok)
+		}
+	}
+}
+
+// A refused key writes nothing, whichever order the map gives.
+func TestWriteSecretsAllOrNothing(t *testing.T) {
+	rs := records{dir: t.TempDir()}
+	secrets := map[string]string{"../x": "v"}
+	for _, k := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
+		secrets[k] = "s"
+	}
+	for range 10 {
+		if _, err := rs.writeSecrets("v", secrets); err == nil {
+			t.Fatal("a bad key was accepted")
+		}
+		if _, err := os.Stat(rs.secretDir("v")); !os.IsNotExist(err) {
+			t.Fatalf("secrets left after a refusal: %v", err)
+		}
+	}
+}

@@ -3,16 +3,12 @@ package csi
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
-	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -131,19 +127,22 @@ func (s *Service) NodeStageVolume(ctx context.Context, req *csipb.NodeStageVolum
 	}
 	slices.Sort(r.Secrets)
 	d, err := desired(name, r, s.cfg.Manifest)
-	if err == nil {
-		if h := s.cfg.Agent.ClaimHolder(d.Driver, d.Caps.Claims, name); h != "" {
-			err = fmt.Errorf("its source is already volume %s's", h)
-			err = status.Errorf(codes.FailedPrecondition, "volume %s: %v", id, err)
-		}
-	} else {
+	switch {
+	case err != nil:
 		err = status.Error(codes.InvalidArgument, err.Error())
+	case !s.cfg.AllowSuidDev && len(hostPrivileges(d)) > 0:
+		err = status.Errorf(codes.InvalidArgument, "volume %s: the volume context asks for %s: a PV's author is not the host's owner, so volumed refuses it unless started with --csi-allow-suid-dev",
+			id, strings.Join(hostPrivileges(d), " and "))
+	default:
+		if h := s.cfg.Agent.ClaimHolder(d.Driver, d.Caps.Claims, name); h != "" {
+			err = status.Errorf(codes.FailedPrecondition, "volume %s: its source is already volume %s's", id, h)
+		}
+	}
+	if err == nil {
+		err = s.commit(name, r, d)
 	}
 	if err != nil {
 		_ = s.recs.remove(name) // the secrets written above
-		return nil, err
-	}
-	if err := s.commit(name, r, d); err != nil {
 		return nil, err
 	}
 	return &csipb.NodeStageVolumeResponse{}, s.waitStaged(ctx, name, r)
@@ -213,7 +212,7 @@ func (s *Service) NodePublishVolume(ctx context.Context, req *csipb.NodePublishV
 	if err := s.checkPath("target path", tp); err != nil {
 		return nil, err
 	}
-	r.Targets = append(r.Targets, Target{Path: tp, ReadOnly: ro})
+	r.Targets = append(r.Targets, Target{Path: tp, ReadOnly: ro, Made: absent(tp)})
 	d, err := desired(name, r, s.cfg.Manifest)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -230,8 +229,11 @@ func (s *Service) waitPublished(ctx context.Context, name, id, tp string) error 
 	})
 }
 
-// NodeUnpublishVolume unmounts the target and removes it, as the CSI
-// spec asks of what the plugin created there.
+// NodeUnpublishVolume unmounts the target and removes the directory
+// volumed made there, as the CSI spec asks of what the plugin created.
+// A target volumed has no record of publishing is answered OK (the call
+// is idempotent) and left untouched: volumed never removes what it did
+// not make.
 func (s *Service) NodeUnpublishVolume(ctx context.Context, req *csipb.NodeUnpublishVolumeRequest) (*csipb.NodeUnpublishVolumeResponse, error) {
 	id, tp := req.GetVolumeId(), filepath.Clean(req.GetTargetPath())
 	name, release, err := s.begin(id, field{"target path", req.GetTargetPath()})
@@ -239,8 +241,11 @@ func (s *Service) NodeUnpublishVolume(ctx context.Context, req *csipb.NodeUnpubl
 		return nil, err
 	}
 	defer release()
+	var made, block bool
 	if r := s.record(name); r != nil {
-		if _, ok := r.target(tp); ok {
+		block = r.Block
+		if t, ok := r.target(tp); ok {
+			made = t.Made && s.checkPath("target path", tp) == nil
 			r.Targets = slices.DeleteFunc(r.Targets, func(t Target) bool { return t.Path == tp })
 			d, err := desired(name, r, s.cfg.Manifest)
 			if err != nil {
@@ -251,16 +256,18 @@ func (s *Service) NodeUnpublishVolume(ctx context.Context, req *csipb.NodeUnpubl
 			}
 		}
 	}
+	// Waited for even when no record names the target: a retry after a
+	// call that timed out must still see the unmount through.
 	err = s.wait(ctx, name, id, unpublishOps, tp, func(rec *store.Volume) bool {
 		return rec == nil || !slices.ContainsFunc(rec.Targets, func(t store.MountRecord) bool { return t.Path == tp })
 	})
 	if err != nil {
 		return nil, err
 	}
-	// Only an empty directory or a plain file goes; a mount still there
-	// (not ours) fails busy and is reported.
-	if err := os.Remove(tp); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, status.Errorf(codes.Internal, "remove target %s: %v", tp, err)
+	if made {
+		if err := removeMadeTarget(tp, block); err != nil {
+			return nil, status.Errorf(codes.Internal, "%v", err)
+		}
 	}
 	return &csipb.NodeUnpublishVolumeResponse{}, nil
 }
@@ -276,7 +283,7 @@ var (
 
 // blocking are the conditions that keep a stage from ever finishing
 // until someone acts: the call fails with them rather than time out.
-var blocking = []string{agent.CondFormatRefused, agent.CondMountConfig}
+var blocking = []string{agent.CondFormatRefused, agent.CondMountConfig, agent.CondIdentityChanged}
 
 // wait polls the agent until done says the volume's record is there, or
 // an operation of ops failed (about path, when set), or ctx ends.
@@ -291,7 +298,7 @@ func (s *Service) wait(ctx context.Context, name, id string, ops []string, path 
 			}
 			if f := v.Failure; f != nil && slices.Contains(ops, f.Op) && (path == "" || strings.Contains(f.Err.Error(), path)) {
 				code := codes.Internal
-				if errors.Is(f.Err, agent.ErrBusy) {
+				if errors.Is(f.Err, agent.ErrBusy) || errors.Is(f.Err, agent.ErrNotEmpty) {
 					code = codes.FailedPrecondition
 				}
 				return status.Errorf(code, "volume %s: %s failed: %v", id, f.Op, f.Err)
@@ -310,134 +317,4 @@ func (s *Service) wait(ctx context.Context, name, id string, ops []string, path 
 		case <-t.C:
 		}
 	}
-}
-
-// NodeGetVolumeStats: capacity and inodes of the filesystem (bytes of a
-// block volume), and the volume's condition from its conditions.
-func (s *Service) NodeGetVolumeStats(ctx context.Context, req *csipb.NodeGetVolumeStatsRequest) (*csipb.NodeGetVolumeStatsResponse, error) {
-	id, p := req.GetVolumeId(), filepath.Clean(req.GetVolumePath())
-	if err := required(field{"volume ID", id}, field{"volume path", req.GetVolumePath()}); err != nil {
-		return nil, err
-	}
-	name := VolumeName(id)
-	r := s.record(name)
-	if r == nil {
-		return nil, status.Errorf(codes.NotFound, "volume %s is not staged on this node", id)
-	}
-	if _, ok := r.target(p); !ok && (r.Block || p != r.StagingPath) {
-		return nil, status.Errorf(codes.NotFound, "volume %s is not at %s", id, req.GetVolumePath())
-	}
-	resp := &csipb.NodeGetVolumeStatsResponse{}
-	if r.Block {
-		n, err := deviceBytes(p)
-		if err != nil {
-			return nil, status.Errorf(codes.NotFound, "volume %s at %s: %v", id, p, err)
-		}
-		resp.Usage = []*csipb.VolumeUsage{{Unit: csipb.VolumeUsage_BYTES, Total: n}}
-	} else {
-		var st unix.Statfs_t
-		if err := unix.Statfs(p, &st); err != nil {
-			return nil, status.Errorf(codes.NotFound, "volume %s at %s: %v", id, p, err)
-		}
-		bs := int64(st.Bsize)
-		resp.Usage = []*csipb.VolumeUsage{
-			{Unit: csipb.VolumeUsage_BYTES, Total: int64(st.Blocks) * bs, Available: int64(st.Bavail) * bs, Used: int64(st.Blocks-st.Bfree) * bs},
-			{Unit: csipb.VolumeUsage_INODES, Total: int64(st.Files), Available: int64(st.Ffree), Used: int64(st.Files - st.Ffree)},
-		}
-	}
-	return resp, nil
-}
-
-// NodeGetVolumeHealth reports the volume's conditions (what volumed knows
-// to be wrong with it); none is a healthy volume. CSI 1.13 replaced the
-// VOLUME_CONDITION of NodeGetVolumeStats by this call.
-func (s *Service) NodeGetVolumeHealth(ctx context.Context, req *csipb.NodeGetVolumeHealthRequest) (*csipb.NodeGetVolumeHealthResponse, error) {
-	id := req.GetVolumeId()
-	if err := required(field{"volume ID", id}); err != nil {
-		return nil, err
-	}
-	name := VolumeName(id)
-	r := s.record(name)
-	if r == nil {
-		return nil, status.Errorf(codes.NotFound, "volume %s is not staged on this node", id)
-	}
-	if p := req.GetVolumePublishPath(); p != "" {
-		if _, ok := r.target(filepath.Clean(p)); !ok {
-			return nil, status.Errorf(codes.NotFound, "volume %s is not published at %s", id, p)
-		}
-	}
-	h := &csipb.VolumeHealth{VolumeId: id}
-	if v, ok := s.cfg.Agent.View(name); ok {
-		for _, c := range v.Conditions {
-			h.HealthStatuses = append(h.HealthStatuses, &csipb.VolumeHealth_VolumeHealthEntry{
-				Status: healthOf(c.Type), Reason: c.Type + "/" + c.Reason, Message: c.Message,
-			})
-		}
-	}
-	return &csipb.NodeGetVolumeHealthResponse{VolumeHealth: h}, nil
-}
-
-// healthOf maps a condition type onto the CSI health kinds: the ones
-// that keep the data from being reached are INACCESSIBLE, the rest
-// DEGRADED (volumed never knows data to be lost).
-func healthOf(typ string) csipb.VolumeHealthErrorType {
-	switch typ {
-	case agent.CondBackingChanged, agent.CondFormatRefused, agent.CondMountConfig:
-		return csipb.VolumeHealthErrorType_INACCESSIBLE
-	}
-	return csipb.VolumeHealthErrorType_DEGRADED
-}
-
-func deviceBytes(p string) (int64, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	return f.Seek(0, io.SeekEnd)
-}
-
-// NodeExpandVolume grows the filesystem online onto its grown device; a
-// loop image is first grown to the size asked for.
-func (s *Service) NodeExpandVolume(ctx context.Context, req *csipb.NodeExpandVolumeRequest) (*csipb.NodeExpandVolumeResponse, error) {
-	id, p := req.GetVolumeId(), filepath.Clean(req.GetVolumePath())
-	name, release, err := s.begin(id, field{"volume path", req.GetVolumePath()})
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	r := s.record(name)
-	if r == nil {
-		return nil, status.Errorf(codes.NotFound, "volume %s is not staged on this node", id)
-	}
-	if _, ok := r.target(p); !ok && (r.Block || p != r.StagingPath) {
-		return nil, status.Errorf(codes.NotFound, "volume %s is not at %s", id, req.GetVolumePath())
-	}
-	want := req.GetCapacityRange().GetRequiredBytes()
-	if want > r.CapacityBytes {
-		r.CapacityBytes = want
-		d, err := desired(name, r, s.cfg.Manifest)
-		if err != nil {
-			return nil, status.Error(codes.InvalidArgument, err.Error())
-		}
-		if err := s.commit(name, r, d); err != nil {
-			return nil, err
-		}
-	}
-	s.cfg.Agent.CheckGrowth()
-	var got int64
-	err = s.wait(ctx, name, id, growOps, "", func(rec *store.Volume) bool {
-		switch {
-		case r.Block:
-			// No filesystem: the device itself, read at the target.
-			got, _ = deviceBytes(p)
-		case rec != nil && rec.Staging != nil:
-			got = rec.Staging.DeviceBytes
-		}
-		return got >= want && got > 0
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &csipb.NodeExpandVolumeResponse{CapacityBytes: got}, nil
 }

@@ -36,6 +36,10 @@ type Record struct {
 type Target struct {
 	Path     string `json:"path"`
 	ReadOnly bool   `json:"readOnly,omitempty"`
+	// Made: nothing was at the path when it was published, so what is
+	// there is volumed's to remove at unpublish (a record written before
+	// this was kept says false: the target is left).
+	Made bool `json:"made,omitempty"`
 }
 
 func (r *Record) target(p string) (Target, bool) {
@@ -129,24 +133,49 @@ func (rs records) secretDir(name string) string { return filepath.Join(rs.dir, "
 // writeSecrets writes each secret to a file of its own, mode 0600, for
 // the kind's *File field (iscsi.chap.password → iscsi.chap.passwordFile),
 // and returns the context keys to add. The values are never logged.
+// Every key is checked before any file is written, and a failure removes
+// what was written: a refused stage leaves no secret behind.
 func (rs records) writeSecrets(name string, secrets map[string]string) (map[string]string, error) {
 	if len(secrets) == 0 {
 		return nil, nil
 	}
-	dir := rs.secretDir(name)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("csi secrets: %w", err)
+	keys := make([]string, 0, len(secrets))
+	for k := range secrets {
+		if r := checkSecretKey(k); r != "" {
+			return nil, fmt.Errorf("secret key %q: %s", k, r)
+		}
+		keys = append(keys, k)
 	}
+	sort.Strings(keys)
+	dir := rs.secretDir(name)
 	out := map[string]string{}
-	for k, v := range secrets {
-		if k == "" || strings.ContainsAny(k, "/\x00") || strings.HasPrefix(k, ".") {
-			return nil, fmt.Errorf("secret key %q: not a field name", k)
+	err := func() error {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("csi secrets: %w", err)
 		}
-		p := filepath.Join(dir, k)
-		if err := durable.WriteFile(p, []byte(v), 0o600); err != nil {
-			return nil, err
+		for _, k := range keys {
+			p := filepath.Join(dir, k)
+			if err := durable.WriteFile(p, []byte(secrets[k]), 0o600); err != nil {
+				return err
+			}
+			out[k+"File"] = p
 		}
-		out[k+"File"] = p
+		return nil
+	}()
+	if err != nil {
+		if rerr := os.RemoveAll(dir); rerr != nil {
+			return nil, fmt.Errorf("%w; and removing the secrets written: %v", err, rerr)
+		}
+		return nil, err
 	}
 	return out, nil
+}
+
+// checkSecretKey says why k cannot name a secret file ("" when it can):
+// it must be one field name, never a path.
+func checkSecretKey(k string) string {
+	if k == "" || strings.ContainsAny(k, "/\x00") || strings.HasPrefix(k, ".") {
+		return "not a field name"
+	}
+	return ""
 }

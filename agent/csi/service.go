@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/volumed/volumed/agent"
 	"github.com/volumed/volumed/agent/manifest"
+	"github.com/volumed/volumed/internal/unixsock"
 )
 
 // DriverName is the CSI driver's name (the CSIDriver object's).
@@ -43,6 +43,10 @@ type Config struct {
 	Manifest manifest.Options
 	Version  string
 	Log      *slog.Logger
+	// AllowSuidDev lets a volume context set filesystem.allowSuid and
+	// allowDev (run --csi-allow-suid-dev); otherwise CSI mounts are
+	// always nosuid,nodev.
+	AllowSuidDev bool
 }
 
 // Service is the Identity and Node services.
@@ -91,9 +95,10 @@ func New(cfg Config) (*Service, error) {
 	return s, nil
 }
 
-// Listen opens the endpoint: unix:///path or a plain path. A stale
-// socket file is replaced; the agent's own socket lock already proves
-// that no other volumed runs.
+// Listen opens the endpoint: unix:///path or a plain path. It is taken
+// as the local API's socket is (internal/unixsock): a stale socket file
+// is replaced, one another agent answers on is refused, whatever state
+// dir that agent has.
 func Listen(endpoint string) (net.Listener, error) {
 	p, ok := strings.CutPrefix(endpoint, "unix://")
 	if !ok && strings.Contains(endpoint, "://") {
@@ -105,18 +110,8 @@ func Listen(endpoint string) (net.Listener, error) {
 	if !filepath.IsAbs(p) {
 		return nil, fmt.Errorf("csi endpoint %q: the socket path must be absolute", endpoint)
 	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o750); err != nil {
-		return nil, fmt.Errorf("csi endpoint: %w", err)
-	}
-	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("csi endpoint: %w", err)
-	}
-	ln, err := net.Listen("unix", p)
+	ln, err := unixsock.Listen(p, unixsock.Options{DirMode: 0o750, Flag: "--csi-endpoint"})
 	if err != nil {
-		return nil, fmt.Errorf("csi endpoint: %w", err)
-	}
-	if err := os.Chmod(p, 0o600); err != nil {
-		ln.Close()
 		return nil, fmt.Errorf("csi endpoint: %w", err)
 	}
 	return ln, nil
@@ -137,7 +132,9 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 		case <-done:
 		}
 	}()
-	err := srv.Serve(ln)
+	// Only root: the kubelet runs as root, and a caller of the node
+	// service mounts devices on the host.
+	err := srv.Serve(unixsock.RootOnly(ln, s.cfg.Log, nil))
 	close(done)
 	if ctx.Err() != nil || errors.Is(err, grpc.ErrServerStopped) {
 		return nil

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -128,6 +129,24 @@ func desired(name string, r *Record, opts manifest.Options) (*agent.Desired, err
 	}
 	sort.Slice(d.Targets, func(i, j int) bool { return d.Targets[i].Path < d.Targets[j].Path })
 	return d, nil
+}
+
+// hostPrivileges names what a volume asks that only the host's owner
+// may grant: setuid binaries and device nodes that work from the mount
+// (filesystem.allowSuid, allowDev, or a suid/dev mount flag).
+func hostPrivileges(d *agent.Desired) []string {
+	fs := d.Spec.Filesystem
+	if fs == nil {
+		return nil
+	}
+	var out []string
+	if fs.AllowSuid || slices.Contains(fs.MountOptions, "suid") {
+		out = append(out, "setuid (filesystem.allowSuid)")
+	}
+	if fs.AllowDev || slices.Contains(fs.MountOptions, "dev") {
+		out = append(out, "device nodes (filesystem.allowDev)")
+	}
+	return out
 }
 
 // contextWithCapacity is the volume context with the size an expansion

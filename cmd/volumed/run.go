@@ -58,6 +58,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	firmwareRoot := fs.String("firmware-root", "/", "root of the tree holding /sys/firmware, /etc/iscsi and /etc/nvme (for tests and chroots)")
 	csiEndpoint := fs.String("csi-endpoint", "", "also serve the CSI node service on this unix:// socket")
 	nodeID := fs.String("node-id", "", "CSI node ID (default: the host name)")
+	csiSuidDev := fs.Bool("csi-allow-suid-dev", false, "let a CSI volume context set filesystem.allowSuid/allowDev (default: refused; CSI mounts are nosuid,nodev)")
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -89,6 +90,15 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer apiLn.Close()
+	// The CSI endpoint likewise: another agent (with another state dir)
+	// may answer on it.
+	var csiLn net.Listener
+	if *csiEndpoint != "" {
+		if csiLn, err = csi.Listen(*csiEndpoint); err != nil {
+			return err
+		}
+		defer csiLn.Close()
+	}
 
 	exe, err := os.Executable()
 	if err != nil {
@@ -182,12 +192,11 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	if *csiEndpoint != "" {
 		// Restored before Run: the first pass must see the kubelet's
 		// volumes, or it would tear them down.
-		svc, ln, err := startCSI(*csiEndpoint, *nodeID, *stateDir, manifestOpts, a, log)
+		svc, err := startCSI(csi.Config{Agent: a, NodeID: *nodeID, Dir: filepath.Join(*stateDir, "csi"), Manifest: manifestOpts, AllowSuidDev: *csiSuidDev}, *csiEndpoint, log)
 		if err != nil {
 			return err
 		}
-		defer ln.Close()
-		go func() { errc <- svc.Serve(ctx, ln) }()
+		go func() { errc <- svc.Serve(ctx, csiLn) }()
 	}
 	go func() { errc <- a.ServeAPI(ctx, apiLn) }()
 	if *metricsAddr != "" {
@@ -210,27 +219,24 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 }
 
-// startCSI restores the CSI volumes kept by an earlier run and opens the
-// endpoint. It serves from the same agent, state file and executor as
-// the manifests: one agent per host owns the state.
-func startCSI(endpoint, nodeID, stateDir string, opts manifest.Options, a *agent.Agent, log *slog.Logger) (*csi.Service, net.Listener, error) {
-	if nodeID == "" {
+// startCSI restores the CSI volumes kept by an earlier run. It serves
+// from the same agent, state file and executor as the manifests: one
+// agent per host owns the state.
+func startCSI(cfg csi.Config, endpoint string, log *slog.Logger) (*csi.Service, error) {
+	if cfg.NodeID == "" {
 		h, err := os.Hostname()
 		if err != nil {
-			return nil, nil, fmt.Errorf("--node-id: %w", err)
+			return nil, fmt.Errorf("--node-id: %w", err)
 		}
-		nodeID = h
+		cfg.NodeID = h
 	}
-	svc, err := csi.New(csi.Config{Agent: a, Dir: filepath.Join(stateDir, "csi"), NodeID: nodeID, Manifest: opts, Version: version, Log: log.With("service", "csi")})
+	cfg.Version, cfg.Log = version, log.With("service", "csi")
+	svc, err := csi.New(cfg)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	ln, err := csi.Listen(endpoint)
-	if err != nil {
-		return nil, nil, err
-	}
-	log.Info("serving the CSI node service", "endpoint", endpoint, "driver", csi.DriverName, "nodeID", nodeID)
-	return svc, ln, nil
+	log.Info("serving the CSI node service", "endpoint", endpoint, "driver", csi.DriverName, "nodeID", cfg.NodeID, "allowSuidDev", cfg.AllowSuidDev)
+	return svc, nil
 }
 
 func monotonicUsec() int64 {

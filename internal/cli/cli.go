@@ -42,6 +42,7 @@ func Commands() []Command {
 				{Name: "parallel", Arg: "N", Usage: "operations running at once, across volumes (default 32)"},
 				{Name: "firmware-root", Arg: "DIR", Usage: "root of the tree holding /sys/firmware, /etc/iscsi and /etc/nvme, for tests and chroots (default /)"},
 				{Name: "csi-endpoint", Arg: "ENDPOINT", Usage: "also serve the Kubernetes CSI node service (driver volumed.io) on this unix:// socket, e.g. unix:///var/lib/kubelet/plugins/volumed.io/csi.sock; the kubelet's volumes join the manifests' in the same state (default: not served)"},
+				{Name: "csi-allow-suid-dev", Usage: "let a CSI volume context (a PV's volumeAttributes or mount flags) set filesystem.allowSuid or allowDev; without it such a NodeStageVolume is refused and every CSI mount is nosuid,nodev, since a PV's author is not the host's owner"},
 				{Name: "node-id", Arg: "NAME", Usage: "the CSI node ID and topology.volumed.io/node value; it must be the Kubernetes node name (default: the host name)"},
 			}},
 		{Name: "status", Short: "show the volumes", Args: "[NAME...]", Summary: "Show the volumes (a table of 80 columns), or with names each volume's conditions, targets and events.",

@@ -102,19 +102,21 @@ func byIdentity(a store.Attachment) (*loopdev.Device, error) {
 	return nil, nil
 }
 
-// CheckBacking compares the file at the image's path (the manifest's, or
-// the recorded one for a volume going away) with the file the device
-// reads: one stat, no device I/O.
+// CheckBacking compares the file at the image's path with the file the
+// device reads: one stat, no device I/O. Which path is checkedPath's
+// choice.
 func (attacher) CheckBacking(d *agent.Desired, a store.Attachment) (*agent.Problem, error) {
-	file, bdev, bino, ok := loopdev.ParseIdentity(a.Identity)
+	recorded, bdev, bino, ok := loopdev.ParseIdentity(a.Identity)
 	if !ok {
 		return nil, fmt.Errorf("recorded identity %q is not a loop device's", a.Identity)
 	}
+	wanted, key := "", ""
 	if d != nil {
 		if src, err := kind.Spec[Source](d, Name); err == nil {
-			file = src.File
+			wanted, key = src.File, d.Caps.Key
 		}
 	}
+	file := checkedPath(wanted, key, a.Source, recorded)
 	fdev, fino, err := loopdev.FileIdentity(file)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -129,6 +131,21 @@ func (attacher) CheckBacking(d *agent.Desired, a store.Attachment) (*agent.Probl
 	return &agent.Problem{Reason: "ImageReplaced", Message: fmt.Sprintf(
 		"the image %s was replaced: the path names another file (inode %d:%d) than the one %s still uses (inode %d:%d); the volume stays on the old file and volumed neither attaches nor formats the new one; to switch to it, copy out what you need, remove the manifest (the old device is detached) and add it back",
 		file, fdev, fino, a.Device, bdev, bino)}, nil
+}
+
+// checkedPath is the path whose file must be the device's: the
+// manifest's image (wanted, under the attachment key key) while the
+// device is attached for it, so that a file put at that path in place
+// of the image is seen. After an edit of loop.file (the attachment was
+// made for another source: attachedFor) the device still reads the old
+// image, recorded: that one is checked and named, and the edit is the
+// PendingChange condition's to report. A volume going away (no wanted
+// path) is checked at the recorded path too.
+func checkedPath(wanted, key, attachedFor, recorded string) string {
+	if wanted == "" || (attachedFor != "" && attachedFor != key) {
+		return recorded
+	}
+	return wanted
 }
 
 func loopNumber(dev string) (int, bool) {

@@ -21,7 +21,7 @@ _volumed() {
         --config-dir | -config-dir | --state-dir | -state-dir | --socket | -socket | --firmware-root | -firmware-root) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --metrics-address | -metrics-address | --resync | -resync | --parallel | -parallel | --csi-endpoint | -csi-endpoint | --node-id | -node-id) return ;;
         esac
-        flags="--config-dir --state-dir --socket --metrics-address --resync --log-format --log-level --parallel --firmware-root --csi-endpoint --node-id" operands="" ;;
+        flags="--config-dir --state-dir --socket --metrics-address --resync --log-format --log-level --parallel --firmware-root --csi-endpoint --csi-allow-suid-dev --node-id" operands="" ;;
     status)
         case $prev in
         --o | -o) COMPREPLY=($(compgen -W "table json" -- "$cur")); return ;;

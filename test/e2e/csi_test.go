@@ -76,6 +76,16 @@ func (k *kubelet) unstage() error {
 	return err
 }
 
+// unstageDetached unstages and checks that no loop device is left on
+// the volume's image.
+func (k *kubelet) unstageDetached(e *env) {
+	k.t.Helper()
+	k.must("unstage", k.unstage())
+	if n := len(e.loops()[k.ctx["loop.file"]]); n != 0 {
+		k.t.Errorf("%d loop devices left after unstage", n)
+	}
+}
+
 func (k *kubelet) must(what string, err error) {
 	k.t.Helper()
 	if err != nil {
@@ -380,10 +390,7 @@ func TestCSICrashDuringStage(t *testing.T) {
 			if n := len(e.loops()[k.ctx["loop.file"]]); n != 1 {
 				t.Errorf("%d loop devices for the image, want 1", n)
 			}
-			k.must("unstage", k.unstage())
-			if n := len(e.loops()[k.ctx["loop.file"]]); n != 0 {
-				t.Errorf("%d loop devices left after unstage", n)
-			}
+			k.unstageDetached(e)
 		})
 	}
 }

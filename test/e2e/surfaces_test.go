@@ -31,6 +31,8 @@ func runHelper(name string, args []string) int {
 	switch name {
 	case "hold-conns":
 		return holdConns(args)
+	case "csi-plugin-info":
+		return csiPluginInfo(args)
 	}
 	fmt.Fprintf(os.Stderr, "unknown helper %q\n", name)
 	return 2

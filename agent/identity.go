@@ -1,0 +1,281 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/volumed/volumed/store"
+)
+
+// A disk known only by its path (no WWN, no serial) can be replaced by
+// another between two boots, and an image file by another file: what is
+// at the source's place then is not the volume's data. Each volume's
+// filesystem UUID (and LUKS2 header UUID) is recorded when volumed
+// formats it or first finds it, and a device that holds another one is
+// never mounted, opened or formatted as the volume.
+
+// ErrIdentityChanged marks an operation refused because the device holds
+// another filesystem or LUKS header than the volume's.
+var ErrIdentityChanged = errors.New("identity changed")
+
+// identityPart is which of a volume's identities a check is about.
+type identityPart int
+
+const (
+	partFilesystem identityPart = iota
+	partLUKS
+)
+
+func (p identityPart) String() string {
+	if p == partLUKS {
+		return "LUKS2 header"
+	}
+	return "filesystem"
+}
+
+func (p identityPart) of(id store.Identity) string {
+	if p == partLUKS {
+		return id.LUKS
+	}
+	return id.Filesystem
+}
+
+func (p identityPart) set(id *store.Identity, uuid string) {
+	if p == partLUKS {
+		id.LUKS = uuid
+	} else {
+		id.Filesystem = uuid
+	}
+}
+
+// identityVerdict is what to make of the UUID seen on a device.
+type identityVerdict int
+
+const (
+	// identityMatches: the volume's own.
+	identityMatches identityVerdict = iota
+	// identityLearn: nothing recorded for this source (a new volume, a
+	// state written by a volumed that kept none, an edited source): what
+	// is there is the volume's from now on.
+	identityLearn
+	// identityUnknown: nothing to compare (no UUID read, or a blank device
+	// of a volume with nothing recorded): go on, record nothing.
+	identityUnknown
+	// identityChanged: another filesystem or header than the volume's, or
+	// none where the volume had one: refused.
+	identityChanged
+)
+
+// decideIdentity is the one rule: known is the volume's recorded
+// identity (nil when none), source the attachment key the device was
+// found for, seen the UUID read on it ("" when none could be read) and
+// blank whether the device holds nothing at all (it would be formatted).
+func decideIdentity(known *store.Identity, source string, part identityPart, seen string, blank bool) identityVerdict {
+	recorded := recordedFor(known, source, part)
+	switch {
+	case blank && recorded != "":
+		return identityChanged
+	case blank, seen == "":
+		return identityUnknown
+	case recorded == "":
+		return identityLearn
+	case strings.EqualFold(recorded, seen):
+		return identityMatches
+	}
+	return identityChanged
+}
+
+// recordedFor is the UUID known records for part of source, "" if none.
+func recordedFor(known *store.Identity, source string, part identityPart) string {
+	if known == nil || known.Source != source {
+		return ""
+	}
+	return part.of(*known)
+}
+
+// identityStore keeps identities durably (store.Store).
+type identityStore interface {
+	Identities() (map[string]store.Identity, error)
+	PutIdentityLater(id store.Identity, failed func(error)) error
+	DeleteIdentity(name string) error
+}
+
+// identities is the volumes' recorded identities: loaded at start-up,
+// each change written durably before it is taken into memory.
+type identities struct {
+	store identityStore
+	// failed is told when a queued identity could not be committed.
+	failed func(name string, err error)
+
+	mu    sync.Mutex
+	known map[string]store.Identity
+}
+
+func (ids *identities) load() error {
+	m, err := ids.store.Identities()
+	if err != nil {
+		return err
+	}
+	ids.mu.Lock()
+	ids.known = m
+	ids.mu.Unlock()
+	return nil
+}
+
+func (ids *identities) get(name string) *store.Identity {
+	ids.mu.Lock()
+	defer ids.mu.Unlock()
+	if id, ok := ids.known[name]; ok {
+		return &id
+	}
+	return nil
+}
+
+// learn records uuid as the volume's part on source (how: "formatted" or
+// "adopted"); an identity of another source is replaced whole.
+func (ids *identities) learn(name, source string, part identityPart, uuid, how string) error {
+	id := store.Identity{Volume: name, Source: source}
+	if old := ids.get(name); old != nil && old.Source == source {
+		id = *old
+		id.UpdatedAt = time.Time{} // stamped anew by the store
+	}
+	part.set(&id, uuid)
+	id.How = how
+	if err := ids.store.PutIdentityLater(id, func(err error) { ids.lost(name, err) }); err != nil {
+		return err
+	}
+	ids.mu.Lock()
+	if ids.known == nil {
+		ids.known = map[string]store.Identity{}
+	}
+	ids.known[name] = id
+	ids.mu.Unlock()
+	return nil
+}
+
+// lost drops an identity whose commit failed: memory then says what the
+// file says, and the next sight learns it again.
+func (ids *identities) lost(name string, err error) {
+	ids.mu.Lock()
+	delete(ids.known, name)
+	ids.mu.Unlock()
+	if ids.failed != nil {
+		ids.failed(name, err)
+	}
+}
+
+func (ids *identities) forget(name string) error {
+	if ids.get(name) == nil {
+		return nil
+	}
+	if err := ids.store.DeleteIdentity(name); err != nil {
+		return err
+	}
+	ids.mu.Lock()
+	delete(ids.known, name)
+	ids.mu.Unlock()
+	return nil
+}
+
+// checkIdentity compares what is on the volume's device dev with the
+// volume's recorded identity: it learns what is there when nothing is
+// recorded, and refuses another one (or a blank device where the volume
+// had one) with the IdentityChanged condition naming both.
+func (a *Agent) checkIdentity(d *Desired, dev string, part identityPart, seen string, blank bool) error {
+	known := a.idents.get(d.Name)
+	switch decideIdentity(known, d.Caps.Key, part, seen, blank) {
+	case identityLearn:
+		if err := a.idents.learn(d.Name, d.Caps.Key, part, seen, "adopted"); err != nil {
+			return fmt.Errorf("record the %s UUID of %s: %w", part, d.Name, err)
+		}
+		a.cfg.Log.Info("identity recorded", "volume", d.Name, "what", part.String(), "uuid", seen, "device", dev)
+	case identityChanged:
+		was := part.of(*known)
+		now := "none (the device is blank)"
+		if !blank {
+			now = seen
+		}
+		msg := fmt.Sprintf("%s (%s) holds %s UUID %s, but volume %s's %s is UUID %s (%s %s): another disk or image sits where the volume's was; volumed neither mounts, opens nor formats it. Put the volume's own back; or, if this one is meant, take the volume down (state: absent, or remove its manifest), then bring it back, and it is adopted",
+			dev, d.Caps.Key, part, now, d.Name, part, was, known.How, known.UpdatedAt.Format("2006-01-02 15:04:05 MST"))
+		a.conds.Set(d.Name, CondIdentityChanged, part.reason(), msg)
+		return fmt.Errorf("%s: %w: %s UUID %s is not the volume's %s", dev, ErrIdentityChanged, part, now, was)
+	}
+	a.conds.Clear(d.Name, CondIdentityChanged)
+	return nil
+}
+
+// checkFilesystemIdentity reads the filesystem UUID on dev (none when
+// the device is blank and about to be formatted) and checks it.
+func (a *Agent) checkFilesystemIdentity(ctx context.Context, d *Desired, dev string, blank bool) error {
+	seen := ""
+	if !blank {
+		info, err := a.cfg.FS.Inspect(ctx, dev)
+		if err != nil {
+			return fmt.Errorf("read the filesystem UUID of %s: %w", dev, err)
+		}
+		seen = info.UUID
+	}
+	return a.checkIdentity(d, dev, partFilesystem, seen, blank)
+}
+
+// inspectBound bounds the blkid run of learnMounted.
+const inspectBound = 30 * time.Second
+
+// learnMounted is the first sight of a volume found in place (adopted
+// at start-up, or mounted by a volumed that kept no identities): what it
+// is mounted from is its identity from now on. A volume whose identity
+// is known costs nothing here; the check proper is at mount and open.
+func (a *Agent) learnMounted(d *Desired, rec *store.Volume) {
+	if d == nil || !d.Wanted() || rec.Attachment == nil || (rec.Attachment.Source != "" && rec.Attachment.Source != d.Caps.Key) {
+		return
+	}
+	known := a.idents.get(d.Name)
+	if m := rec.Mapping; m != nil && recordedFor(known, d.Caps.Key, partLUKS) == "" {
+		_ = a.checkIdentity(d, rec.Attachment.Device, partLUKS, m.UUID, false)
+	}
+	st := rec.Staging
+	if st == nil || d.Spec.Filesystem == nil || recordedFor(known, d.Caps.Key, partFilesystem) != "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), inspectBound)
+	defer cancel()
+	info, err := a.cfg.FS.Inspect(ctx, st.Device)
+	if err != nil {
+		a.cfg.Log.Warn("filesystem UUID of a mounted volume unread; tried again at the next check", "volume", d.Name, "device", st.Device, "error", err)
+		return
+	}
+	_ = a.checkIdentity(d, st.Device, partFilesystem, info.UUID, false)
+}
+
+// learnFormatted records the UUID volumed just gave a new filesystem or
+// header. A failure is logged, not returned: the format is done, and the
+// next mount learns what is there.
+func (a *Agent) learnFormatted(d *Desired, part identityPart, uuid string) {
+	if err := a.idents.learn(d.Name, d.Caps.Key, part, uuid, "formatted"); err != nil {
+		a.cfg.Log.Warn("identity not recorded; it is learnt at the next mount", "volume", d.Name, "what", part.String(), "error", err)
+	}
+}
+
+// forgetIdentityIfGone drops the identity of a volume detached because
+// nothing wants it any more (its manifest or CSI record is gone, or says
+// state: absent): brought back, it adopts what it finds. A detach for
+// the network hold (shutdown --network) keeps it.
+func (a *Agent) forgetIdentityIfGone(name string) {
+	if d := a.manifests.merged(a.external)[name]; d != nil && d.Wanted() {
+		return
+	}
+	if err := a.idents.forget(name); err != nil {
+		a.cfg.Log.Warn("identity of a volume taken down not forgotten", "volume", name, "error", err)
+	}
+}
+
+func (p identityPart) reason() string {
+	if p == partLUKS {
+		return "LUKSHeaderChanged"
+	}
+	return "FilesystemChanged"
+}

@@ -1,0 +1,158 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/volumed/volumed/store"
+)
+
+func TestDecideIdentity(t *testing.T) {
+	const src, other = "device /dev/loop3", "device /dev/loop4"
+	fs := &store.Identity{Volume: "v", Source: src, Filesystem: "aaaa-1111"}
+	luks := &store.Identity{Volume: "v", Source: src, LUKS: "cccc-3333", Filesystem: "aaaa-1111"}
+	for _, c := range []struct {
+		name  string
+		known *store.Identity
+		src   string
+		part  identityPart
+		seen  string
+		blank bool
+		want  identityVerdict
+	}{
+		{"nothing recorded (a state from an older volumed): learn", nil, src, partFilesystem, "bbbb-2222", false, identityLearn},
+		{"the same filesystem", fs, src, partFilesystem, "aaaa-1111", false, identityMatches},
+		{"the same, other case (blkid prints lower case; a record may not)", fs, src, partFilesystem, "AAAA-1111", false, identityMatches},
+		{"another filesystem at the same path: refused", fs, src, partFilesystem, "bbbb-2222", false, identityChanged},
+		{"a blank device where the volume had a filesystem: refused", fs, src, partFilesystem, "", true, identityChanged},
+		{"a blank device of a new volume: formatted, nothing yet", nil, src, partFilesystem, "", true, identityUnknown},
+		{"no UUID read on a device that is not blank: go on", fs, src, partFilesystem, "", false, identityUnknown},
+		{"recorded for another source (an edited manifest): learn", fs, other, partFilesystem, "bbbb-2222", false, identityLearn},
+		{"a blank device of an edited source: formatted", fs, other, partFilesystem, "", true, identityUnknown},
+		{"LUKS header the same", luks, src, partLUKS, "cccc-3333", false, identityMatches},
+		{"LUKS header another", luks, src, partLUKS, "dddd-4444", false, identityChanged},
+		{"LUKS never recorded, filesystem was: learn the header", fs, src, partLUKS, "cccc-3333", false, identityLearn},
+		{"LUKS recorded, device blank: refused", luks, src, partLUKS, "", true, identityChanged},
+	} {
+		if got := decideIdentity(c.known, c.src, c.part, c.seen, c.blank); got != c.want {
+			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// Identities outlive the store being closed and opened again (a
+// reboot); learning one part keeps the other; another source replaces
+// the whole; forgetting drops it.
+func TestIdentitiesKeptAcrossReopen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	open := func() (*store.Store, *identities) {
+		st, _, err := store.Open(path, store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := &identities{store: st}
+		if err := ids.load(); err != nil {
+			t.Fatal(err)
+		}
+		return st, ids
+	}
+	st, ids := open()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(ids.learn("v", "k1", partLUKS, "cccc", "formatted"))
+	must(ids.learn("v", "k1", partFilesystem, "aaaa", "formatted"))
+	must(st.Close())
+
+	st, ids = open()
+	if got := ids.get("v"); got == nil || got.Source != "k1" || got.LUKS != "cccc" || got.Filesystem != "aaaa" || got.How != "formatted" || got.UpdatedAt.IsZero() {
+		t.Fatalf("after reopen: %+v", got)
+	}
+	must(ids.learn("v", "k2", partFilesystem, "bbbb", "adopted"))
+	if got := ids.get("v"); got.LUKS != "" || got.Filesystem != "bbbb" || got.Source != "k2" {
+		t.Errorf("another source: %+v", got)
+	}
+	must(ids.forget("v"))
+	must(st.Close())
+	st, ids = open()
+	defer st.Close()
+	if got := ids.get("v"); got != nil {
+		t.Errorf("forgotten identity back after reopen: %+v", got)
+	}
+}
+
+// An encrypted volume whose device, between a close and the next open
+// (a reboot), carries another LUKS2 header: not opened, IdentityChanged
+// names both UUIDs; its own header back, it opens. A blank device in its
+// place is not encrypted either.
+func TestOpenRefusesAnotherLUKSHeader(t *testing.T) {
+	ctx := context.Background()
+	a, f := cryptAgent(t)
+	d := encrypted(netVolume("a"), "/etc/k1")
+	if err := a.opAttach(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.opOpen(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	ours := f.headers["/dev/fake-a"]
+	if id := a.idents.get("a"); id == nil || id.LUKS != ours.uuid || id.How != "formatted" {
+		t.Fatalf("identity after the encrypt: %+v, want the header %s", id, ours.uuid)
+	}
+	if err := a.opClose(ctx, "a", "fake"); err != nil {
+		t.Fatal(err)
+	}
+	other := fakeHeader{uuid: "0ther000-0000-4000-8000-000000000000", keys: []string{"/etc/k1"}}
+	for _, c := range []struct {
+		name   string
+		header *fakeHeader
+		words  []string
+	}{
+		{"another header", &other, []string{ours.uuid, other.uuid}},
+		{"a blank device", nil, []string{ours.uuid, "blank"}},
+	} {
+		f.mu.Lock()
+		if c.header != nil {
+			f.headers["/dev/fake-a"] = *c.header
+		} else {
+			delete(f.headers, "/dev/fake-a")
+		}
+		f.mu.Unlock()
+		formats, opens := f.formats, f.opens
+		err := a.opOpen(ctx, d)
+		if !errors.Is(err, ErrIdentityChanged) {
+			t.Errorf("%s: open: %v, want ErrIdentityChanged", c.name, err)
+		}
+		if f.formats != formats || f.opens != opens {
+			t.Errorf("%s: formats %d→%d, opens %d→%d; want none", c.name, formats, f.formats, opens, f.opens)
+		}
+		cond := a.conds.Of("a")
+		if len(cond) != 1 || cond[0].Type != CondIdentityChanged || !containsAll(cond[0].Message, c.words) {
+			t.Errorf("%s: conditions %+v, want IdentityChanged naming %v", c.name, cond, c.words)
+		}
+	}
+	f.mu.Lock()
+	f.headers["/dev/fake-a"] = ours
+	f.mu.Unlock()
+	if err := a.opOpen(ctx, d); err != nil {
+		t.Fatalf("its own header back: %v", err)
+	}
+	if cond := a.conds.Of("a"); len(cond) != 0 {
+		t.Errorf("conditions with its own header back: %+v", cond)
+	}
+}
+
+func containsAll(s string, words []string) bool {
+	for _, w := range words {
+		if !strings.Contains(s, w) {
+			return false
+		}
+	}
+	return true
+}

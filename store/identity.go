@@ -1,0 +1,102 @@
+// Identities: what a volume's data was when volumed formatted or first
+// adopted it, kept apart from the records of actual state. A record is
+// dropped when a volume's device goes (a reboot, a detach); an identity
+// outlives it, so that the device found at the same path after a reboot
+// can be compared with the one the volume had.
+
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/bbolt"
+)
+
+var bucketIdentities = []byte("identities")
+
+// Identity is the filesystem (and LUKS header) a volume's data lives in.
+type Identity struct {
+	Volume string `json:"volume"`
+	// Source is the attachment key of the source it was found on: an
+	// identity of another source (the manifest was edited) says nothing.
+	Source string `json:"source"`
+	// Filesystem is the filesystem UUID; "" when not known yet.
+	Filesystem string `json:"filesystem,omitempty"`
+	// LUKS is the LUKS2 header's UUID of an encrypted volume.
+	LUKS string `json:"luks,omitempty"`
+	// How says how it was learnt: "formatted" or "adopted".
+	How       string    `json:"how"`
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// Identities reads every volume's identity.
+func (s *Store) Identities() (map[string]Identity, error) {
+	out := map[string]Identity{}
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		b := tx.Bucket(bucketIdentities)
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(k, v []byte) error {
+			var id Identity
+			if err := json.Unmarshal(v, &id); err != nil {
+				return fmt.Errorf("identity %q: %w", k, err)
+			}
+			out[string(k)] = id
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load identities: %w", err)
+	}
+	return out, nil
+}
+
+// PutIdentityLater queues id without waiting for its fsync: it rides
+// the next commit somebody waits for (an intent), as outcomes do, so a
+// volume coming up costs no commit of its own. A crash that loses it
+// loses only a first sight, which the next start takes again of the
+// same device; failed is told when the commit fails.
+func (s *Store) PutIdentityLater(id Identity, failed func(error)) error {
+	if id.Volume == "" {
+		return errors.New("put identity: no volume")
+	}
+	if id.UpdatedAt.IsZero() {
+		id.UpdatedAt = s.now()
+	}
+	data, err := json.Marshal(id)
+	if err != nil {
+		return fmt.Errorf("put identity %s: %w", id.Volume, err)
+	}
+	if err := s.fault("", "identity"); err != nil {
+		return fmt.Errorf("put identity %s: %w", id.Volume, err)
+	}
+	err = s.send(&request{fn: func(tx *bbolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(bucketIdentities)
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte(id.Volume), data)
+	}, failed: failed})
+	if err != nil {
+		return fmt.Errorf("put identity %s: %w", id.Volume, err)
+	}
+	return nil
+}
+
+// DeleteIdentity forgets a volume's identity (the volume was taken down).
+func (s *Store) DeleteIdentity(name string) error {
+	err := s.do(func(tx *bbolt.Tx) error {
+		if b := tx.Bucket(bucketIdentities); b != nil {
+			return b.Delete([]byte(name))
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("delete identity %s: %w", name, err)
+	}
+	return nil
+}
