@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 
 	"github.com/moby/sys/mountinfo"
@@ -33,32 +32,75 @@ func (a *Agent) reconstruct(ctx context.Context) error {
 		return fmt.Errorf("read mount table: %w", err)
 	}
 	desired := a.desiredSnapshot()
-	pending := map[string][]string{}
+	u := a.readIntents(intents, recs, desired)
+	names := volumeNames(recs, desired, u.leftovers)
+
+	a.state = NewState(a.cfg.Store, a.cfg.Now, nil)
+	a.state.OnRecorded(a.noteRecorded)
+	a.state.OnCommitWait(a.exec.Yield)
+	kv := a.newStartView(ctx, mounts, recs)
+	claimed := map[string]bool{} // identities of attachments some volume owns
+	for _, name := range names {
+		c := volumeClues{rec: recs[name], desired: desired[name], pending: u.pending[name],
+			publishing: u.publishing[name], mapUUID: mappingUUID(name, recs[name], intents)}
+		if c.desired == nil {
+			c.desired = u.leftovers[name]
+		}
+		v := a.probeVolume(ctx, name, c, kv)
+		a.adoptProbed(name, v, recs[name], intents, kv.holders, claimed)
+	}
+	a.detachOrphans(ctx, kv.ownedLists, claimed, mounts)
+	a.sweepStaging(desired)
+	// A restarted agent sees at once what went wrong while it was away
+	// (an image deleted under its device), not a minute later.
+	a.detect(mounts)
+	for _, in := range intents {
+		if err := a.cfg.Store.DropIntent(in.ID); err != nil {
+			a.cfg.Log.Warn("cannot drop resolved intent yet; retrying", "volume", in.Volume, "intent", in.ID, "error", err)
+			a.state.KeepIntent(in.Volume, in.ID, fmt.Errorf("drop resolved intent %d: %w", in.ID, err))
+		}
+	}
+	return nil
+}
+
+// uncertain is what the intents a crash left say: the operations it
+// caught, per volume, and what only an intent still names.
+type uncertain struct {
+	pending map[string][]string
 	// publishing: the targets (and their subPaths) of publishes a crash
 	// caught. Nothing in the kernel names a bind mount's owner, so when
 	// neither a record nor a manifest names the target any more, only
 	// the intent tells that the bind there is ours to take down.
-	publishing := map[string]map[string]string{}
+	publishing map[string]map[string]string
 	// leftovers: volumes a crash caught attaching, that neither a record
 	// nor a manifest names any more. Their intent says what they were
 	// attaching, so it can be found and torn down.
-	leftovers := map[string]*Desired{}
+	leftovers map[string]*Desired
+}
+
+func (a *Agent) readIntents(intents []store.Intent, recs map[string]*store.Volume, desired map[string]*Desired) uncertain {
+	u := uncertain{pending: map[string][]string{}, publishing: map[string]map[string]string{}, leftovers: map[string]*Desired{}}
 	for _, in := range intents {
-		pending[in.Volume] = append(pending[in.Volume], in.Op)
+		u.pending[in.Volume] = append(u.pending[in.Volume], in.Op)
 		if in.Op == OpPublish && in.Inputs["target"] != "" {
-			if publishing[in.Volume] == nil {
-				publishing[in.Volume] = map[string]string{}
+			if u.publishing[in.Volume] == nil {
+				u.publishing[in.Volume] = map[string]string{}
 			}
-			publishing[in.Volume][in.Inputs["target"]] = in.Inputs["subPath"]
+			u.publishing[in.Volume][in.Inputs["target"]] = in.Inputs["subPath"]
 		}
 		a.cfg.Log.Info("resolving uncertain operation left by a previous run", "volume", in.Volume, "operation", in.Op, "started", in.StartedAt)
 		if in.Op == OpAttach && recs[in.Volume] == nil && desired[in.Volume] == nil {
 			if d := desiredFromIntent(in); d != nil {
-				leftovers[in.Volume] = d
+				u.leftovers[in.Volume] = d
 			}
 		}
 	}
+	return u
+}
 
+// volumeNames lists, sorted, every volume a record, a manifest or an
+// intent names.
+func volumeNames(recs map[string]*store.Volume, desired, leftovers map[string]*Desired) []string {
 	names := make([]string, 0, len(recs)+len(desired))
 	for n := range recs {
 		names = append(names, n)
@@ -72,74 +114,37 @@ func (a *Agent) reconstruct(ctx context.Context) error {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	return names
+}
 
-	a.state = NewState(a.cfg.Store, a.cfg.Now, nil)
-	a.state.OnRecorded(a.noteRecorded)
-	a.state.OnCommitWait(a.exec.Yield)
-	// What carries our marker, listed once: a volume with no record need
-	// not be looked for in the kernel (one scan per volume) when nothing
-	// of ours is unaccounted for by the records, the usual case.
-	ownedLists := a.listOwned(ctx)
-	recorded := map[string]bool{}
-	holders := map[string]string{} // identity -> the volume whose record holds it
-	for name, r := range recs {
-		if r.Attachment != nil {
-			recorded[r.Attachment.Identity] = true
-			holders[r.Attachment.Identity] = name
+// adoptProbed takes what the kernel showed of one volume as its actual
+// state, and remembers the interrupted format or encryption that only
+// an intent tells of.
+func (a *Agent) adoptProbed(name string, v, rec *store.Volume, intents []store.Intent, holders map[string]string, claimed map[string]bool) {
+	if v.Attachment != nil {
+		claimed[v.Attachment.Identity] = true
+		if holders[v.Attachment.Identity] == "" {
+			// Adopted without a record: a later volume whose selector
+			// picks the same disk leaves it to this one.
+			holders[v.Attachment.Identity] = name
+		}
+		if v.Attachment.Owned {
+			a.sessions.add(sessionKey(v.Attachment.Driver, v.Attachment.Session))
 		}
 	}
-	strays := map[string]bool{} // drivers with marked attachments no record names
-	for driver, list := range ownedLists {
-		for _, o := range list {
-			if !recorded[o.Identity] {
-				strays[driver] = true
-			}
-		}
+	if err := a.state.AdoptKnown(v, rec); err != nil {
+		// Kept in memory and retried: a full state filesystem must not
+		// keep the agent from starting.
+		a.cfg.Log.Warn("cannot record reconstructed state yet; retrying", "volume", name, "error", err)
 	}
-	claimed := map[string]bool{} // identities of attachments some volume owns
-	for _, name := range names {
-		d := desired[name]
-		if d == nil {
-			d = leftovers[name]
-		}
-		v := a.probeVolume(ctx, name, recs[name], d, mounts, pending[name], publishing[name], mappingUUID(name, recs[name], intents), ownedLists, strays, holders)
-		if v.Attachment != nil {
-			claimed[v.Attachment.Identity] = true
-			if holders[v.Attachment.Identity] == "" {
-				// Adopted without a record: a later volume whose selector
-				// picks the same disk leaves it to this one.
-				holders[v.Attachment.Identity] = name
-			}
-			if v.Attachment.Owned {
-				a.sessions.add(sessionKey(v.Attachment.Driver, v.Attachment.Session))
-			}
-		}
-		if err := a.state.AdoptKnown(v, recs[name]); err != nil {
-			// Kept in memory and retried: a full state filesystem must
-			// not keep the agent from starting.
-			a.cfg.Log.Warn("cannot record reconstructed state yet; retrying", "volume", name, "error", err)
-		}
-		if uuid, ok := formatInterruptedIntent(intents, name); ok && v.Staging == nil {
-			// A volume found mounted has a finished format.
-			a.formats.interrupted.set(name, uuid)
-		}
-		if uuid, ok := lastIntent(intents, name, OpEncrypt); ok && uuid != "" && v.Mapping == nil {
-			// A volume found open has a finished header.
-			a.formats.encrypting.set(name, uuid)
-		}
+	if uuid, ok := formatInterruptedIntent(intents, name); ok && v.Staging == nil {
+		// A volume found mounted has a finished format.
+		a.formats.interrupted.set(name, uuid)
 	}
-	a.detachOrphans(ctx, ownedLists, claimed, mounts)
-	a.sweepStaging(desired)
-	// A restarted agent sees at once what went wrong while it was away
-	// (an image deleted under its device), not a minute later.
-	a.detect(mounts)
-	for _, in := range intents {
-		if err := a.cfg.Store.DropIntent(in.ID); err != nil {
-			a.cfg.Log.Warn("cannot drop resolved intent yet; retrying", "volume", in.Volume, "intent", in.ID, "error", err)
-			a.state.KeepIntent(in.Volume, in.ID, fmt.Errorf("drop resolved intent %d: %w", in.ID, err))
-		}
+	if uuid, ok := lastIntent(intents, name, OpEncrypt); ok && uuid != "" && v.Mapping == nil {
+		// A volume found open has a finished header.
+		a.formats.encrypting.set(name, uuid)
 	}
-	return nil
 }
 
 // sweepStaging removes the staging dirs of volumes neither wanted nor
@@ -189,152 +194,6 @@ func lastIntent(intents []store.Intent, name, op string) (string, bool) {
 	return uuid, found
 }
 
-// probeVolume finds what of one volume is really in the kernel.
-func (a *Agent) probeVolume(ctx context.Context, name string, rec *store.Volume, d *Desired, mounts MountTable, pending []string, publishing map[string]string, mapUUID string, ownedLists map[string][]store.Attachment, strays map[string]bool, holders map[string]string) *store.Volume {
-	v := &store.Volume{Name: name}
-	switch {
-	case d != nil:
-		v.Driver = d.Driver
-	case rec != nil:
-		v.Driver = rec.Driver
-	}
-	log := a.cfg.Log.With("volume", name)
-
-	// The attachment: a recorded one is checked by identity; without a
-	// record, one carrying our marker is owned (the state file may have
-	// been lost, or we died between attaching and recording).
-	if rec != nil && rec.Attachment != nil {
-		if listed(ownedLists[rec.Attachment.Driver], *rec.Attachment) {
-			// Seen in the kernel by this start's one pass over it: a
-			// Verify per volume read sysfs again, most of a restart.
-			v.Attachment = rec.Attachment
-		} else if att, err := a.attacher(rec.Attachment.Driver); err == nil {
-			dev, ok, err := att.Verify(ctx, *rec.Attachment)
-			switch {
-			case err != nil:
-				log.Warn("cannot verify recorded attachment; keeping the record", "identity", rec.Attachment.Identity, "error", err)
-				v.Attachment = rec.Attachment
-			case ok:
-				at := *rec.Attachment
-				at.Device = dev
-				v.Attachment = &at
-			default:
-				log.Info("recorded attachment is gone", "identity", rec.Attachment.Identity)
-			}
-		}
-	}
-	if v.Attachment == nil && d != nil && a.mayHaveUnrecorded(d.Driver, ownedLists, strays, pending) {
-		if att, err := a.attacher(d.Driver); err == nil {
-			found, err := att.Find(ctx, d)
-			if err != nil {
-				log.Warn("look for an existing attachment", "error", err)
-			}
-			f, ok := pick(found)
-			if h := holders[f.Identity]; ok && h != "" && h != name {
-				// Two selectors may pick one disk: its holder keeps it.
-				log.Warn("not adopting an attachment another volume holds", "identity", f.Identity, "holder", h)
-				ok = false
-			}
-			ok = ok && a.adoptable(att, name, a.stagingPathOf(name, d, rec), f, mounts)
-			if ok {
-				// A session carries no marker of ours: when a crash caught
-				// us attaching it, we take it as owned (else it would leak);
-				// otherwise it was there before us and is only used.
-				owned := f.Owned || (f.Reusable && slices.Contains(pending, OpAttach))
-				v.Attachment = &store.Attachment{
-					Driver: d.Driver, Device: f.Device, Identity: f.Identity, Session: f.Session,
-					Owned: owned && !f.Pinned, Pinned: f.Pinned, Source: d.Caps.Key,
-				}
-				log.Info("adopting attachment found in the kernel", "device", f.Device, "identity", f.Identity, "owned", v.Attachment.Owned)
-				a.notes.set(name, f.Note)
-			}
-		}
-	}
-
-	// The staging mount: the staging dir is ours alone.
-	p := a.stagingPathOf(name, d, rec)
-	if v.Attachment == nil && d != nil {
-		// Our device still mounted at the volume's staging path is the
-		// volume's, even when its image was deleted or moved away (so it
-		// is not found by the file): adopting it keeps the data and stops
-		// a second device (and a format) on whatever is at the path now.
-		if o, ok := ownedAt(ownedLists[d.Driver], mounts.Top(p)); ok {
-			v.Attachment = &o
-			log.Info("adopting our attachment mounted at the staging path", "device", o.Device, "identity", o.Identity)
-		}
-	}
-	// An encrypted volume's mapping: adopted when open and ours.
-	if d.Encrypted() || (rec != nil && rec.Mapping != nil) || slices.Contains(pending, OpOpen) || slices.Contains(pending, OpEncrypt) {
-		a.adoptMapping(ctx, name, v, rec, mapUUID)
-	}
-	var st *mountinfo.Info
-	stager, staged := a.cfg.Attachers[v.Driver].(Stager)
-	if top := mounts.Top(p); top != nil {
-		if staged && d != nil && v.Attachment != nil && stager.IsStaged(d, p) {
-			st = top
-			v.Staging = &store.MountRecord{Path: p, Device: v.Attachment.Device, FSType: v.Driver, MountID: top.ID, Owned: true}
-		} else if v.Attachment != nil && sameDevice(top, blockDevice(v)) {
-			st = top
-			fstype := top.FSType
-			v.Staging = &store.MountRecord{Path: p, Device: blockDevice(v), FSType: fstype, MountID: top.ID, Owned: true}
-			if rec != nil && rec.Staging != nil {
-				v.Staging.DeviceBytes = rec.Staging.DeviceBytes
-				keepOptions(v.Staging, *rec.Staging)
-			}
-		} else {
-			log.Warn("staging path has a mount that is not this volume's device; left alone", "path", p, "source", top.Source)
-		}
-	}
-
-	// Targets: a recorded or wanted target whose top mount shows our
-	// staging filesystem is adopted; anything else there is not owned.
-	var paths []string
-	subPaths := map[string]string{}
-	recorded := map[string]store.MountRecord{}
-	if rec != nil {
-		for _, t := range rec.Targets {
-			if _, twin := recorded[t.Path]; twin {
-				continue // a record that holds a target twice (written by older versions)
-			}
-			recorded[t.Path] = t
-			paths = append(paths, t.Path)
-			subPaths[t.Path] = t.SubPath
-		}
-	}
-	if d != nil {
-		for _, t := range d.Targets {
-			if !slices.Contains(paths, t.Path) {
-				paths = append(paths, t.Path)
-				subPaths[t.Path] = t.SubPath
-			}
-		}
-	}
-	for tp, sub := range publishing {
-		if !slices.Contains(paths, tp) {
-			paths = append(paths, tp)
-			subPaths[tp] = sub
-		}
-	}
-	for _, tp := range paths {
-		top := mounts.Top(tp)
-		if top == nil {
-			continue
-		}
-		if !mounts.SameSource(top, st, subPaths[tp]) && (v.Attachment == nil || !boundDevice(tp, v.Attachment.Device)) {
-			continue
-		}
-		m := store.MountRecord{Path: tp, SubPath: subPaths[tp], ReadOnly: mountReadOnly(top), MountID: top.ID, Owned: true}
-		if r, ok := recorded[tp]; ok {
-			keepOptions(&m, r)
-		}
-		v.Targets = append(v.Targets, m)
-	}
-	if len(pending) > 0 {
-		log.Info("reconstructed", "attached", v.Attachment != nil, "staged", v.Staging != nil, "targets", len(v.Targets))
-	}
-	return v
-}
-
 // desiredFromIntent rebuilds, from an attach intent's inputs, enough of
 // a volume to find what it attached.
 func desiredFromIntent(in store.Intent) *Desired {
@@ -368,83 +227,4 @@ func hasOption(opts, want string) bool {
 		}
 	}
 	return false
-}
-
-// verify is the resync's drift check: records are compared with the
-// kernel and corrected, so that what vanished behind our back is put
-// back by the next pass. Volumes with a running operation are skipped
-// (only the reconciler starts operations, and it is the caller).
-func (a *Agent) verify(ctx context.Context) {
-	// The records first, then the kernel: a correction is made only to a
-	// record no operation changed since (State.Correct), so the table,
-	// read after, is never older than the record it corrects.
-	seen := a.state.Snapshot()
-	mounts, err := a.cfg.Mounter.Mounts()
-	if err != nil {
-		a.cfg.Log.Warn("drift check: read mount table", "error", err)
-		return
-	}
-	for name, rec := range seen {
-		if _, busy := a.exec.Running(name); busy {
-			continue
-		}
-		fixed := cloneVolume(rec)
-		var changes []string
-		if fixed.Attachment != nil {
-			if att, err := a.attacher(fixed.Attachment.Driver); err == nil {
-				dev, ok, err := att.Verify(ctx, *fixed.Attachment)
-				switch {
-				case err != nil:
-					// Unknown is not gone: the record stays as it is.
-					a.driftLog.failed("verify "+name, "drift check: cannot verify the attachment; its record is kept", err,
-						"volume", name, "device", fixed.Attachment.Device)
-				case !ok:
-					fixed.Attachment = nil
-					changes = append(changes, "attachment gone")
-				default:
-					fixed.Attachment.Device = dev
-				}
-				if err == nil {
-					a.driftLog.ok("verify "+name, "drift check: the attachment verifies again", "volume", name)
-				}
-			}
-		}
-		if m := fixed.Mapping; m != nil && fixed.Attachment != nil && a.cfg.Crypt != nil {
-			_, ok, err := a.cfg.Crypt.Adopt(ctx, fixed.Attachment.Device, m.Name, m.UUID)
-			if err == nil && !ok {
-				fixed.Mapping = nil
-				changes = append(changes, "mapping "+m.Name+" closed")
-			}
-		}
-		st := stagingInfo(mounts, fixed)
-		if fixed.Staging != nil && st == nil {
-			fixed.Staging = nil
-			changes = append(changes, "staging mount gone")
-		}
-		kept := fixed.Targets[:0]
-		for _, t := range fixed.Targets {
-			top := mounts.Top(t.Path)
-			if top != nil && (top.ID == t.MountID || mounts.SameSource(top, st, t.SubPath)) {
-				t.MountID = top.ID
-				kept = append(kept, t)
-				continue
-			}
-			changes = append(changes, "target "+t.Path+" unmounted")
-		}
-		fixed.Targets = kept
-		if len(changes) == 0 {
-			continue
-		}
-		done, err := a.state.Correct(rec, fixed)
-		switch {
-		case !done:
-			// An operation of the volume recorded since: its own checks
-			// are newer than this one; the next resync looks again.
-		case err != nil:
-			a.cfg.Log.Error("record drift", "volume", name, "error", err)
-		default:
-			a.cfg.Log.Warn("drift: repairing what changed behind volumed's back", "volume", name, "changes", changes)
-		}
-	}
-	a.detect(mounts)
 }
