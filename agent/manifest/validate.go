@@ -96,8 +96,22 @@ func (v *validator) volume(s *VolumeSpec) {
 	default:
 		v.report("spec.state", fmt.Sprintf("must be present or absent, got %q", s.State))
 	}
-
 	src := &s.Source
+	staged := v.source(src)
+	v.blockOrFilesystem(s, staged)
+	if fs := s.Filesystem; fs != nil {
+		v.filesystem(fs)
+	}
+	if e := s.Encryption; e != nil && len(src.more) > 0 {
+		v.encryption(e, src, staged)
+	}
+	v.mountPaths(s.Mounts)
+}
+
+// source checks that exactly one source kind is set, lets that kind
+// check its own fields, and tells whether the kind is staged (a
+// directory or tmpfs, with no filesystem block).
+func (v *validator) source(src *Source) (staged bool) {
 	oneOf := oneOf(v.opts.Kinds)
 	switch len(src.more) {
 	case 0:
@@ -110,7 +124,6 @@ func (v *validator) volume(s *VolumeSpec) {
 		}
 		v.report("spec.source", fmt.Sprintf("%s is allowed, got %s", oneOf, strings.Join(members, " and ")))
 	}
-	staged := false
 	for i, m := range src.more {
 		caps := m.kind.Check(m.spec, &Check{v: v, prefix: "spec.source." + m.kind.Name()})
 		if i == 0 {
@@ -118,7 +131,13 @@ func (v *validator) volume(s *VolumeSpec) {
 			src.Staged = staged
 		}
 	}
+	return staged
+}
 
+// blockOrFilesystem checks that a block source has a filesystem block
+// or is published raw, and that a staged source has neither.
+func (v *validator) blockOrFilesystem(s *VolumeSpec, staged bool) {
+	src := &s.Source
 	switch fs := s.Filesystem; {
 	case len(src.more) == 0:
 	case fs != nil && staged:
@@ -137,29 +156,28 @@ func (v *validator) volume(s *VolumeSpec) {
 			v.report(fmt.Sprintf("spec.mounts[%d].block", i), fmt.Sprintf("required: source.%s has no filesystem block, so it is published as the raw device (block: true), or add a filesystem block", src.Kind))
 		}
 	}
-	if fs := s.Filesystem; fs != nil {
-		switch fs.Type {
-		case "ext4", "xfs", "btrfs":
-		case "":
-			v.report("spec.filesystem.type", "required (ext4, xfs or btrfs)")
-		default:
-			v.report("spec.filesystem.type", fmt.Sprintf("must be ext4, xfs or btrfs, got %q", fs.Type))
-		}
-		switch fs.Format {
-		case "":
-			fs.Format = FormatIfBlank
-		case FormatIfBlank, FormatNever:
-		default:
-			v.report("spec.filesystem.format", fmt.Sprintf("must be %s or %s, got %q", FormatIfBlank, FormatNever, fs.Format))
-		}
-	}
+}
 
-	if e := s.Encryption; e != nil && len(src.more) > 0 {
-		v.encryption(e, src, staged)
+func (v *validator) filesystem(fs *Filesystem) {
+	switch fs.Type {
+	case "ext4", "xfs", "btrfs":
+	case "":
+		v.report("spec.filesystem.type", "required (ext4, xfs or btrfs)")
+	default:
+		v.report("spec.filesystem.type", fmt.Sprintf("must be ext4, xfs or btrfs, got %q", fs.Type))
 	}
+	switch fs.Format {
+	case "":
+		fs.Format = FormatIfBlank
+	case FormatIfBlank, FormatNever:
+	default:
+		v.report("spec.filesystem.format", fmt.Sprintf("must be %s or %s, got %q", FormatIfBlank, FormatNever, fs.Format))
+	}
+}
 
+func (v *validator) mountPaths(mounts []Target) {
 	seen := map[string]int{}
-	for i, m := range s.Mounts {
+	for i, m := range mounts {
 		field := fmt.Sprintf("spec.mounts[%d].path", i)
 		if r := checkTarget(m.Path, v.opts.StateDir); r != "" {
 			v.report(field, r)
