@@ -135,116 +135,143 @@ func Decide(cur *gpt.Table, g Geometry, wants []Want) (Plan, error) {
 		return Plan{}, fmt.Errorf("%w: %v", ErrRefused, err)
 	}
 	ss := uint64(g.SectorSize)
-	align := uint64(Align) / ss
+	l := &layout{first: first, last: last, ss: ss, align: uint64(Align) / ss}
 	p := Plan{}
-	var entries []gpt.Entry
 	if cur != nil {
 		if err := owned(cur, g, last); err != nil {
 			return Plan{}, fmt.Errorf("%w: %v", ErrRefused, err)
 		}
-		entries = slices.Clone(cur.Entries)
+		l.entries = slices.Clone(cur.Entries)
 		p.DiskGUID = cur.Header.DiskGUID
-		switch {
-		case !cur.PrimaryValid:
-			p.Repair = fmt.Sprintf("the primary table is damaged (%v); rewritten from the backup", cur.PrimaryErr)
-		case !cur.BackupValid:
-			p.Repair = fmt.Sprintf("the backup table is damaged (%v); rewritten from the primary", cur.BackupErr)
-		case !cur.Agree:
-			p.Repair = "the primary and backup tables differ (an interrupted write); rewritten from the primary"
-		}
+		p.Repair = repairOf(cur)
 	}
 	p.Actions = make([]Action, len(wants))
-	byLabel := func(label string) int {
-		return slices.IndexFunc(entries, func(e gpt.Entry) bool { return e.Name == label })
-	}
-	// room is the last LBA free after the partition at i.
-	room := func(i int) uint64 {
-		end := last
-		for _, o := range entries {
-			if o.FirstLBA > entries[i].LastLBA && o.FirstLBA-1 < end {
-				end = o.FirstLBA - 1
-			}
-		}
-		return end
-	}
 	// Partitions that exist first: they may only grow into what follows
 	// them, which a new partition must not take before they do.
 	for wi, w := range wants {
-		i := byLabel(w.Label)
-		if i < 0 {
-			continue
+		if i := l.byLabel(w.Label); i >= 0 {
+			p.Actions[wi] = l.resize(i, w)
 		}
-		e := &entries[i]
-		a := Action{Kind: Nothing, Label: w.Label, Index: e.Index}
-		end := room(i)
-		switch {
-		case w.Grow && end >= e.LastLBA+align:
-			a.Kind, e.LastLBA = Enlarge, end
-		case w.Grow && end < last:
-			a.Reason = fmt.Sprintf("takes the rest of the disk, but partition %s follows it", nextName(entries, i))
-		case w.Grow:
-		default:
-			want := sectors(w.Size, ss)
-			have := e.Sectors()
-			switch {
-			case have > want:
-				a.Reason = fmt.Sprintf("is %s, more than the %s asked; partitions never shrink", bytes(have*ss), bytes(want*ss))
-			case have == want:
-			case e.FirstLBA+want-1 <= end:
-				a.Kind, e.LastLBA = Enlarge, e.FirstLBA+want-1
-			default:
-				a.Kind = Refuse
-				a.Reason = fmt.Sprintf("is %s; growing it to %s needs %s more, and only %s is free after it",
-					bytes(have*ss), bytes(want*ss), bytes((want-have)*ss), bytes((end-e.LastLBA)*ss))
-			}
-		}
-		a.FirstLBA, a.LastLBA = e.FirstLBA, e.LastLBA
-		p.Actions[wi] = a
 	}
 	// New partitions of a fixed size, first fit, in the order given;
 	// then the one that takes the rest, after the last partition.
 	for _, grow := range []bool{false, true} {
 		for wi, w := range wants {
-			if w.Grow != grow || byLabel(w.Label) >= 0 {
-				continue
+			if w.Grow == grow && l.byLabel(w.Label) < 0 {
+				p.Actions[wi] = l.create(w)
 			}
-			a := Action{Kind: Refuse, Label: w.Label}
-			gaps := free(entries, alignUp(first, align), last, align)
-			if grow {
-				switch {
-				case len(gaps) == 0 || gaps[len(gaps)-1][1] != last || gaps[len(gaps)-1][1]-gaps[len(gaps)-1][0]+1 < align:
-					a.Reason = "no free space is left at the end of the disk"
-				default:
-					a.Kind, a.FirstLBA, a.LastLBA = Create, gaps[len(gaps)-1][0], last
-				}
-			} else {
-				n := sectors(w.Size, ss)
-				a.Reason = fmt.Sprintf("no free space of %s is left on the disk (largest: %s)", bytes(n*ss), bytes(largest(gaps)*ss))
-				for _, gp := range gaps {
-					if gp[1]-gp[0]+1 >= n {
-						a.Kind, a.Reason, a.FirstLBA, a.LastLBA = Create, "", gp[0], gp[0]+n-1
-						break
-					}
-				}
-			}
-			if a.Kind == Create {
-				a.Index = freeIndex(entries)
-				if a.Index == 0 {
-					a.Kind, a.Reason = Refuse, "the partition table has no free entry"
-				} else {
-					entries = append(entries, gpt.Entry{Index: a.Index, Type: gpt.TypeVolumed, FirstLBA: a.FirstLBA, LastLBA: a.LastLBA, Name: w.Label})
-				}
-			}
-			p.Actions[wi] = a
 		}
 	}
 	changed := slices.ContainsFunc(p.Actions, func(a Action) bool { return a.Kind == Create || a.Kind == Enlarge })
 	if changed || p.Repair != "" {
 		p.Write = true
-		slices.SortFunc(entries, func(a, b gpt.Entry) int { return a.Index - b.Index })
-		p.Entries = entries
+		slices.SortFunc(l.entries, func(a, b gpt.Entry) int { return a.Index - b.Index })
+		p.Entries = l.entries
 	}
 	return p, nil
+}
+
+// repairOf says why a table volumed owns is rewritten although no
+// partition changes ("" when both copies are whole and agree).
+func repairOf(cur *gpt.Table) string {
+	switch {
+	case !cur.PrimaryValid:
+		return fmt.Sprintf("the primary table is damaged (%v); rewritten from the backup", cur.PrimaryErr)
+	case !cur.BackupValid:
+		return fmt.Sprintf("the backup table is damaged (%v); rewritten from the primary", cur.BackupErr)
+	case !cur.Agree:
+		return "the primary and backup tables differ (an interrupted write); rewritten from the primary"
+	}
+	return ""
+}
+
+// layout is the table being planned: its entries as the plan changes
+// them, and the disk's usable sectors.
+type layout struct {
+	entries            []gpt.Entry
+	first, last, align uint64 // usable LBAs; alignment in sectors
+	ss                 uint64 // sector size
+}
+
+func (l *layout) byLabel(label string) int {
+	return slices.IndexFunc(l.entries, func(e gpt.Entry) bool { return e.Name == label })
+}
+
+// room is the last LBA free after the partition at i.
+func (l *layout) room(i int) uint64 {
+	end := l.last
+	for _, o := range l.entries {
+		if o.FirstLBA > l.entries[i].LastLBA && o.FirstLBA-1 < end {
+			end = o.FirstLBA - 1
+		}
+	}
+	return end
+}
+
+// resize plans the existing partition at i for w: it may grow into the
+// free space after it, and never shrinks.
+func (l *layout) resize(i int, w Want) Action {
+	ss := l.ss
+	e := &l.entries[i]
+	a := Action{Kind: Nothing, Label: w.Label, Index: e.Index}
+	end := l.room(i)
+	switch {
+	case w.Grow && end >= e.LastLBA+l.align:
+		a.Kind, e.LastLBA = Enlarge, end
+	case w.Grow && end < l.last:
+		a.Reason = fmt.Sprintf("takes the rest of the disk, but partition %s follows it", nextName(l.entries, i))
+	case w.Grow:
+	default:
+		want := sectors(w.Size, ss)
+		have := e.Sectors()
+		switch {
+		case have > want:
+			a.Reason = fmt.Sprintf("is %s, more than the %s asked; partitions never shrink", bytes(have*ss), bytes(want*ss))
+		case have == want:
+		case e.FirstLBA+want-1 <= end:
+			a.Kind, e.LastLBA = Enlarge, e.FirstLBA+want-1
+		default:
+			a.Kind = Refuse
+			a.Reason = fmt.Sprintf("is %s; growing it to %s needs %s more, and only %s is free after it",
+				bytes(have*ss), bytes(want*ss), bytes((want-have)*ss), bytes((end-e.LastLBA)*ss))
+		}
+	}
+	a.FirstLBA, a.LastLBA = e.FirstLBA, e.LastLBA
+	return a
+}
+
+// create places a new partition for w: a fixed size at the first gap it
+// fits, or the rest of the disk after the last partition.
+func (l *layout) create(w Want) Action {
+	a := Action{Kind: Refuse, Label: w.Label}
+	gaps := free(l.entries, alignUp(l.first, l.align), l.last, l.align)
+	if w.Grow {
+		switch {
+		case len(gaps) == 0 || gaps[len(gaps)-1][1] != l.last || gaps[len(gaps)-1][1]-gaps[len(gaps)-1][0]+1 < l.align:
+			a.Reason = "no free space is left at the end of the disk"
+		default:
+			a.Kind, a.FirstLBA, a.LastLBA = Create, gaps[len(gaps)-1][0], l.last
+		}
+	} else {
+		n := sectors(w.Size, l.ss)
+		a.Reason = fmt.Sprintf("no free space of %s is left on the disk (largest: %s)", bytes(n*l.ss), bytes(largest(gaps)*l.ss))
+		for _, gp := range gaps {
+			if gp[1]-gp[0]+1 >= n {
+				a.Kind, a.Reason, a.FirstLBA, a.LastLBA = Create, "", gp[0], gp[0]+n-1
+				break
+			}
+		}
+	}
+	if a.Kind != Create {
+		return a
+	}
+	a.Index = freeIndex(l.entries)
+	if a.Index == 0 {
+		a.Kind, a.Reason = Refuse, "the partition table has no free entry"
+		return a
+	}
+	l.entries = append(l.entries, gpt.Entry{Index: a.Index, Type: gpt.TypeVolumed, FirstLBA: a.FirstLBA, LastLBA: a.LastLBA, Name: w.Label})
+	return a
 }
 
 // owned says why cur is not a table volumed may extend, or nil if it is.
