@@ -253,7 +253,7 @@ func (a *Agent) opFunc(op Op, d *Desired, rec *store.Volume) func(context.Contex
 	case OpMountDevice:
 		return func(ctx context.Context) error { return a.opMountDevice(ctx, d) }
 	case OpPublish:
-		return func(ctx context.Context) error { return a.opPublish(ctx, d, op.Target) }
+		return func(context.Context) error { return a.opPublish(d, op.Target) }
 	case OpUnpublish:
 		return func(ctx context.Context) error { return a.opUnpublish(ctx, op.Volume, driver, op.Target.Path) }
 	case OpUnmountDevice:
@@ -265,7 +265,7 @@ func (a *Agent) opFunc(op Op, d *Desired, rec *store.Volume) func(context.Contex
 	case OpGrow:
 		return func(ctx context.Context) error { return a.opGrow(ctx, d) }
 	case OpRemount:
-		return func(ctx context.Context) error { return a.opRemount(ctx, d, op.Target) }
+		return func(context.Context) error { return a.opRemount(d, op.Target) }
 	}
 	return func(context.Context) error { return fmt.Errorf("unknown operation %q", op.Kind) }
 }

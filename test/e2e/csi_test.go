@@ -412,7 +412,9 @@ func TestCSIRawBlock(t *testing.T) {
 	if _, err := f.WriteAt(msg, 4096); err != nil {
 		t.Fatal(err)
 	}
-	f.Sync()
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
 	f.Close()
 	devs := e.loops()[k.ctx["loop.file"]]
 	if len(devs) != 1 {
