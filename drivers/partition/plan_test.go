@@ -227,25 +227,32 @@ func TestDecide(t *testing.T) {
 				t.Fatalf("the planned table does not write: %v", err)
 			}
 			if tc.cur != nil {
-				if p.DiskGUID != tc.cur.Header.DiskGUID {
-					t.Errorf("disk GUID %q, was %q", p.DiskGUID, tc.cur.Header.DiskGUID)
-				}
-				for _, old := range tc.cur.Entries {
-					found := false
-					for _, e := range p.Entries {
-						if e.Index == old.Index {
-							found = true
-							if e.FirstLBA != old.FirstLBA || e.LastLBA < old.LastLBA || e.Name != old.Name || e.GUID != old.GUID {
-								t.Errorf("partition %+v became %+v", old, e)
-							}
-						}
-					}
-					if !found {
-						t.Errorf("partition %+v dropped", old)
-					}
-				}
+				checkKept(t, tc.cur, p)
 			}
 		})
+	}
+}
+
+// checkKept fails t unless plan p keeps cur's disk GUID and every
+// partition of cur where it was, never shrunk.
+func checkKept(t *testing.T, cur *gpt.Table, p Plan) {
+	t.Helper()
+	if p.DiskGUID != cur.Header.DiskGUID {
+		t.Errorf("disk GUID %q, was %q", p.DiskGUID, cur.Header.DiskGUID)
+	}
+	for _, old := range cur.Entries {
+		found := false
+		for _, e := range p.Entries {
+			if e.Index == old.Index {
+				found = true
+				if e.FirstLBA != old.FirstLBA || e.LastLBA < old.LastLBA || e.Name != old.Name || e.GUID != old.GUID {
+					t.Errorf("partition %+v became %+v", old, e)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("partition %+v dropped", old)
+		}
 	}
 }
 
