@@ -326,7 +326,9 @@ func TestVM(t *testing.T) {
 }
 
 // needTPM: some scenario of ss wants the VM to have a TPM.
-func needTPM(ss []scenario) bool { return slices.ContainsFunc(ss, func(s scenario) bool { return s.tpm }) }
+func needTPM(ss []scenario) bool {
+	return slices.ContainsFunc(ss, func(s scenario) bool { return s.tpm })
+}
 
 // bootAndReport boots a VM for each group of scenarios, in parallel, and
 // reports every scenario of ss as a subtest.
