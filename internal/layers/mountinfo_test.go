@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/volumed/volumed/internal/generated"
 )
 
 // mountTablePackage reads the mount table for everyone else.
@@ -28,9 +30,12 @@ var mountinfoReaders = []string{"GetMounts", "GetMountsFromReader", "Mounted", "
 // The shipped code reads the mount table through drivers/mount but for
 // the files docs/architecture.md names, so that the document stays true.
 func TestMountTableReaders(t *testing.T) {
-	root := moduleRoot(t)
+	root, err := generated.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var readers []string
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -110,22 +115,4 @@ func readsMountTable(p string) (bool, error) {
 		return !reads
 	})
 	return reads, nil
-}
-
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = parent
-	}
 }
