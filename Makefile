@@ -44,11 +44,27 @@ N ?= 100
 bench: build
 	$(GO) run ./test/bench -n $(N) $(BENCHFLAGS)
 
+# gofmt, go vet and golangci-lint (.golangci.yml), each on both tag sets,
+# and deadcode. The two linters are pinned and built into .cache/bin the
+# first time (scripts/gotool.sh), from the Go module proxy.
+GOLANGCI_LINT_VERSION = v2.15.0
+DEADCODE_VERSION = v0.52.0
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags crashpoints ./...
+	@gl=$$(GO=$(GO) ./scripts/gotool.sh github.com/golangci/golangci-lint/v2/cmd/golangci-lint $(GOLANGCI_LINT_VERSION)) && \
+	echo "golangci-lint run ./..." && $$gl run ./... && \
+	echo "golangci-lint run --build-tags crashpoints ./..." && $$gl run --build-tags crashpoints ./...
+	@# deadcode exits 0 whatever it finds: any line it prints fails lint.
+	@# Once, with the crash points: the build without them only leaves out
+	@# no-op stubs, and would call dead what only the crash points use. It
+	@# has no cache: it is most of a warm lint's time.
+	@dc=$$(GO=$(GO) ./scripts/gotool.sh golang.org/x/tools/cmd/deadcode $(DEADCODE_VERSION)) && \
+	echo "deadcode -test -tags crashpoints ./..." && \
+	out=$$($$dc -test -tags crashpoints ./...) && \
+	if [ -n "$$out" ]; then echo "unreachable functions:"; echo "$$out"; exit 1; fi
 
 demo: build
 	./scripts/deps.sh demo

@@ -48,6 +48,13 @@ func TestStalePlanIsNotActedOn(t *testing.T) {
 	if len(dec.Ops) != 1 || dec.Ops[0].Kind != OpMountDevice {
 		t.Fatalf("after the attach the plan is %+v, want mount_device", dec.Ops)
 	}
+	if started := a.act(ctx, dec, desired, actual, versions); started != 1 {
+		t.Errorf("act on a fresh plan started %d operations, want 1", started)
+	}
+	a.exec.Wait()
+	if h := a.history.of("a"); len(h) != 1 || h[0].Op != OpMountDevice {
+		t.Errorf("after acting on the fresh plan the history is %+v, want one mount_device (whatever its outcome with this fixture, which has no filesystem)", h)
+	}
 }
 
 // Unpublish and unmount_device write no intent before they touch the
@@ -198,7 +205,7 @@ func TestSetupWritesIntentsOnlyAroundAFormat(t *testing.T) {
 			if err := a.opMountDevice(ctx, d); err != nil {
 				t.Fatal(err)
 			}
-			if err := a.opPublish(ctx, d, target); err != nil {
+			if err := a.opPublish(d, target); err != nil {
 				t.Fatal(err)
 			}
 			if fs.mkfss != tc.wantMkfs {

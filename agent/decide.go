@@ -35,10 +35,11 @@ type Decision struct {
 // Decide is the whole of a pass's decision, from desired and actual
 // state and what was observed: Plan's next step of every volume, then a
 // grow of each converged volume whose sizes say so. Like Plan it is
-// pure. Two decisions are left to their operations because each rests
-// on a probe made right before acting, under the volume's intent:
-// format-or-not (decideFormat and decideResume over the probe, in
-// opMountDevice) and release-or-not of a shared kernel object
+// pure. Three decisions are left to their operations because each rests
+// on what was read right before acting, under the volume's intent:
+// format-or-not (decideMkfs and decideResume over the probe, in
+// opMountDevice), encrypt-or-not (decideEncrypt over the probe and the
+// LUKS2 header, in opOpen) and release-or-not of a shared kernel object
 // (mayRelease, in opDetach).
 func Decide(desired map[string]*Desired, actual map[string]*store.Volume, obs Observations) Decision {
 	dec := Decision{Ops: Plan(desired, actual)}

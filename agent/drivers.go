@@ -12,8 +12,8 @@ import (
 )
 
 // Attacher makes a volume's source available as a block device. One per
-// driver name; cmd/volumed adapts the concrete drivers to it, so the core
-// never imports them.
+// driver name; each kind (kinds/<kind>, Kind.Attacher) adapts its
+// driver to it, so the core never imports a driver.
 type Attacher interface {
 	// Find returns the attachments of the volume's source that exist now,
 	// identified by stable identity (never by a device name alone).

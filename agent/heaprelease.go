@@ -12,10 +12,10 @@ const scrapeRelease = 10 * time.Second
 
 // heapRelease hands the heap a metrics scrape grew back to the kernel
 // once the answer is written. A scrape builds a series per volume, phase
-// and condition type: at 1000 volumes about 12 MiB of garbage, which the
-// runtime keeps for minutes (RSS 52 MiB after one scrape, 37 MiB before
-// it). Released at most once per interval, so a scraper polling fast
-// costs one forced collection (a few ms at 1000 volumes) per interval.
+// and condition type: megabytes of garbage at a thousand volumes, which
+// the runtime keeps for minutes (docs/performance.md). Released at most
+// once per interval, so a scraper polling fast costs one forced
+// collection per interval.
 type heapRelease struct {
 	every   time.Duration
 	now     func() time.Time

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -55,7 +54,7 @@ func wantsRemount(m store.MountRecord, want []string) bool {
 
 // opRemount applies what remountOp found, under an intent like every
 // change to the kernel.
-func (a *Agent) opRemount(ctx context.Context, d *Desired, t DesiredTarget) error {
+func (a *Agent) opRemount(d *Desired, t DesiredTarget) error {
 	what := t.Path
 	if what == "" {
 		what = "staging"

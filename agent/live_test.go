@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -27,9 +26,11 @@ func madeWith(d *Desired) *store.Volume {
 	return v
 }
 
-func loopWant(name string, targets ...DesiredTarget) *Desired {
-	d := want(name, targets...)
-	d.Caps = loopCaps("/img/" + name + ".img")
+// loopWant is volume "a", a loop volume on /img/a.img, as the remount
+// and pending-change rules see it.
+func loopWant(targets ...DesiredTarget) *Desired {
+	d := want("a", targets...)
+	d.Caps = loopCaps("/img/a.img")
 	return d
 }
 
@@ -39,9 +40,9 @@ func loopCaps(file string) manifest.Caps {
 }
 
 func TestPlanRemountsChangedOptions(t *testing.T) {
-	base := loopWant("a", tgt("/t", false))
+	base := loopWant(tgt("/t", false))
 	edited := func(edit func(d *Desired)) *Desired {
-		d := loopWant("a", tgt("/t", false))
+		d := loopWant(tgt("/t", false))
 		fs := *d.Spec.Filesystem
 		d.Spec.Filesystem = &fs
 		edit(d)
@@ -87,12 +88,12 @@ func TestPlanRemountsChangedOptions(t *testing.T) {
 }
 
 func TestPendingChanges(t *testing.T) {
-	base := loopWant("a", tgt("/t", false))
-	otherFile := loopWant("a", tgt("/t", false))
+	base := loopWant(tgt("/t", false))
+	otherFile := loopWant(tgt("/t", false))
 	otherFile.Caps = loopCaps("/img/new.img")
-	xfs := loopWant("a", tgt("/t", false))
+	xfs := loopWant(tgt("/t", false))
 	xfs.Spec.Filesystem = &manifest.Filesystem{Type: "xfs"}
-	journal := loopWant("a", tgt("/t", false))
+	journal := loopWant(tgt("/t", false))
 	journal.Spec.Filesystem = &manifest.Filesystem{Type: "ext4", MountOptions: []string{"data=journal"}}
 	refused := madeWith(base)
 	refused.Staging.Refused = &store.Refusal{Options: stagingOptions(journal), Error: "invalid argument"}
@@ -118,9 +119,9 @@ func TestPendingChanges(t *testing.T) {
 		{"refused options no longer wanted", base, refused, nil},
 		{"ext3 on disk serves an ext4 manifest", base, func() *store.Volume { v := madeWith(base); v.Staging.FSType = "ext3"; return v }(), nil},
 		{"record older than the source field", otherFile, legacy, nil},
-		{"encryption added to a mounted volume", encrypted(loopWant("a", tgt("/t", false)), "/k"), madeWith(base),
+		{"encryption added to a mounted volume", encrypted(loopWant(tgt("/t", false)), "/k"), madeWith(base),
 			[]string{"EncryptionAdded: encryption not applied", "only ever encrypts a blank device"}},
-		{"encrypted as made", encrypted(loopWant("a", tgt("/t", false)), "/k"), mapped(madeWith(base)), nil},
+		{"encrypted as made", encrypted(loopWant(tgt("/t", false)), "/k"), mapped(madeWith(base)), nil},
 		{"encryption removed from a mounted volume", base, mapped(madeWith(base)),
 			[]string{"EncryptionRemoved: removing spec.encryption is not applied", "LUKS2 volume u (open as /dev/mapper/volumed-a)"}},
 		{"encryption added to a published raw block volume", rawEnc, rawPublished(),
@@ -164,9 +165,8 @@ func (r *remounter) Remount(string, int, []string, []string) error { r.calls++; 
 // does not try it again and the volume shows what is pending; one that
 // was only busy is retried.
 func TestRefusedRemountIsRecorded(t *testing.T) {
-	ctx := context.Background()
-	base := loopWant("a", tgt("/t", false))
-	journal := loopWant("a", tgt("/t", false))
+	base := loopWant(tgt("/t", false))
+	journal := loopWant(tgt("/t", false))
 	journal.Spec.Filesystem = &manifest.Filesystem{Type: "ext4", MountOptions: []string{"data=journal"}}
 	for _, c := range []struct {
 		name        string
@@ -183,7 +183,7 @@ func TestRefusedRemountIsRecorded(t *testing.T) {
 			if err := a.state.Adopt(madeWith(base)); err != nil {
 				t.Fatal(err)
 			}
-			if err := a.opRemount(ctx, journal, DesiredTarget{}); !errors.Is(err, c.err) {
+			if err := a.opRemount(journal, DesiredTarget{}); !errors.Is(err, c.err) {
 				t.Fatalf("opRemount = %v, want %v", err, c.err)
 			}
 			rec := a.state.Get("a")

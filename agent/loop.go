@@ -19,12 +19,12 @@ import (
 // manifestSettle is how long the manifest directories must stay quiet
 // before they are read again: long enough that a burst of changes (a
 // package's files, an editor's write and rename) is read once, short
-// enough not to show in how fast a change takes effect. At 100 ms it was
-// as long as the kernel's whole teardown of 100 volumes. A file read
-// half-written is almost always refused as a whole, its last good state
-// kept, and read again at its next write; a change that must never be
-// seen half done is written aside and renamed in, as in any drop-in
-// directory, at 20 ms as at 100.
+// enough not to show in how fast a change takes effect (docs/performance.md
+// has what was measured). A file read half-written is almost always
+// refused as a whole, its last good state kept, and read again at its
+// next write; a change that must never be seen half done is written
+// aside and renamed in, as in any drop-in directory, whatever the settle
+// time. docs/architecture.md states this value (a test checks it).
 const manifestSettle = 20 * time.Millisecond
 
 // Run reconstructs the actual state from the store and the kernel, then
@@ -172,8 +172,7 @@ func (a *Agent) pass(ctx context.Context) {
 	}
 	if first {
 		// The heap a burst of operations grew stays with the runtime,
-		// which hands it back to the kernel only slowly: at 1000 volumes
-		// the agent sat at 45-51 MiB of RSS with 11 MiB of heap in use.
+		// which hands it back to the kernel only slowly (docs/performance.md).
 		// Once per settling, after systemd has been told.
 		debug.FreeOSMemory()
 	}
@@ -253,7 +252,7 @@ func (a *Agent) opFunc(op Op, d *Desired, rec *store.Volume) func(context.Contex
 	case OpMountDevice:
 		return func(ctx context.Context) error { return a.opMountDevice(ctx, d) }
 	case OpPublish:
-		return func(ctx context.Context) error { return a.opPublish(ctx, d, op.Target) }
+		return func(context.Context) error { return a.opPublish(d, op.Target) }
 	case OpUnpublish:
 		return func(ctx context.Context) error { return a.opUnpublish(ctx, op.Volume, driver, op.Target.Path) }
 	case OpUnmountDevice:
@@ -271,7 +270,7 @@ func (a *Agent) opFunc(op Op, d *Desired, rec *store.Volume) func(context.Contex
 	case OpGrow:
 		return func(ctx context.Context) error { return a.opGrow(ctx, d) }
 	case OpRemount:
-		return func(ctx context.Context) error { return a.opRemount(ctx, d, op.Target) }
+		return func(context.Context) error { return a.opRemount(d, op.Target) }
 	}
 	return func(context.Context) error { return fmt.Errorf("unknown operation %q", op.Kind) }
 }

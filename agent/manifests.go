@@ -23,13 +23,6 @@ func (s *desiredState) replace(volumes map[string]*Desired, problems []string) (
 	return old, oldProblems
 }
 
-// get returns the desired volumes; the map is never changed in place.
-func (s *desiredState) get() map[string]*Desired {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.volumes
-}
-
 func (s *desiredState) problemList() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()

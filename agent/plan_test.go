@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"reflect"
 	"testing"
 
@@ -76,6 +75,14 @@ func TestPlan(t *testing.T) {
 			map[string]*Desired{"a": want("a", tgt("/t", true))},
 			map[string]*store.Volume{"a": have("a", true, true, pub("/t", false))},
 			[]Op{{Volume: "a", Kind: OpRemount, Target: tgt("/t", true)}}},
+		{"and back to read-write, in place too",
+			map[string]*Desired{"a": want("a", tgt("/t", false))},
+			map[string]*store.Volume{"a": have("a", true, true, pub("/t", true))},
+			[]Op{{Volume: "a", Kind: OpRemount, Target: tgt("/t", false)}}},
+		{"converged read-only target needs nothing",
+			map[string]*Desired{"a": want("a", tgt("/t", true))},
+			map[string]*store.Volume{"a": have("a", true, true, pub("/t", true))},
+			nil},
 		{"removed volume: unpublish, then unmount, then detach",
 			nil,
 			map[string]*store.Volume{"a": have("a", true, true, pub("/t", false)), "b": have("b", true, true), "c": have("c", true, false)},
@@ -168,7 +175,7 @@ func TestPublishOfRecordedTargetIsNoOp(t *testing.T) {
 		t.Fatal(err)
 	}
 	// a.cfg.Mounter is nil: any mount call would panic.
-	if err := a.opPublish(context.Background(), want("a", tgt("/t", false)), tgt("/t", false)); err != nil {
+	if err := a.opPublish(want("a", tgt("/t", false)), tgt("/t", false)); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(a.state.Get("a").Targets); n != 1 {

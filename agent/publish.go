@@ -15,7 +15,7 @@ import (
 // mount does not name its owner, and when a crash loses the outcome and
 // no manifest names the target any more, the intent is what tells
 // start-up (probeVolume) that the bind there is ours to take down.
-func (a *Agent) opPublish(ctx context.Context, d *Desired, t DesiredTarget) error {
+func (a *Agent) opPublish(d *Desired, t DesiredTarget) error {
 	return a.state.Do(d.Name, d.Driver, OpPublish, publishInputs(t), func(rec *store.Volume) error {
 		if hasTarget(rec, t.Path) {
 			// Planned from a snapshot taken before the publish that

@@ -33,8 +33,8 @@ func (l *listingTarget) Verify(_ context.Context, at store.Attachment) (string, 
 // A restart reads what is ours in the kernel once (ListOwned), and a
 // recorded attachment that list shows, on the same device, is not
 // verified again one by one: those sysfs reads were most of a restart
-// with everything in place (about 250 ms at 1000 loop devices). What
-// the list does not show as recorded is still verified.
+// with everything in place (docs/performance.md). What the list does
+// not show as recorded is still verified.
 func TestRestartVerifiesFromTheOwnedList(t *testing.T) {
 	a := sessionAgent(t, nil)
 	l := &listingTarget{owned: []store.Attachment{

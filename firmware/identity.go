@@ -256,14 +256,14 @@ func readInitiatorFile(path string) (string, error) {
 func checkISCSIName(name string) error {
 	lower := strings.ToLower(name)
 	if !strings.HasPrefix(lower, "iqn.") && !strings.HasPrefix(lower, "eui.") && !strings.HasPrefix(lower, "naa.") {
-		return fmt.Errorf("%q does not start with iqn., eui. or naa.", name)
+		return fmt.Errorf(`%q does not start with "iqn.", "eui." or "naa."`, name)
 	}
 	return checkName(name)
 }
 
 func checkNQN(nqn string) error {
 	if !strings.HasPrefix(nqn, "nqn.") {
-		return fmt.Errorf("%q does not start with nqn.", nqn)
+		return fmt.Errorf(`%q does not start with "nqn."`, nqn)
 	}
 	return checkName(nqn)
 }

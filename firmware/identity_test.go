@@ -184,7 +184,7 @@ func TestLoadHostIdentityErrors(t *testing.T) {
 		want  string
 	}{
 		{"bad hostid", map[string]string{"etc/nvme/hostid": "not-a-uuid\n"}, nil, "etc/nvme/hostid: \"not-a-uuid\" is not a UUID"},
-		{"bad hostnqn", map[string]string{"etc/nvme/hostnqn": "host-17\n"}, nil, "etc/nvme/hostnqn: \"host-17\" does not start with nqn."},
+		{"bad hostnqn", map[string]string{"etc/nvme/hostnqn": "host-17\n"}, nil, `etc/nvme/hostnqn: "host-17" does not start with "nqn."`},
 		{"hostnqn with a space", map[string]string{"etc/nvme/hostnqn": "nqn.2024-01.io.example:a b\n"}, nil, "space or control character"},
 		{"bad initiator name", map[string]string{"etc/iscsi/initiatorname.iscsi": "InitiatorName=edge-17\n"}, nil, "initiatorname.iscsi: InitiatorName: \"edge-17\""},
 		{"unreadable NBFT needed", nil, []byte("NBFT garbage"), "NBFT: invalid firmware table"},

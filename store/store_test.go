@@ -894,7 +894,9 @@ func TestCleanCloseSkipsCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.Write(make([]byte, 4096))
+	if _, err := f.Write(make([]byte, 4096)); err != nil {
+		t.Fatal(err)
+	}
 	f.Close()
 	open()
 	if checked != 1 {

@@ -462,9 +462,10 @@ type parsedFile struct {
 	probs []Problem
 }
 
-// parseFiles parses the files at paths ("" is skipped) on every CPU: a
-// restart with a thousand manifests spent 190 to 280 ms parsing them one
-// after another before it could look at anything.
+// parseFiles parses the files at paths ("" is skipped) on every CPU: one
+// after another, a restart with a thousand manifests spent a noticeable
+// part of its start parsing before it could look at anything
+// (docs/performance.md).
 func parseFiles(paths []string, opts Options) []parsedFile {
 	out := make([]parsedFile, len(paths))
 	next := make(chan int)

@@ -11,7 +11,7 @@ func unknownField(key string, fields map[string]int) string {
 	best, bestD := "", 3
 	for name := range fields {
 		if strings.EqualFold(name, key) {
-			best, bestD = name, 0
+			best = name
 			break
 		}
 		dist := editDistance(key, name)

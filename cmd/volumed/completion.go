@@ -40,14 +40,21 @@ func cmdCompletion(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: volumed completion bash|zsh")
 		return 2
 	}
+	var script string
 	switch args[0] {
 	case "bash":
-		io.WriteString(stdout, bashCompletion(cli.Commands()))
+		script = bashCompletion(cli.Commands())
 	case "zsh":
-		io.WriteString(stdout, zshCompletion(cli.Commands()))
+		script = zshCompletion(cli.Commands())
 	default:
 		fmt.Fprintf(stderr, "volumed completion: no completion for shell %q (bash, zsh)\n", args[0])
 		return 2
+	}
+	// Redirected into a file (make completion), a short write leaves a
+	// broken script: say so.
+	if _, err := io.WriteString(stdout, script); err != nil {
+		fmt.Fprintf(stderr, "volumed completion: %v\n", err)
+		return 1
 	}
 	return 0
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"slices"
 
@@ -17,7 +18,7 @@ func hostWarnings(h hostcheck.Host, ks []kind.Kind, vols []*manifest.Object, std
 	warn := func(o *manifest.Object, field string, lacks []hostcheck.Lack) {
 		for _, l := range lacks {
 			p := o.ProblemAt(field, "volume "+o.Metadata.Name+": "+l.String())
-			io.WriteString(stderr, "warning: "+p.Error()+"\n")
+			fmt.Fprintln(stderr, "warning: "+p.Error())
 			n++
 		}
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -212,8 +213,8 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	case err := <-errc:
 		if err != nil {
 			stop()
-			<-runErr
-			return err
+			// What the agent hit while stopping is said too.
+			return errors.Join(err, <-runErr)
 		}
 		return <-runErr
 	}

@@ -59,15 +59,13 @@ func need(t *testing.T, tools ...string) {
 
 func have(tool string) bool { _, err := exec.LookPath(tool); return err == nil }
 
-func runCmd(t *testing.T, stdin string, name string, args ...string) string {
+func runCmd(t *testing.T, stdin string, name string, args ...string) {
 	t.Helper()
 	cmd := exec.Command(name, args...)
 	cmd.Stdin = strings.NewReader(stdin)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
+	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%s %v: %v\n%s", name, args, err, out)
 	}
-	return string(out)
 }
 
 func writeAt(t *testing.T, path string, off int64, b []byte) {
@@ -895,7 +893,11 @@ func TestProbeDeviceLeavesNoPageCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unix.Munmap(m)
+	defer func() {
+		if err := unix.Munmap(m); err != nil {
+			t.Error(err)
+		}
+	}()
 	resident := func() int {
 		vec := make([]byte, 64*kib/os.Getpagesize())
 		if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {

@@ -35,7 +35,7 @@ func ProbeDevice(ctx context.Context, path string) ([]Signature, error) {
 type ProbeOptions struct {
 	// BlkidOnlyIfBlank asks blkid only when Probe found nothing. blkid's
 	// second opinion guards the one irreversible decision — formatting a
-	// device that looks blank — and costs a fork+exec (~6 ms) per call;
+	// device that looks blank — and costs a fork+exec per call;
 	// a device Probe already recognises is not formatted anyway.
 	BlkidOnlyIfBlank bool
 }

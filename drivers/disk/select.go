@@ -41,8 +41,7 @@ func (e CompileErrors) Error() string {
 
 // Selector is a compiled disk expression.
 type Selector struct {
-	expr string
-	prg  cel.Program
+	prg cel.Program
 	// parts are the operands of a top-level &&, each compiled on its
 	// own, to say which one a disk fails.
 	parts []part
@@ -84,7 +83,7 @@ func Compile(expr string) (*Selector, error) {
 	if !a.OutputType().IsExactType(cel.BoolType) {
 		return nil, CompileErrors{{Line: 1, Column: 1, Msg: fmt.Sprintf("the expression is a %s; a disk selector must be true or false", a.OutputType())}}
 	}
-	s := &Selector{expr: expr}
+	s := &Selector{}
 	if s.prg, err = env.Program(a, cel.CostLimit(costLimit)); err != nil {
 		return nil, err
 	}
@@ -116,9 +115,6 @@ func conjuncts(e ast.Expr) []ast.Expr {
 	}
 	return []ast.Expr{e}
 }
-
-// String is the expression as written.
-func (s *Selector) String() string { return s.expr }
 
 // Match evaluates the selector on d. When it is false, why names the
 // parts of a top-level && that are false; an error (a field of a

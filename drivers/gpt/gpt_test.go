@@ -107,20 +107,24 @@ func TestReadSgdiskTable(t *testing.T) {
 	}
 }
 
+// sampleDisk is an image of size bytes holding the sample table.
+func sampleDisk(t *testing.T, size int64) *os.File {
+	f := image(t, size)
+	if err := Write(f, size, 512, NewDiskGUID(), sampleEntries(512)); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func poke(t *testing.T, f *os.File, off int64, b []byte) {
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestReadDamage(t *testing.T) {
 	const size = 16 * mib
-	setup := func(t *testing.T) *os.File {
-		f := image(t, size)
-		if err := Write(f, size, 512, NewDiskGUID(), sampleEntries(512)); err != nil {
-			t.Fatal(err)
-		}
-		return f
-	}
-	poke := func(t *testing.T, f *os.File, off int64, b []byte) {
-		if _, err := f.WriteAt(b, off); err != nil {
-			t.Fatal(err)
-		}
-	}
+	setup := func(t *testing.T) *os.File { return sampleDisk(t, size) }
 	last := int64(size - 512)
 
 	t.Run("blank", func(t *testing.T) {
@@ -164,23 +168,6 @@ func TestReadDamage(t *testing.T) {
 			t.Fatalf("Read = %v; want both problems named", err)
 		}
 	})
-	t.Run("disk grew", func(t *testing.T) {
-		f := setup(t)
-		if err := f.Truncate(2 * size); err != nil {
-			t.Fatal(err)
-		}
-		tab, err := Read(f, 2*size, 512)
-		if err != nil || !tab.PrimaryValid || !tab.BackupValid || !tab.Agree || tab.Header.AlternateLBA != uint64(last/512) {
-			t.Fatalf("Read = %+v, %v; want the backup found where the primary says", tab, err)
-		}
-	})
-	t.Run("disk shrank", func(t *testing.T) {
-		f := setup(t)
-		_, err := Read(f, size/2, 512)
-		if err == nil {
-			t.Fatal("Read of a table larger than the disk succeeded")
-		}
-	})
 	t.Run("headers disagree", func(t *testing.T) {
 		f := setup(t)
 		// A valid backup describing one partition only: what a crash
@@ -197,6 +184,30 @@ func TestReadDamage(t *testing.T) {
 		tab, err := Read(f, size, 512)
 		if err != nil || !tab.PrimaryValid || !tab.BackupValid || tab.Agree || len(tab.Entries) != 2 {
 			t.Fatalf("Read = %+v, %v; want both valid, not agreeing, the primary's entries", tab, err)
+		}
+	})
+}
+
+func TestReadResized(t *testing.T) {
+	const size = 16 * mib
+	setup := func(t *testing.T) *os.File { return sampleDisk(t, size) }
+	last := int64(size - 512)
+
+	t.Run("disk grew", func(t *testing.T) {
+		f := setup(t)
+		if err := f.Truncate(2 * size); err != nil {
+			t.Fatal(err)
+		}
+		tab, err := Read(f, 2*size, 512)
+		if err != nil || !tab.PrimaryValid || !tab.BackupValid || !tab.Agree || tab.Header.AlternateLBA != uint64(last/512) {
+			t.Fatalf("Read = %+v, %v; want the backup found where the primary says", tab, err)
+		}
+	})
+	t.Run("disk shrank", func(t *testing.T) {
+		f := setup(t)
+		_, err := Read(f, size/2, 512)
+		if err == nil {
+			t.Fatal("Read of a table larger than the disk succeeded")
 		}
 	})
 }

@@ -128,7 +128,7 @@ func validName(what, s string) error {
 	}
 	lower := strings.ToLower(s)
 	if !strings.HasPrefix(lower, "iqn.") && !strings.HasPrefix(lower, "eui.") && !strings.HasPrefix(lower, "naa.") {
-		return fmt.Errorf("%s %q: must start with iqn., eui. or naa.", what, s)
+		return fmt.Errorf(`%s %q: must start with "iqn.", "eui." or "naa."`, what, s)
 	}
 	for _, r := range s {
 		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' ||

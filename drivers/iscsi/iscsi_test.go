@@ -135,7 +135,7 @@ func TestTargetPortalsAndNames(t *testing.T) {
 		{Target{Portal: "", IQN: iqnData}, "portal is empty"},
 		{Target{Portal: "10.0.0.1", IQN: "iqn.2024-01.io.example/../../etc"}, `character '/'`},
 		{Target{Portal: "10.0.0.1", IQN: "iqn.2024-01.io.example: data"}, `character ' '`},
-		{Target{Portal: "10.0.0.1", IQN: "data"}, "must start with iqn."},
+		{Target{Portal: "10.0.0.1", IQN: "data"}, `must start with "iqn."`},
 		{Target{Portal: "10.0.0.1", IQN: "iqn." + strings.Repeat("a", 220)}, "longer than 223"},
 	} {
 		if err := c.tg.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {

@@ -108,7 +108,7 @@ func createTmpfile(dirFd int, dir, base string, size int64) error {
 	return nil
 }
 
-func createNamed(dirFd int, dir, base string, size int64) error {
+func createNamed(dirFd int, dir, base string, size int64) (err error) {
 	var r [6]byte
 	if _, err := rand.Read(r[:]); err != nil {
 		return err
@@ -118,7 +118,13 @@ func createNamed(dirFd int, dir, base string, size int64) error {
 	if err != nil {
 		return &os.PathError{Op: "create", Path: filepath.Join(dir, tmp), Err: err}
 	}
-	defer unix.Unlinkat(dirFd, tmp, 0)
+	// The temporary name goes, linked or not: left behind, it would keep
+	// the image's blocks after the image is deleted.
+	defer func() {
+		if uerr := unix.Unlinkat(dirFd, tmp, 0); uerr != nil && err == nil {
+			err = &os.PathError{Op: "remove", Path: filepath.Join(dir, tmp), Err: uerr}
+		}
+	}()
 	err = sizeAndSync(fd, size)
 	unix.Close(fd)
 	if err != nil {

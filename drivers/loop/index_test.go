@@ -29,7 +29,9 @@ func TestIndexFind(t *testing.T) {
 	}
 	// A device noted by the caller is found without a new read.
 	x2 := &Index{MaxAge: time.Hour}
-	x2.Find(other)
+	if _, err := x2.Find(other); err != nil {
+		t.Fatal(err)
+	}
 	d2 := attachT(t, Options{File: other})
 	x2.Note(*d2)
 	if devs, _ := x2.Find(other); len(devs) != 1 || devs[0].Number != d2.Number {

@@ -333,8 +333,7 @@ func tagFromName(name []byte) string {
 // listWorkers read loop devices at once: each Get is a few sysfs
 // lookups and, for a bound device, an open and close of its node, which
 // wait in the kernel more than they compute. One after another they were
-// most of a restart: 49 ms for a thousand unbound devices, 77 ms with a
-// hundred bound, on a loaded 2-core machine.
+// most of a restart (docs/performance.md).
 const listWorkers = 8
 
 // List returns every bound loop device, in no particular order.

@@ -270,7 +270,9 @@ func TestDetachMountedIsBusy(t *testing.T) {
 	mounted := true
 	t.Cleanup(func() {
 		if mounted {
-			unix.Unmount(mnt, 0)
+			if err := unix.Unmount(mnt, 0); err != nil {
+				t.Errorf("unmount %s: %v", mnt, err)
+			}
 		}
 	})
 

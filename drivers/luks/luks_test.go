@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -77,10 +78,11 @@ func hashFile(t *testing.T, p string) string {
 // FIFO until the hook has read its /proc entries and then execs
 // cryptsetup with the same arguments and environment.
 type procWatch struct {
-	mu   sync.Mutex
-	seen [][]byte
-	live int
-	gate string // the FIFO
+	mu      sync.Mutex
+	seen    [][]byte
+	started int    // commands the client started
+	live    int    // of them, seen in /proc as cryptsetup
+	gate    string // the FIFO
 }
 
 // watch makes c run cryptsetup (c.Cryptsetup as it is now) through the
@@ -102,14 +104,15 @@ func (w *procWatch) watch(t *testing.T, c *Client) {
 }
 
 func (w *procWatch) observe(cmd *exec.Cmd) {
+	w.mu.Lock()
+	w.started++
+	w.mu.Unlock()
 	for _, f := range []string{"cmdline", "environ"} {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", cmd.Process.Pid, f))
+		b := readProcFilled(fmt.Sprintf("/proc/%d/%s", cmd.Process.Pid, f))
 		w.mu.Lock()
-		if err == nil {
-			w.seen = append(w.seen, b)
-			if f == "cmdline" && bytes.Contains(b, []byte("cryptsetup")) {
-				w.live++
-			}
+		w.seen = append(w.seen, b)
+		if f == "cmdline" && bytes.Contains(b, []byte("cryptsetup")) {
+			w.live++
 		}
 		w.mu.Unlock()
 	}
@@ -119,10 +122,24 @@ func (w *procWatch) observe(cmd *exec.Cmd) {
 	}
 }
 
+// readProcFilled reads a /proc/PID file of a process held at the gate.
+// Start returns while the kernel is still inside the exec: until it has
+// laid out the new program's stack, cmdline and environ read empty (a
+// read there made this test fail about once in 40 runs on a busy
+// machine). The gate keeps the process from exiting, so they fill in.
+func readProcFilled(path string) []byte {
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+		b, err := os.ReadFile(path)
+		if err != nil || len(b) > 0 || time.Now().After(deadline) {
+			return b
+		}
+	}
+}
+
 func (w *procWatch) check(t *testing.T, keys ...[]byte) {
 	t.Helper()
-	if w.live == 0 {
-		t.Fatal("no cryptsetup was seen running: the /proc check proved nothing")
+	if w.live == 0 || w.live != w.started {
+		t.Fatalf("%d of the %d cryptsetups started were seen running: the /proc check proved nothing of the others", w.live, w.started)
 	}
 	for _, s := range w.seen {
 		for _, k := range keys {
@@ -208,7 +225,9 @@ func TestFormatResumesEnrolment(t *testing.T) {
 		t.Fatal(err)
 	}
 	marker := []byte("data written through the mapping")
-	f.WriteAt(marker, 16<<20)
+	if _, err := f.WriteAt(marker, 16<<20); err != nil {
+		t.Fatal(err)
+	}
 	f.Close()
 	if err := c.Format(ctx, FormatOptions{Device: dev, UUID: testUUID, Keys: []Key{k1, k2}, PBKDF: fast}); err != nil {
 		t.Fatalf("resume: %v", err)
@@ -282,7 +301,9 @@ func TestFormatRefusesWhatIsThere(t *testing.T) {
 	// An unreadable key fails before the device is written.
 	blank := img(t, 32<<20)
 	lax, _ := keyFile(t, []byte("k"))
-	os.Chmod(lax.Path, 0o644)
+	if err := os.Chmod(lax.Path, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	before := hashFile(t, blank)
 	if err := c.Format(ctx, FormatOptions{Device: blank, UUID: testUUID, Keys: []Key{k, lax}, PBKDF: fast}); err == nil ||
 		!strings.Contains(err.Error(), lax.Path) {
@@ -399,7 +420,9 @@ func fakeDM(t *testing.T, root string, n int, name, uuid, slave string) {
 		"slaves/vdb/dev": slave}
 	for f, v := range files {
 		p := filepath.Join(dir, f)
-		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(p, []byte(v+"\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}

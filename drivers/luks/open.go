@@ -60,10 +60,6 @@ func (e *LockedError) Error() string {
 	return b.String()
 }
 
-// MappingName is the dm-crypt mapping of a volume: volume names are at
-// most 63 characters, well inside device-mapper's 127.
-func MappingName(volume string) string { return "volumed-" + volume }
-
 func (e *LockedError) Unwrap() error { return ErrLocked }
 
 // Open maps the LUKS2 volume on o.Device as /dev/mapper/<o.Name>. A

@@ -104,6 +104,17 @@ func TestSafeMountDevice(t *testing.T) {
 	if err := Unmount(context.Background(), target); err != nil {
 		t.Fatal(err)
 	}
+	noMountUnder(t, root)
+}
+
+// A mount that fails (bad options, a filesystem not on the device, a
+// target that is not a directory) leaves nothing mounted and names the
+// target.
+func TestSafeMountDeviceRefuses(t *testing.T) {
+	dev := loopImage(t)
+	root := t.TempDir()
+	target := filepath.Join(root, "staging", "data")
+	cleanupMounts(t, target)
 
 	for _, c := range []struct {
 		name, fstype string

@@ -24,17 +24,17 @@ import (
 
 func TestMain(m *testing.M) { testns.Main(m) }
 
-// loopDisk makes a sparse image of size bytes and a loop device on it
+// loopDisk makes a sparse image of 64 MiB and a loop device on it
 // that scans partitions (losetup -P, LO_FLAGS_PARTSCAN) with more losetup
 // options, detached when the test ends, failed or not.
-func loopDisk(t *testing.T, size int64, options ...string) (dev, img string) {
+func loopDisk(t *testing.T, options ...string) (dev, img string) {
 	t.Helper()
 	img = filepath.Join(t.TempDir(), "disk.img")
 	f, err := os.Create(img)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Truncate(size); err != nil {
+	if err := f.Truncate(64 * mib); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()
@@ -94,7 +94,7 @@ func waitNode(t *testing.T, p string) {
 }
 
 func TestApplyBlankDiskThenNothing(t *testing.T) {
-	dev, img := loopDisk(t, 64*mib)
+	dev, img := loopDisk(t)
 	wants := []Want{{Label: "rest", Grow: true}, {Label: "data", Size: 16 * mib}}
 	r, err := Apply(context.Background(), dev, wants)
 	if err != nil {
@@ -189,7 +189,7 @@ func TestApplyRefusesForeignDisks(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			dev, img := loopDisk(t, 64*mib)
+			dev, img := loopDisk(t)
 			prepare(t, img, dev)
 			before := hashFile(t, img)
 			r, err := Apply(context.Background(), dev, []Want{{Label: "data", Size: 8 * mib}, {Label: "new", Size: 8 * mib}})
@@ -207,7 +207,7 @@ func TestApplyRefusesForeignDisks(t *testing.T) {
 // A crash after the table is written and before the kernel hears of it:
 // the next Apply writes nothing and only tells the kernel.
 func TestApplyCrashBetweenWriteAndKernel(t *testing.T) {
-	dev, img := loopDisk(t, 64*mib)
+	dev, img := loopDisk(t)
 	crash := errors.New("crash")
 	wants := []Want{{Label: "data", Size: 16 * mib}}
 	r, err := apply(context.Background(), dev, wants, hooks{afterWrite: func() error { return crash }})
@@ -246,7 +246,7 @@ func TestApplyCrashBetweenWriteAndKernel(t *testing.T) {
 // The disk grows (the image and the loop device): the last partition,
 // grow: true, takes the new room, the backup table moves to the new end.
 func TestApplyGrownDisk(t *testing.T) {
-	dev, img := loopDisk(t, 64*mib)
+	dev, img := loopDisk(t)
 	wants := []Want{{Label: "data", Size: 8 * mib}, {Label: "rest", Grow: true}}
 	if _, err := Apply(context.Background(), dev, wants); err != nil {
 		t.Fatal(err)
@@ -280,7 +280,7 @@ func TestApplyGrownDisk(t *testing.T) {
 // A partition is added while another one of the disk is mounted: the
 // mounted one stays mounted and usable.
 func TestApplyAddsBesideAMountedPartition(t *testing.T) {
-	dev, _ := loopDisk(t, 64*mib)
+	dev, _ := loopDisk(t)
 	if _, err := Apply(context.Background(), dev, []Want{{Label: "a", Size: 16 * mib}}); err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +291,11 @@ func TestApplyAddsBesideAMountedPartition(t *testing.T) {
 	if err := unix.Mount(p1, mnt, "ext4", 0, ""); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { unix.Unmount(mnt, 0) })
+	t.Cleanup(func() {
+		if err := unix.Unmount(mnt, 0); err != nil {
+			t.Errorf("unmount %s: %v", mnt, err)
+		}
+	})
 	r, err := Apply(context.Background(), dev, []Want{{Label: "a", Size: 16 * mib}, {Label: "b", Size: 16 * mib}})
 	if err != nil || !r.Wrote || !slices.Equal(r.Told, []string{"add 2"}) {
 		t.Fatalf("Apply = %+v, %v", r, err)
@@ -305,7 +309,7 @@ func TestApplyAddsBesideAMountedPartition(t *testing.T) {
 }
 
 func TestApplyRefusesAPartition(t *testing.T) {
-	dev, _ := loopDisk(t, 64*mib)
+	dev, _ := loopDisk(t)
 	if _, err := Apply(context.Background(), dev, []Want{{Label: "a", Size: 16 * mib}}); err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +323,7 @@ func TestApplyRefusesAPartition(t *testing.T) {
 // Apply reads, plans and writes the whole table, so without the disk's
 // lock one would drop what another added.
 func TestApplyConcurrently(t *testing.T) {
-	dev, _ := loopDisk(t, 64*mib)
+	dev, _ := loopDisk(t)
 	labels := []string{"a", "b", "c", "d", "e", "f"}
 	errs := make(chan error, len(labels))
 	for _, l := range labels {
@@ -346,7 +350,7 @@ func TestApplyConcurrently(t *testing.T) {
 // A disk of 4 KiB sectors (most NVMe drives formatted 4Kn): the table
 // sits in LBAs of 4 KiB, partitions start at 1 MiB = LBA 256.
 func TestApply4KSectors(t *testing.T) {
-	dev, _ := loopDisk(t, 64*mib, "-b", "4096")
+	dev, _ := loopDisk(t, "-b", "4096")
 	r, err := Apply(context.Background(), dev, []Want{{Label: "data", Size: 8 * mib}, {Label: "rest", Grow: true}})
 	if err != nil || !r.Wrote {
 		t.Fatalf("Apply = %+v, %v", r, err)
@@ -374,7 +378,7 @@ func TestApply4KSectors(t *testing.T) {
 // and neither writes the disk nor touches the kernel's partition, which
 // may be in use.
 func TestApplyKernelDisagrees(t *testing.T) {
-	dev, img := loopDisk(t, 64*mib)
+	dev, img := loopDisk(t)
 	wants := []Want{{Label: "data", Size: 16 * mib}}
 	if _, err := apply(context.Background(), dev, wants, hooks{afterWrite: func() error { return errors.New("crash") }}); err == nil {
 		t.Fatal("no crash")

@@ -13,12 +13,15 @@ import (
 const (
 	mib = 1 << 20
 	gib = 1 << 30
+	// tableSize is the disk every table is made for; the tests give
+	// Decide that size, or another for a disk that grew or shrank.
+	tableSize = 1 * gib
 )
 
-// table is a volumed table on a disk of size bytes with 512-byte sectors,
-// as Read returns it.
-func table(size int64, entries ...gpt.Entry) *gpt.Table {
-	first, last, err := gpt.Usable(size, 512)
+// table is a volumed table on a disk of tableSize bytes with 512-byte
+// sectors, as Read returns it.
+func table(entries ...gpt.Entry) *gpt.Table {
+	first, last, err := gpt.Usable(tableSize, 512)
 	if err != nil {
 		panic(err)
 	}
@@ -29,7 +32,7 @@ func table(size int64, entries ...gpt.Entry) *gpt.Table {
 	}
 	return &gpt.Table{
 		SectorSize: 512,
-		Header: gpt.Header{MyLBA: 1, AlternateLBA: uint64(size/512) - 1, FirstUsable: first, LastUsable: last,
+		Header: gpt.Header{MyLBA: 1, AlternateLBA: uint64(tableSize/512) - 1, FirstUsable: first, LastUsable: last,
 			DiskGUID: "0B6A9D2E-1E8A-4C36-9A33-3A3F2B1C0D11", EntriesLBA: 2, NumEntries: 128, EntrySize: 128},
 		Entries: entries, PrimaryValid: true, BackupValid: true, Agree: true, ProtectiveMBR: true,
 	}
@@ -58,8 +61,8 @@ type want struct {
 }
 
 func TestDecide(t *testing.T) {
-	const disk = 1 * gib
-	grown := table(disk, part(1, "a", 1, 100), part(2, "b", 101, 200))
+	const disk = tableSize
+	grown := table(part(1, "a", 1, 100), part(2, "b", 101, 200))
 	for _, tc := range []struct {
 		name   string
 		cur    *gpt.Table
@@ -99,24 +102,24 @@ func TestDecide(t *testing.T) {
 			want:  []want{{Refuse, 0, 0, 0, "no free space of 100Mi"}},
 		},
 		{
-			name: "every partition there: nothing to do", size: disk, cur: table(disk, part(1, "a", 1, 100), part(2, "b", 101, 50)),
+			name: "every partition there: nothing to do", size: disk, cur: table(part(1, "a", 1, 100), part(2, "b", 101, 50)),
 			wants: []Want{{Label: "b", Size: 50 * mib}, {Label: "a", Size: 100 * mib}},
 			want:  []want{{Nothing, 2, 101 * 2048, 151*2048 - 1, ""}, {Nothing, 1, 2048, 101*2048 - 1, ""}},
 		},
 		{
-			name: "a new one after the others", size: disk, cur: table(disk, part(1, "a", 1, 100)),
+			name: "a new one after the others", size: disk, cur: table(part(1, "a", 1, 100)),
 			wants: []Want{{Label: "a", Size: 100 * mib}, {Label: "b", Size: 10 * mib}},
 			want:  []want{{Nothing, 1, 2048, 101*2048 - 1, ""}, {Create, 2, 101 * 2048, 111*2048 - 1, ""}}, write: true,
 		},
 		{
 			name: "first fit: a hole between partitions, and the lowest free slot", size: disk,
-			cur:   table(disk, part(1, "a", 1, 10), part(3, "c", 31, 10)),
+			cur:   table(part(1, "a", 1, 10), part(3, "c", 31, 10)),
 			wants: []Want{{Label: "b", Size: 20 * mib}},
 			want:  []want{{Create, 2, 11 * 2048, 31*2048 - 1, ""}}, write: true,
 		},
 		{
 			name: "the hole is too small: after the last one", size: disk,
-			cur:   table(disk, part(1, "a", 1, 10), part(3, "c", 31, 10)),
+			cur:   table(part(1, "a", 1, 10), part(3, "c", 31, 10)),
 			wants: []Want{{Label: "b", Size: 21 * mib}},
 			want:  []want{{Create, 2, 41 * 2048, 62*2048 - 1, ""}}, write: true,
 		},
@@ -127,7 +130,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name: "the disk grew by less than 1 MiB: nothing", size: disk + 512*1024,
-			cur:   table(disk, toEnd(1, "b", 1, disk)),
+			cur:   table(toEnd(1, "b", 1, disk)),
 			wants: []Want{{Label: "b", Grow: true}},
 			want:  []want{{Nothing, 1, 2048, lastLBA(disk), ""}},
 		},
@@ -137,30 +140,30 @@ func TestDecide(t *testing.T) {
 			want:  []want{{Nothing, 1, 2048, 101*2048 - 1, `partition 2 ("b") follows it`}},
 		},
 		{
-			name: "a size raised with room after it", size: disk, cur: table(disk, part(1, "a", 1, 10), part(2, "b", 51, 10)),
+			name: "a size raised with room after it", size: disk, cur: table(part(1, "a", 1, 10), part(2, "b", 51, 10)),
 			wants: []Want{{Label: "a", Size: 50 * mib}},
 			want:  []want{{Enlarge, 1, 2048, 51*2048 - 1, ""}}, write: true,
 		},
 		{
-			name: "a size raised past the next partition", size: disk, cur: table(disk, part(1, "a", 1, 10), part(2, "b", 51, 10)),
+			name: "a size raised past the next partition", size: disk, cur: table(part(1, "a", 1, 10), part(2, "b", 51, 10)),
 			wants: []Want{{Label: "a", Size: 51 * mib}},
 			want:  []want{{Refuse, 1, 2048, 11*2048 - 1, "only 40Mi is free after it"}},
 		},
 		{
-			name: "a size lowered: never shrunk", size: disk, cur: table(disk, part(1, "a", 1, 10)),
+			name: "a size lowered: never shrunk", size: disk, cur: table(part(1, "a", 1, 10)),
 			wants: []Want{{Label: "a", Size: 5 * mib}},
 			want:  []want{{Nothing, 1, 2048, 11*2048 - 1, "partitions never shrink"}},
 		},
 		{
 			name: "the disk is full: the newcomer is refused, the other goes ahead", size: disk,
-			cur:   table(disk, toEnd(1, "rest", 1, disk)),
+			cur:   table(toEnd(1, "rest", 1, disk)),
 			wants: []Want{{Label: "new", Size: 10 * mib}, {Label: "other", Grow: true}},
 			want:  []want{{Refuse, 0, 0, 0, "no free space of 10Mi"}, {Refuse, 0, 0, 0, "no free space is left at the end"}},
 		},
 		{
 			name: "an interrupted write (headers apart) is completed", size: disk,
 			cur: func() *gpt.Table {
-				t := table(disk, part(1, "a", 1, 10))
+				t := table(part(1, "a", 1, 10))
 				t.Agree = false
 				return t
 			}(),
@@ -170,7 +173,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "a damaged primary is rewritten from the backup", size: disk,
 			cur: func() *gpt.Table {
-				t := table(disk, part(1, "a", 1, 10))
+				t := table(part(1, "a", 1, 10))
 				t.PrimaryValid, t.PrimaryErr, t.Header.MyLBA, t.Header.EntriesLBA = false, errors.New("header CRC mismatch"), uint64(disk/512-1), uint64(disk/512-33)
 				return t
 			}(),
@@ -224,30 +227,37 @@ func TestDecide(t *testing.T) {
 				t.Fatalf("the planned table does not write: %v", err)
 			}
 			if tc.cur != nil {
-				if p.DiskGUID != tc.cur.Header.DiskGUID {
-					t.Errorf("disk GUID %q, was %q", p.DiskGUID, tc.cur.Header.DiskGUID)
-				}
-				for _, old := range tc.cur.Entries {
-					found := false
-					for _, e := range p.Entries {
-						if e.Index == old.Index {
-							found = true
-							if e.FirstLBA != old.FirstLBA || e.LastLBA < old.LastLBA || e.Name != old.Name || e.GUID != old.GUID {
-								t.Errorf("partition %+v became %+v", old, e)
-							}
-						}
-					}
-					if !found {
-						t.Errorf("partition %+v dropped", old)
-					}
-				}
+				checkKept(t, tc.cur, p)
 			}
 		})
 	}
 }
 
+// checkKept fails t unless plan p keeps cur's disk GUID and every
+// partition of cur where it was, never shrunk.
+func checkKept(t *testing.T, cur *gpt.Table, p Plan) {
+	t.Helper()
+	if p.DiskGUID != cur.Header.DiskGUID {
+		t.Errorf("disk GUID %q, was %q", p.DiskGUID, cur.Header.DiskGUID)
+	}
+	for _, old := range cur.Entries {
+		found := false
+		for _, e := range p.Entries {
+			if e.Index == old.Index {
+				found = true
+				if e.FirstLBA != old.FirstLBA || e.LastLBA < old.LastLBA || e.Name != old.Name || e.GUID != old.GUID {
+					t.Errorf("partition %+v became %+v", old, e)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("partition %+v dropped", old)
+		}
+	}
+}
+
 func TestDecideRefusesTables(t *testing.T) {
-	const disk = 1 * gib
+	const disk = tableSize
 	ok := []Want{{Label: "a", Size: 10 * mib}}
 	for _, tc := range []struct {
 		name   string
@@ -256,23 +266,23 @@ func TestDecideRefusesTables(t *testing.T) {
 		reason string
 	}{
 		{"a foreign partition", func() *gpt.Table {
-			t := table(disk, part(1, "a", 1, 10), part(2, "EFI", 11, 10))
+			t := table(part(1, "a", 1, 10), part(2, "EFI", 11, 10))
 			t.Entries[1].Type = "C12A7328-F81F-11D2-BA4B-00A0C93EC93B"
 			return t
 		}, disk, `partition 2 ("EFI", type C12A7328`},
-		{"no partitions", func() *gpt.Table { return table(disk) }, disk, "no partitions"},
+		{"no partitions", func() *gpt.Table { return table() }, disk, "no partitions"},
 		{"no protective MBR", func() *gpt.Table {
-			t := table(disk, part(1, "a", 1, 10))
+			t := table(part(1, "a", 1, 10))
 			t.ProtectiveMBR = false
 			return t
 		}, disk, "protective MBR"},
 		{"another layout", func() *gpt.Table {
-			t := table(disk, part(1, "a", 1, 10))
+			t := table(part(1, "a", 1, 10))
 			t.Header.NumEntries = 256
 			return t
 		}, disk, "256 entries"},
-		{"two partitions of one name", func() *gpt.Table { return table(disk, part(1, "a", 1, 10), part(2, "a", 11, 10)) }, disk, `both named "a"`},
-		{"the disk shrank", func() *gpt.Table { return table(disk, part(1, "a", 1, 1000)) }, 512 * mib, "smaller than its table"},
+		{"two partitions of one name", func() *gpt.Table { return table(part(1, "a", 1, 10), part(2, "a", 11, 10)) }, disk, `both named "a"`},
+		{"the disk shrank", func() *gpt.Table { return table(part(1, "a", 1, 1000)) }, 512 * mib, "smaller than its table"},
 		{"a disk too small for any table", nil, 16 * 1024, "too small"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -7,6 +7,3 @@ func Hit(op, when string) {}
 
 // HitFor is a no-op in production builds.
 func HitFor(op, when, volume string) {}
-
-// Enabled reports whether crash points are compiled in.
-func Enabled() bool { return false }

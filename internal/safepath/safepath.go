@@ -39,7 +39,7 @@ func OpenDir(p string, create bool) (*os.File, error) {
 		return nil, fmt.Errorf("open %s: not an absolute path", p)
 	}
 	p = path.Clean(p)
-	root, err := openat2(unix.AT_FDCWD, "/", unix.O_PATH|unix.O_DIRECTORY, 0)
+	root, err := openat2(unix.AT_FDCWD, "/", unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: /: %w", p, err)
 	}
@@ -60,7 +60,7 @@ func OpenBeneath(root *os.File, sub string, create bool) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	start, err := openat2(int(root.Fd()), ".", unix.O_PATH|unix.O_DIRECTORY, 0)
+	start, err := openat2(int(root.Fd()), ".", unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", root.Name(), err)
 	}
@@ -91,7 +91,7 @@ func OpenFile(p string, flags int) (*os.File, error) {
 		return nil, err
 	}
 	defer d.Close()
-	fd, err := openat2(int(d.Fd()), name, flags, 0)
+	fd, err := openat2(int(d.Fd()), name, flags)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", p, describe(int(d.Fd()), p, name, err))
 	}
@@ -115,7 +115,7 @@ func walk(dirFd int, shown string, comps []string, create bool) (*os.File, error
 
 func openDirAt(dirFd int, shown, name string, create bool) (int, error) {
 	for {
-		fd, err := openat2(dirFd, name, unix.O_PATH|unix.O_DIRECTORY, 0)
+		fd, err := openat2(dirFd, name, unix.O_PATH|unix.O_DIRECTORY)
 		if err == nil {
 			return fd, nil
 		}
@@ -138,7 +138,7 @@ func openDirAt(dirFd int, shown, name string, create bool) (int, error) {
 // fixMode makes a directory just created 0755 whatever the umask took
 // away, through a descriptor so that a swapped-in symlink is not chmodded.
 func fixMode(dirFd int, shown, name string) error {
-	fd, err := openat2(dirFd, name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	fd, err := openat2(dirFd, name, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		return describe(dirFd, shown, name, err)
 	}
@@ -171,8 +171,8 @@ func describe(dirFd int, shown, name string, err error) error {
 	return fmt.Errorf("%s: %w", shown, err)
 }
 
-func openat2(dirFd int, name string, flags int, mode uint64) (int, error) {
-	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Mode: mode, Resolve: resolve}
+func openat2(dirFd int, name string, flags int) (int, error) {
+	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Resolve: resolve}
 	if name == "/" {
 		how.Resolve &^= unix.RESOLVE_BENEATH // the starting point of every absolute walk
 	}

@@ -163,7 +163,13 @@ func TestCSILifecycle(t *testing.T) {
 	if err := unix.Statfs(a, &sfs); err != nil || int64(sfs.Blocks)*sfs.Bsize < 350<<20 {
 		t.Errorf("the filesystem did not grow online: %d bytes (%v)", int64(sfs.Blocks)*sfs.Bsize, err)
 	}
+	csiTeardown(t, e, k, name, a, b)
+}
 
+// csiTeardown unpublishes volume name from targets a and b and unstages
+// it, each twice, and checks that nothing is left but the image and its
+// data.
+func csiTeardown(t *testing.T, e *env, k *kubelet, name, a, b string) {
 	for i := 0; i < 2; i++ {
 		k.must("unpublish a", k.unpublish(a))
 		k.must("unpublish b", k.unpublish(b))
@@ -176,7 +182,7 @@ func TestCSILifecycle(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		k.must("unstage", k.unstage())
 	}
-	ms = e.mounts()
+	ms := e.mounts()
 	for _, p := range []string{k.staging, a, b} {
 		if n := len(ms[p]); n != 0 {
 			t.Errorf("%s still mounted %d times after unstage", p, n)
@@ -419,7 +425,9 @@ func TestCSIRawBlock(t *testing.T) {
 	if _, err := f.WriteAt(msg, 4096); err != nil {
 		t.Fatal(err)
 	}
-	f.Sync()
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
 	f.Close()
 	devs := e.loops()[k.ctx["loop.file"]]
 	if len(devs) != 1 {

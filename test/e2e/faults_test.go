@@ -54,11 +54,11 @@ func (e *env) reboot() {
 	}
 }
 
-// faultManifest writes a loop volume with one target and the given mount
-// options.
-func (e *env) faultManifest(name, fstype string, mountOptions ...string) {
+// faultManifest writes an ext4 loop volume with one target and the given
+// mount options.
+func (e *env) faultManifest(name string, mountOptions ...string) {
 	e.t.Helper()
-	fs := "type: " + fstype
+	fs := "type: ext4"
 	if len(mountOptions) > 0 {
 		fs += ", mountOptions: [" + strings.Join(mountOptions, ", ") + "]"
 	}
@@ -86,7 +86,7 @@ func condition(v *api.Volume, typ string) *api.Condition {
 
 // waitMountRefused waits until the volume's mount is refused by its
 // options, shown as a configuration error.
-func (e *env) waitMountRefused(name string) *api.Volume {
+func (e *env) waitMountRefused(name string) {
 	e.t.Helper()
 	st := e.waitFor(name+" mount refused by its options", func(st *api.Status) bool {
 		return condition(find(st, name), "MountConfig") != nil
@@ -95,7 +95,6 @@ func (e *env) waitMountRefused(name string) *api.Volume {
 	if v.Phase == api.PhaseReady || v.Phase == api.PhaseDegraded {
 		e.t.Errorf("%s: phase %s with a refused mount", name, v.Phase)
 	}
-	return v
 }
 
 // The data-loss bug: a state-file write fails at a commit of an
@@ -118,7 +117,7 @@ func TestStateWriteFaultThenRebootAndBadOptions(t *testing.T) {
 				e := newEnv(t)
 				full := filepath.Join(e.dir, "state-full")
 				img := filepath.Join(e.images, "vol.img")
-				e.faultManifest("vol", "ext4")
+				e.faultManifest("vol")
 				e.start("VOLUMED_STATE_FAULT="+op+":"+stage+"="+errno, "VOLUMED_STATE_FAULT_FILE="+full)
 				// The fault shows: as an unrecorded outcome, or as an
 				// operation that cannot start.
@@ -137,7 +136,7 @@ func TestStateWriteFaultThenRebootAndBadOptions(t *testing.T) {
 
 				// Restart with a typo: the pending intent (if any) is
 				// resolved, the mount refused, nothing formatted again.
-				e.faultManifest("vol", "ext4", "bogus")
+				e.faultManifest("vol", "bogus")
 				e.start()
 				e.waitMountRefused("vol")
 				if uuid != "" && fsUUID(t, img) != uuid {
@@ -145,7 +144,7 @@ func TestStateWriteFaultThenRebootAndBadOptions(t *testing.T) {
 				}
 
 				// Fixed: Ready; data written; another power cut and typo.
-				e.faultManifest("vol", "ext4")
+				e.faultManifest("vol")
 				e.waitReady("vol")
 				data := filepath.Join(e.target("vol"), "data")
 				if err := os.WriteFile(data, []byte("precious "+t.Name()), 0o644); err != nil {
@@ -153,10 +152,10 @@ func TestStateWriteFaultThenRebootAndBadOptions(t *testing.T) {
 				}
 				sum, uuid := sha(t, data), fsUUID(t, img)
 				e.reboot()
-				e.faultManifest("vol", "ext4", "bogus")
+				e.faultManifest("vol", "bogus")
 				e.start()
 				e.waitMountRefused("vol")
-				e.faultManifest("vol", "ext4")
+				e.faultManifest("vol")
 				e.waitReady("vol")
 				if got := fsUUID(t, img); got != uuid {
 					t.Fatalf("filesystem made again: UUID %s -> %s", uuid, got)
@@ -179,7 +178,7 @@ func TestStateWriteFaultThenRebootAndBadOptions(t *testing.T) {
 func TestUnrecordedOutcomeIsRetriedUntilDurable(t *testing.T) {
 	e := newEnv(t)
 	full := filepath.Join(e.dir, "state-full")
-	e.faultManifest("vol", "ext4")
+	e.faultManifest("vol")
 	e.start("VOLUMED_STATE_FAULT=format:finish=ENOSPC", "VOLUMED_STATE_FAULT_FILE="+full)
 	st := e.waitFor("StateNotRecorded", func(st *api.Status) bool { return condition(find(st, "vol"), "StateNotRecorded") != nil })
 	c := condition(find(st, "vol"), "StateNotRecorded")
@@ -256,7 +255,7 @@ func TestFullStateFilesystemWhileAddingVolumes(t *testing.T) {
 	for i := range 30 {
 		name := fmt.Sprintf("v%02d", i)
 		names = append(names, name)
-		e.faultManifest(name, "ext4")
+		e.faultManifest(name)
 	}
 	e.waitFor("volumes held up by the full state filesystem", func(st *api.Status) bool {
 		held := 0
@@ -310,7 +309,7 @@ func TestFullStateFilesystemWhileAddingVolumes(t *testing.T) {
 func TestReadOnlyStateDirAtStart(t *testing.T) {
 	e := newEnv(t)
 	e.mountStateFS("4m")
-	e.faultManifest("vol", "ext4")
+	e.faultManifest("vol")
 	e.start()
 	e.waitReady("vol")
 	e.stop()
@@ -374,13 +373,13 @@ func TestFrozenStateFilesystem(t *testing.T) {
 		thaw()
 		_ = exec.Command("umount", "-d", e.state).Run()
 	})
-	e.faultManifest("a", "ext4")
+	e.faultManifest("a")
 	e.start()
 	e.waitReady("a")
 	if out, err := exec.Command("fsfreeze", "-f", e.state).CombinedOutput(); err != nil {
 		t.Fatalf("fsfreeze: %v: %s", err, out)
 	}
-	e.faultManifest("b", "ext4")
+	e.faultManifest("b")
 	st := e.waitFor("b waiting for the state file", func(st *api.Status) bool {
 		c := condition(find(st, "b"), "WaitingForState")
 		return c != nil && strings.Contains(c.Message, "waiting for the state file (")

@@ -186,9 +186,9 @@ spec:
 	e.write("loose.yaml", chap("loose", filepath.Join(secrets, "loose"), 1))
 	e.bystander()
 	e.start()
-	st := e.waitReady("bystander")
+	e.waitReady("bystander")
 	// The good one is tried (and fails: no target listens here).
-	st = e.waitFor("the chap volume tried", func(st *api.Status) bool {
+	st := e.waitFor("the chap volume tried", func(st *api.Status) bool {
 		v := find(st, "good")
 		return v != nil && v.LastError != ""
 	})

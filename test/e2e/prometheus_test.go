@@ -120,10 +120,9 @@ scrape_configs:
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("prometheus log:\n%s", log.String())
+		_ = cmd.Process.Kill() // fails only if it has exited, which Wait says
+		if err := cmd.Wait(); t.Failed() {
+			t.Logf("prometheus (%v) log:\n%s", err, log.String())
 		}
 	})
 	base := "http://" + web

@@ -62,7 +62,9 @@ func holdConns(args []string) int {
 			for range jobs {
 				c, err := net.DialTimeout("tcp", args[0], 2*time.Second)
 				if err == nil {
-					c.SetWriteDeadline(time.Now().Add(2 * time.Second))
+					err = c.SetWriteDeadline(time.Now().Add(2 * time.Second))
+				}
+				if err == nil {
 					_, err = io.WriteString(c, "GET /held HTTP/1.1\r\nHost: volumed\r\n\r\n")
 				}
 				mu.Lock()
@@ -270,9 +272,9 @@ func worldDir(t *testing.T) string {
 }
 
 // runCLI runs the binary with args (as nobody if asked) and returns its
-// stdout, stderr and exit code; the bound only keeps a broken binary from
+// stderr and exit code; the bound only keeps a broken binary from
 // hanging the suite.
-func runCLI(t *testing.T, nobody bool, args ...string) (string, string, int) {
+func runCLI(t *testing.T, nobody bool, args ...string) (string, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -280,8 +282,8 @@ func runCLI(t *testing.T, nobody bool, args ...string) (string, string, int) {
 	if nobody {
 		asNobody(cmd)
 	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
 	err := cmd.Run()
 	if ctx.Err() != nil {
 		t.Fatalf("volumed %s did not finish within the bound; stderr:\n%s", strings.Join(args, " "), stderr.String())
@@ -290,7 +292,7 @@ func runCLI(t *testing.T, nobody bool, args ...string) (string, string, int) {
 	if err != nil && !errors.As(err, &ee) {
 		t.Fatalf("volumed %s: %v", strings.Join(args, " "), err)
 	}
-	return stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()
+	return stderr.String(), cmd.ProcessState.ExitCode()
 }
 
 // `volumed wait` and `status` run by a non-root user fail at once with
@@ -306,7 +308,7 @@ func TestWaitAsNonRootSaysRootOnly(t *testing.T) {
 		{"wait", "data", "--timeout", "10m", "--socket", e.socket},
 		{"status", "--socket", e.socket},
 	} {
-		_, stderr, code := runCLI(t, true, args...)
+		stderr, code := runCLI(t, true, args...)
 		if code != 1 || !strings.Contains(stderr, want) || !strings.Contains(stderr, "is root-only; run as root") {
 			t.Errorf("volumed %s as nobody: exit %d, stderr:\n%s\nwant exit 1 and %q...root-only; run as root", args[0], code, stderr, want)
 		}
@@ -330,7 +332,7 @@ func TestWaitForVolumeWithoutManifest(t *testing.T) {
 		t.Errorf("status of data: %+v, %v; want file %s", find(st, "data"), err, filepath.Join(e.config, "data.yaml"))
 	}
 
-	_, stderr, code := runCLI(t, false, "wait", "data", "later", "--fail-missing", "--timeout", "10m", "--socket", e.socket)
+	stderr, code := runCLI(t, false, "wait", "data", "later", "--fail-missing", "--timeout", "10m", "--socket", e.socket)
 	if code != 1 || !strings.Contains(stderr, "no manifest defines volume later") {
 		t.Errorf("wait --fail-missing: exit %d, stderr:\n%s\nwant exit 1 and that no manifest defines volume later", code, stderr)
 	}

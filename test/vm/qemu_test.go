@@ -278,7 +278,9 @@ func startSwtpm(ctx context.Context, id int) (string, func(), error) {
 	go func() { exited <- cmd.Wait() }()
 	stop := func() {
 		_ = cmd.Process.Kill()
-		<-exited
+		// Waits for the reaping; the error is the kill's, or one the
+		// start-up loop below has reported already.
+		<-exited //nolint:errcheck // a receive to wait on, not a call whose failure goes unseen
 		os.RemoveAll(dir)
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; {

@@ -246,8 +246,6 @@ func TestVM(t *testing.T) {
 			missing(t, tool+" (copied into the VM)", err)
 		}
 	}
-	needTPM := func(ss []scenario) bool { return slices.ContainsFunc(ss, func(s scenario) bool { return s.tpm }) }
-
 	root := repoRoot(t)
 	here := filepath.Join(root, "test/vm")
 	all, err := loadScenarios(filepath.Join(here, "scenarios"))
@@ -324,7 +322,17 @@ func TestVM(t *testing.T) {
 			os.RemoveAll(logDir)
 		}
 	})
+	bootAndReport(ctx, t, cfg, ss, groups, logDir)
+}
 
+// needTPM: some scenario of ss wants the VM to have a TPM.
+func needTPM(ss []scenario) bool {
+	return slices.ContainsFunc(ss, func(s scenario) bool { return s.tpm })
+}
+
+// bootAndReport boots a VM for each group of scenarios, in parallel, and
+// reports every scenario of ss as a subtest.
+func bootAndReport(ctx context.Context, t *testing.T, cfg bootConfig, ss []scenario, groups [][]scenario, logDir string) {
 	type outcome struct {
 		plan vmPlan
 		con  *console

@@ -50,7 +50,11 @@ func Start(t testing.TB) string {
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		<-exited
+		// Killed, it says so; what it printed says more when a test
+		// failed against it.
+		if err := <-exited; t.Failed() {
+			t.Logf("swtpm (%v):\n%s", err, out.String())
+		}
 	})
 	deadline := time.Now().Add(10 * time.Second)
 	for {

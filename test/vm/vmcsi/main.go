@@ -45,7 +45,7 @@ func capability(args []string) (*csipb.VolumeCapability, []string, error) {
 
 func run(args []string) error {
 	if len(args) < 2 {
-		return fmt.Errorf("usage: vmcsi ENDPOINT probe|stage|publish|unpublish|unstage ...")
+		return fmt.Errorf("usage: vmcsi ENDPOINT probe|stage|publish|unpublish|unstage ARGS")
 	}
 	conn, err := grpc.NewClient(args[0], grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

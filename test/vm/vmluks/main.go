@@ -82,7 +82,7 @@ func run(args []string) error {
 	ctx := context.Background()
 	c := &luks.Client{}
 	if len(args) == 0 {
-		return errors.New("usage: vmluks format|open|close|inspect ...")
+		return errors.New("usage: vmluks format|open|close|inspect ARGS")
 	}
 	switch cmd, a := args[0], args[1:]; {
 	case cmd == "format" && len(a) >= 3:
