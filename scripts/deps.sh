@@ -69,10 +69,13 @@ done
 
 # Installed on Debian where this release has them: their names carry an
 # ABI version (libtss2-esys-3.0.2-0 in bookworm), so a release without them
-# is not an error. systemd-cryptenroll dlopens tpm2-tss, and a test of
-# drivers/luks enrols a volume with it against swtpm; without them that
-# test skips.
-opt_pkgs="libtss2-esys-3.0.2-0 libtss2-tcti-swtpm0"
+# is not an error. systemd-cryptenroll dlopens tpm2-tss at run time, and a
+# test of drivers/luks enrols a volume with it against swtpm. systemd 252
+# dlopens libtss2-esys.so.0, libtss2-rc.so.0 and libtss2-mu.so.0, and
+# libtss2-tcti-DRIVER.so.0 for --tpm2-device=DRIVER:...; no package
+# depends on rc0, so without it "TPM2 support not installed"
+# (internal/testtool's libraries list them; test/os checks a fresh root).
+opt_pkgs="libtss2-esys-3.0.2-0 libtss2-rc0 libtss2-mu0 libtss2-tcti-swtpm0"
 optional() {
   $debian && [ "$what" = test ] || return 0
   for pkg in $opt_pkgs; do

@@ -228,11 +228,11 @@ func TestDemoPreflight(t *testing.T) {
 func TestDebianRootInstallsTPM2LibrariesWhereKnown(t *testing.T) {
 	m := newMachine(t, "debian", true, allTestPackages, nil)
 	m.file(filepath.Join(m.lists, "x_Packages"), "")
-	m.script("apt-cache", `case "$2" in libtss2-esys-3.0.2-0|libtss2-tcti-swtpm0) exit 0;; esac; exit 100`)
+	m.script("apt-cache", `case "$2" in libtss2-esys-3.0.2-0|libtss2-rc0|libtss2-mu0|libtss2-tcti-swtpm0) exit 0;; esac; exit 100`)
 	if out, code := m.run("test"); code != 0 {
 		t.Fatalf("exit %d: %s", code, out)
 	}
-	want := "update -qq\ninstall -y -qq --no-install-recommends libtss2-esys-3.0.2-0 libtss2-tcti-swtpm0\n"
+	want := "update -qq\ninstall -y -qq --no-install-recommends libtss2-esys-3.0.2-0 libtss2-rc0 libtss2-mu0 libtss2-tcti-swtpm0\n"
 	if log := m.aptLog(); log != want {
 		t.Fatalf("apt-get calls:\n%s\nwant:\n%s", log, want)
 	}

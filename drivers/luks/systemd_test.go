@@ -24,10 +24,12 @@ func needSystemdTPM2(t *testing.T) {
 	t.Helper()
 	for _, f := range []string{
 		"/usr/lib/x86_64-linux-gnu/libtss2-esys.so.0",
+		"/usr/lib/x86_64-linux-gnu/libtss2-rc.so.0",
+		"/usr/lib/x86_64-linux-gnu/libtss2-mu.so.0",
 		"/usr/lib/x86_64-linux-gnu/libtss2-tcti-swtpm.so.0",
 	} {
 		if _, err := os.Stat(f); err != nil {
-			testtool.Missing(t, "systemd's TPM2 support ("+filepath.Base(f)+")", "Debian packages libtss2-esys-3.0.2-0 and libtss2-tcti-swtpm0", err)
+			testtool.Missing(t, "systemd's TPM2 support ("+filepath.Base(f)+")", "Debian packages libtss2-esys-3.0.2-0, libtss2-rc0, libtss2-mu0 and libtss2-tcti-swtpm0", err)
 		}
 	}
 	testtool.Need(t, "Debian package systemd", "systemd-cryptenroll")
