@@ -30,10 +30,15 @@ func Required() bool {
 
 // Need returns the path of each program, or reports the first missing
 // one with Missing; install says where it comes from (a Debian package).
+// A program not in the registry (Tools) fails the test on any machine:
+// the fresh-machine test would not know to check it.
 func Need(t testing.TB, install string, programs ...string) []string {
 	t.Helper()
 	paths := make([]string, 0, len(programs))
 	for _, p := range programs {
+		if _, ok := Lookup(p); !ok {
+			t.Fatalf("testtool.Need(%q): not in internal/testtool's registry (tools.go); add it with its Debian package", p)
+		}
 		path, err := exec.LookPath(p)
 		if err != nil {
 			Missing(t, p, install, err)
