@@ -17,8 +17,10 @@ set -euo pipefail
 what=${1:-test}
 
 # package:command — the command proves the package is there where dpkg
-# cannot be asked. The demo needs the first four.
-demo_pkgs="e2fsprogs:mkfs.ext4 xfsprogs:mkfs.xfs btrfs-progs:mkfs.btrfs util-linux:losetup"
+# cannot be asked. The demo needs the first four. losetup is mount's, not
+# util-linux's (which every Debian has): a root without systemd, which
+# depends on mount, lacks it.
+demo_pkgs="e2fsprogs:mkfs.ext4 xfsprogs:mkfs.xfs btrfs-progs:mkfs.btrfs mount:losetup"
 # dosfstools, fdisk, gdisk: the signature probes format and partition images.
 # prometheus: the alert rules are checked with promtool and run in a real
 # Prometheus. rpm and systemd: packaging/ lists the .rpm and runs
@@ -31,11 +33,12 @@ demo_pkgs="e2fsprogs:mkfs.ext4 xfsprogs:mkfs.xfs btrfs-progs:mkfs.btrfs util-lin
 # image files with it, and test/vm copies it into the VM. swtpm, swtpm-tools:
 # a software TPM2 that drivers/tpm2 and drivers/luks seal to, and that test/vm
 # attaches to qemu (swtpm-tools brings swtpm_setup, which the package's own
-# setup wants).
+# setup wants). mmdebstrap: test/fresh builds a minimal Debian root to run
+# this script in.
 test_pkgs="$demo_pkgs dosfstools:mkfs.vfat fdisk:sfdisk gdisk:sgdisk prometheus:prometheus rpm:rpm
   systemd:systemd-analyze qemu-system-x86:qemu-system-x86_64 busybox-static:busybox kmod:modprobe
   iproute2:ip python3:python3 man-db:man zsh:zsh cryptsetup-bin:cryptsetup swtpm:swtpm
-  swtpm-tools:swtpm_setup"
+  swtpm-tools:swtpm_setup mmdebstrap:mmdebstrap"
 
 case "$what" in
   demo) pkgs=$demo_pkgs ;;

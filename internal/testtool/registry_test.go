@@ -2,8 +2,6 @@ package testtool
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
@@ -12,31 +10,13 @@ import (
 	"github.com/volumed/volumed/internal/testtool/toolscan"
 )
 
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = parent
-	}
-}
-
 // TestRegistryIsWhatTheSuiteRuns: every program the module's code runs
 // (a test, or a driver a test exercises) is in the registry, and every
 // entry of the registry is run somewhere. A new tool that a test calls
 // fails here until it is registered with its package, so the
 // fresh-machine test (test/os) checks it too.
 func TestRegistryIsWhatTheSuiteRuns(t *testing.T) {
-	uses, err := toolscan.Dir(moduleRoot(t))
+	uses, err := toolscan.Dir(ModuleRoot(t))
 	if err != nil {
 		t.Fatal(err)
 	}

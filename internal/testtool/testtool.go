@@ -8,6 +8,7 @@ package testtool
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -66,4 +67,21 @@ func Losetup(t testing.TB, img string, options ...string) string {
 		}
 	})
 	return dev
+}
+
+// ModuleRoot is the directory of the go.mod above the test's directory:
+// the repository, whose .cache/ the tests that build images keep them in.
+func ModuleRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for d := dir; d != "/"; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d
+		}
+	}
+	t.Fatalf("no go.mod above %s", dir)
+	return ""
 }
