@@ -34,11 +34,12 @@ demo_pkgs="e2fsprogs:mkfs.ext4 xfsprogs:mkfs.xfs btrfs-progs:mkfs.btrfs mount:lo
 # a software TPM2 that drivers/tpm2 and drivers/luks seal to, and that test/vm
 # attaches to qemu (swtpm-tools brings swtpm_setup, which the package's own
 # setup wants). mmdebstrap: test/fresh builds a minimal Debian root to run
-# this script in.
+# this script in, and test/os its OS image. qemu-utils: test/os's
+# copy-on-write overlays (qemu-img; qemu-system-x86 only recommends it).
 test_pkgs="$demo_pkgs dosfstools:mkfs.vfat fdisk:sfdisk gdisk:sgdisk prometheus:prometheus rpm:rpm
   systemd:systemd-analyze qemu-system-x86:qemu-system-x86_64 busybox-static:busybox kmod:modprobe
   iproute2:ip python3:python3 man-db:man zsh:zsh cryptsetup-bin:cryptsetup swtpm:swtpm
-  swtpm-tools:swtpm_setup mmdebstrap:mmdebstrap"
+  swtpm-tools:swtpm_setup mmdebstrap:mmdebstrap qemu-utils:qemu-img"
 
 case "$what" in
   demo) pkgs=$demo_pkgs ;;

@@ -262,6 +262,10 @@ func (s *scan) literals(fd *ast.FuncDecl, e ast.Expr, depth int, found func(*ast
 			s.literals(fd, el, depth+1, found)
 		}
 	case *ast.IndexExpr:
+		if k, ok := intLit(e.Index); ok {
+			s.elementLiterals(fd, e.X, k, depth+1, found)
+			return
+		}
 		s.literals(fd, e.X, depth+1, found)
 	case *ast.CallExpr:
 		s.callLiterals(fd, e, depth, found)
@@ -452,4 +456,53 @@ func isProgramType(e ast.Expr) bool {
 		return t.Name == "Program"
 	}
 	return false
+}
+
+func intLit(e ast.Expr) (int, bool) {
+	lit, ok := e.(*ast.BasicLit)
+	if !ok || lit.Kind != token.INT {
+		return 0, false
+	}
+	k, err := strconv.Atoi(lit.Value)
+	return k, err == nil
+}
+
+// elementLiterals: tool[0], where tool ranges over rows such as
+// [][2]string{{"qemu-img", "qemu-utils"}}, is each row's element k (the
+// program, not its package). A name that is no range over rows falls
+// back to all its literals.
+func (s *scan) elementLiterals(fd *ast.FuncDecl, x ast.Expr, k, depth int, found func(*ast.BasicLit)) {
+	id, ok := x.(*ast.Ident)
+	if !ok || fd.Body == nil {
+		s.literals(fd, x, depth, found)
+		return
+	}
+	var rows *ast.CompositeLit
+	ast.Inspect(fd.Body, func(n ast.Node) bool {
+		if r, ok := n.(*ast.RangeStmt); ok {
+			if v, ok := r.Value.(*ast.Ident); ok && v.Name == id.Name {
+				rows = s.composite(r.X)
+			}
+		}
+		return rows == nil
+	})
+	if rows == nil {
+		s.literals(fd, x, depth, found)
+		return
+	}
+	for _, el := range rows.Elts {
+		if row, ok := el.(*ast.CompositeLit); ok && k < len(row.Elts) {
+			s.literals(fd, row.Elts[k], depth+1, found)
+		}
+	}
+}
+
+// composite is the composite literal e is, or a package-level variable
+// holding one.
+func (s *scan) composite(e ast.Expr) *ast.CompositeLit {
+	if id, ok := e.(*ast.Ident); ok {
+		e = s.vars[id.Name]
+	}
+	cl, _ := e.(*ast.CompositeLit)
+	return cl
 }

@@ -51,6 +51,9 @@ func f(ctx context.Context, fstype string, c *client) {
 	for _, tool := range guest {
 		exec.LookPath(tool)
 	}
+	for _, pair := range [][2]string{{"qemu-img", "qemu-utils"}} {
+		exec.LookPath(pair[0])
+	}
 	exec.Command(c.bin())
 	exec.Command(orDefault(c.Path, "iscsiadm"))
 	sg := testtool.Need(nil, "Debian: gdisk", "sgdisk2")[0]
@@ -75,7 +78,7 @@ func TestPackageFindsEveryForm(t *testing.T) {
 		names = append(names, u.Name)
 	}
 	got := strings.Join(names, " ")
-	want := "blkid cryptsetup cryptsetup2 ip iscsiadm losetup mkfs.ext4 mkfs.x nvme resize2fs sfdisk sgdisk sgdisk2 xfs_growfs"
+	want := "blkid cryptsetup cryptsetup2 ip iscsiadm losetup mkfs.ext4 mkfs.x nvme qemu-img resize2fs sfdisk sgdisk sgdisk2 xfs_growfs"
 	if got != want {
 		t.Fatalf("found %q\nwant  %q", got, want)
 	}
