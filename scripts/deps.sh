@@ -33,9 +33,8 @@ demo_pkgs="e2fsprogs:mkfs.ext4 xfsprogs:mkfs.xfs btrfs-progs:mkfs.btrfs mount:lo
 # image files with it, and test/vm copies it into the VM. swtpm, swtpm-tools:
 # a software TPM2 that drivers/tpm2 and drivers/luks seal to, and that test/vm
 # attaches to qemu (swtpm-tools brings swtpm_setup, which the package's own
-# setup wants). mmdebstrap: test/fresh builds a minimal Debian root to run
-# this script in, and test/os its OS image. qemu-utils: test/os's
-# copy-on-write overlays (qemu-img; qemu-system-x86 only recommends it).
+# setup wants). mmdebstrap, qemu-utils: test/os builds a Debian image and
+# boots copy-on-write overlays of it (qemu-img).
 test_pkgs="$demo_pkgs dosfstools:mkfs.vfat fdisk:sfdisk gdisk:sgdisk prometheus:prometheus rpm:rpm
   systemd:systemd-analyze qemu-system-x86:qemu-system-x86_64 busybox-static:busybox kmod:modprobe
   iproute2:ip python3:python3 man-db:man zsh:zsh cryptsetup-bin:cryptsetup swtpm:swtpm
@@ -78,7 +77,8 @@ done
 # dlopens libtss2-esys.so.0, libtss2-rc.so.0 and libtss2-mu.so.0, and
 # libtss2-tcti-DRIVER.so.0 for --tpm2-device=DRIVER:...; no package
 # depends on rc0, so without it "TPM2 support not installed"
-# (internal/testtool's libraries list them; test/os checks a fresh root).
+# (internal/testtool's libraries list them; test/fresh, which builds a
+# minimal Debian root with mmdebstrap, runs this script in it and checks).
 opt_pkgs="libtss2-esys-3.0.2-0 libtss2-rc0 libtss2-mu0 libtss2-tcti-swtpm0"
 optional() {
   $debian && [ "$what" = test ] || return 0
