@@ -38,6 +38,10 @@ type Config struct {
 	WatchdogInterval time.Duration
 	// ShutdownGrace is how long SIGTERM waits for running operations.
 	ShutdownGrace time.Duration
+	// OpTimeout bounds each operation (0: unbounded): one past it is
+	// cancelled (its helper killed) and fails with a reason, retried
+	// after a backoff.
+	OpTimeout time.Duration
 	// Wake delivers kernel events (a block device came or went, a link
 	// came up) that make waiting volumes worth retrying now.
 	Wake <-chan Wake
@@ -118,9 +122,11 @@ func New(cfg Config) *Agent {
 	if cfg.ShutdownGrace <= 0 {
 		cfg.ShutdownGrace = 20 * time.Second
 	}
+	exec := NewExecutor(cfg.Parallel, cfg.Now)
+	exec.timeout = cfg.OpTimeout
 	a := &Agent{
 		cfg:       cfg,
-		exec:      NewExecutor(cfg.Parallel, cfg.Now),
+		exec:      exec,
 		usage:     newUsageCache(),
 		conds:     newConditions(cfg.Now),
 		manifests: &desiredState{volumes: map[string]*Desired{}},

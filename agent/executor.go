@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -19,6 +21,10 @@ type Executor struct {
 	now func() time.Time
 	sem chan struct{}
 	wg  sync.WaitGroup
+	// timeout bounds each operation (0: unbounded). A slow or hung disk
+	// must end an operation with a reason and a retry, not leave the
+	// volume in its phase with nothing said; see timedOut.
+	timeout time.Duration
 
 	mu      sync.Mutex
 	running map[string]string // volume -> operation
@@ -94,7 +100,7 @@ func (e *Executor) StartIf(ctx context.Context, volume, op string, current func(
 		select {
 		case e.sem <- struct{}{}:
 			e.slot(volume, true)
-			err = fn(ctx)
+			err = e.run(ctx, op, fn)
 			e.slot(volume, false)
 			<-e.sem
 		case <-ctx.Done():
@@ -106,6 +112,30 @@ func (e *Executor) StartIf(ctx context.Context, volume, op string, current func(
 		}
 	}()
 	return true, time.Time{}
+}
+
+// run runs fn under the executor's bound. The bound starts once the
+// operation has its slot: waiting for one is no fault of the device's.
+func (e *Executor) run(ctx context.Context, op string, fn func(context.Context) error) error {
+	if e.timeout <= 0 {
+		return fn(ctx)
+	}
+	opCtx, cancel := context.WithTimeout(ctx, e.timeout)
+	defer cancel()
+	err := fn(opCtx)
+	return timedOut(op, e.timeout, ctx.Err(), opCtx.Err(), err)
+}
+
+// timedOut says why an operation failed when its own bound ended it (the
+// agent's context still live, the operation's past its deadline): the
+// helper it ran was killed or its wait given up, and the error says so
+// with the bound, instead of a bare "context deadline exceeded" or
+// "signal: killed". Any other outcome is err unchanged.
+func timedOut(op string, bound time.Duration, parentErr, opErr, err error) error {
+	if err == nil || parentErr != nil || !errors.Is(opErr, context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("%s timed out after %s (--op-timeout): the device or a helper did not answer in time, so it was stopped and is retried after a backoff: %w", op, bound, err)
 }
 
 func (e *Executor) slot(volume string, held bool) {

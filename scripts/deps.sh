@@ -17,8 +17,10 @@ set -euo pipefail
 what=${1:-test}
 
 # package:command — the command proves the package is there where dpkg
-# cannot be asked. The demo needs the first four.
-demo_pkgs="e2fsprogs:mkfs.ext4 xfsprogs:mkfs.xfs btrfs-progs:mkfs.btrfs util-linux:losetup"
+# cannot be asked. The demo needs the first four. losetup is mount's, not
+# util-linux's (which every Debian has): a root without systemd, which
+# depends on mount, lacks it.
+demo_pkgs="e2fsprogs:mkfs.ext4 xfsprogs:mkfs.xfs btrfs-progs:mkfs.btrfs mount:losetup"
 # dosfstools, fdisk, gdisk: the signature probes format and partition images.
 # prometheus: the alert rules are checked with promtool and run in a real
 # Prometheus. rpm and systemd: packaging/ lists the .rpm and runs
@@ -32,11 +34,12 @@ demo_pkgs="e2fsprogs:mkfs.ext4 xfsprogs:mkfs.xfs btrfs-progs:mkfs.btrfs util-lin
 # a software TPM2 that drivers/tpm2 and drivers/luks seal to, and that test/vm
 # attaches to qemu (swtpm-tools brings swtpm_setup, which the package's own
 # setup wants). lvm2: the tests of volumed wipe write an LVM label with
-# pvcreate (it needs no device-mapper for that).
+# pvcreate (it needs no device-mapper for that). mmdebstrap, qemu-utils:
+# test/os builds a Debian image and boots copy-on-write overlays of it (qemu-img).
 test_pkgs="$demo_pkgs dosfstools:mkfs.vfat fdisk:sfdisk gdisk:sgdisk prometheus:prometheus rpm:rpm
   systemd:systemd-analyze qemu-system-x86:qemu-system-x86_64 busybox-static:busybox kmod:modprobe
   iproute2:ip python3:python3 man-db:man zsh:zsh cryptsetup-bin:cryptsetup swtpm:swtpm
-  swtpm-tools:swtpm_setup lvm2:pvcreate"
+  swtpm-tools:swtpm_setup lvm2:pvcreate mmdebstrap:mmdebstrap qemu-utils:qemu-img"
 
 case "$what" in
   demo) pkgs=$demo_pkgs ;;
@@ -70,10 +73,14 @@ done
 
 # Installed on Debian where this release has them: their names carry an
 # ABI version (libtss2-esys-3.0.2-0 in bookworm), so a release without them
-# is not an error. systemd-cryptenroll dlopens tpm2-tss, and a test of
-# drivers/luks enrols a volume with it against swtpm; without them that
-# test skips.
-opt_pkgs="libtss2-esys-3.0.2-0 libtss2-tcti-swtpm0"
+# is not an error. systemd-cryptenroll dlopens tpm2-tss at run time, and a
+# test of drivers/luks enrols a volume with it against swtpm. systemd 252
+# dlopens libtss2-esys.so.0, libtss2-rc.so.0 and libtss2-mu.so.0, and
+# libtss2-tcti-DRIVER.so.0 for --tpm2-device=DRIVER:...; no package
+# depends on rc0, so without it "TPM2 support not installed"
+# (internal/testtool's libraries list them; test/fresh, which builds a
+# minimal Debian root with mmdebstrap, runs this script in it and checks).
+opt_pkgs="libtss2-esys-3.0.2-0 libtss2-rc0 libtss2-mu0 libtss2-tcti-swtpm0"
 optional() {
   $debian && [ "$what" = test ] || return 0
   for pkg in $opt_pkgs; do

@@ -90,9 +90,9 @@ func (m *machine) aptLog() string {
 	return string(data)
 }
 
-var allTestPackages = []string{"e2fsprogs", "xfsprogs", "btrfs-progs", "util-linux", "dosfstools", "fdisk", "gdisk",
+var allTestPackages = []string{"e2fsprogs", "xfsprogs", "btrfs-progs", "mount", "dosfstools", "fdisk", "gdisk",
 	"prometheus", "rpm", "systemd", "qemu-system-x86", "busybox-static", "kmod", "iproute2", "python3", "man-db", "zsh", "cryptsetup-bin",
-	"swtpm", "swtpm-tools"}
+	"swtpm", "swtpm-tools", "lvm2", "mmdebstrap", "qemu-utils"}
 
 func without(list []string, drop ...string) []string {
 	var out []string
@@ -147,12 +147,26 @@ func TestDebianRootInstallsOnlyWhatIsMissing(t *testing.T) {
 }
 
 func TestDemoInstallsOnlyFilesystemTools(t *testing.T) {
-	m := newMachine(t, "ubuntu", true, []string{"e2fsprogs", "util-linux"}, nil)
+	m := newMachine(t, "ubuntu", true, []string{"e2fsprogs", "mount"}, nil)
 	// No package lists: the demo does not need them, test/vm does.
 	if out, code := m.run("demo"); code != 0 {
 		t.Fatalf("exit %d: %s", code, out)
 	}
 	want := "update -qq\ninstall -y -qq --no-install-recommends xfsprogs btrfs-progs\n"
+	if log := m.aptLog(); log != want {
+		t.Fatalf("apt-get calls:\n%s\nwant:\n%s", log, want)
+	}
+}
+
+// losetup is in mount, which a Debian root without systemd lacks though
+// util-linux (Essential) is there.
+func TestDebianRootWithoutMountInstallsLosetup(t *testing.T) {
+	m := newMachine(t, "debian", true, append(without(allTestPackages, "mount"), "util-linux"), nil)
+	m.file(filepath.Join(m.lists, "x_Packages"), "")
+	if out, code := m.run("demo"); code != 0 {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	want := "update -qq\ninstall -y -qq --no-install-recommends mount\n"
 	if log := m.aptLog(); log != want {
 		t.Fatalf("apt-get calls:\n%s\nwant:\n%s", log, want)
 	}
@@ -228,11 +242,11 @@ func TestDemoPreflight(t *testing.T) {
 func TestDebianRootInstallsTPM2LibrariesWhereKnown(t *testing.T) {
 	m := newMachine(t, "debian", true, allTestPackages, nil)
 	m.file(filepath.Join(m.lists, "x_Packages"), "")
-	m.script("apt-cache", `case "$2" in libtss2-esys-3.0.2-0|libtss2-tcti-swtpm0) exit 0;; esac; exit 100`)
+	m.script("apt-cache", `case "$2" in libtss2-esys-3.0.2-0|libtss2-rc0|libtss2-mu0|libtss2-tcti-swtpm0) exit 0;; esac; exit 100`)
 	if out, code := m.run("test"); code != 0 {
 		t.Fatalf("exit %d: %s", code, out)
 	}
-	want := "update -qq\ninstall -y -qq --no-install-recommends libtss2-esys-3.0.2-0 libtss2-tcti-swtpm0\n"
+	want := "update -qq\ninstall -y -qq --no-install-recommends libtss2-esys-3.0.2-0 libtss2-rc0 libtss2-mu0 libtss2-tcti-swtpm0\n"
 	if log := m.aptLog(); log != want {
 		t.Fatalf("apt-get calls:\n%s\nwant:\n%s", log, want)
 	}

@@ -56,6 +56,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	logFormat := fs.String("log-format", "text", "text or json")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	parallel := fs.Int("parallel", 32, "operations running at once (across volumes)")
+	opTimeout := fs.Duration("op-timeout", 30*time.Minute, "bound on one operation (a mkfs, a mount, a login): past it the operation is stopped, fails with the reason and is retried after a backoff (0: unbounded)")
 	firmwareRoot := fs.String("firmware-root", "/", "root of the tree holding /sys/firmware, /etc/iscsi and /etc/nvme (for tests and chroots)")
 	csiEndpoint := fs.String("csi-endpoint", "", "also serve the CSI node service on this unix:// socket")
 	nodeID := fs.String("node-id", "", "CSI node ID (default: the host name)")
@@ -169,6 +170,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 		Metrics:          metrics,
 		Resync:           *resync,
 		Parallel:         *parallel,
+		OpTimeout:        *opTimeout,
 		Notify:           notify,
 		StateRecovery:    recovery,
 		WatchdogInterval: wd / 2,

@@ -40,6 +40,7 @@ func Commands() []Command {
 				{Name: "log-format", Arg: "FORMAT", Usage: "log format (default text)", Values: []string{"text", "json"}},
 				{Name: "log-level", Arg: "LEVEL", Usage: "least severe level logged (default info)", Values: []string{"debug", "info", "warn", "error"}},
 				{Name: "parallel", Arg: "N", Usage: "operations running at once, across volumes (default 32)"},
+				{Name: "op-timeout", Arg: "DURATION", Usage: "bound on one operation (a mkfs, a mount, a login) on a disk that answers late: past it the operation is stopped, fails saying so, and is retried after a backoff; 0 disables (default 30m)"},
 				{Name: "firmware-root", Arg: "DIR", Usage: "root of the tree holding /sys/firmware, /etc/iscsi and /etc/nvme, for tests and chroots (default /)"},
 				{Name: "csi-endpoint", Arg: "ENDPOINT", Usage: "also serve the Kubernetes CSI node service (driver volumed.io) on this unix:// socket, e.g. unix:///var/lib/kubelet/plugins/volumed.io/csi.sock; the kubelet's volumes join the manifests' in the same state (default: not served)"},
 				{Name: "csi-allow-suid-dev", Usage: "let a CSI volume context (a PV's volumeAttributes or mount flags) set filesystem.allowSuid or allowDev; without it such a NodeStageVolume is refused and every CSI mount is nosuid,nodev, since a PV's author is not the host's owner"},

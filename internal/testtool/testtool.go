@@ -8,6 +8,7 @@ package testtool
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -30,10 +31,15 @@ func Required() bool {
 
 // Need returns the path of each program, or reports the first missing
 // one with Missing; install says where it comes from (a Debian package).
+// A program not in the registry (Tools) fails the test on any machine:
+// the fresh-machine test would not know to check it.
 func Need(t testing.TB, install string, programs ...string) []string {
 	t.Helper()
 	paths := make([]string, 0, len(programs))
 	for _, p := range programs {
+		if _, ok := Lookup(p); !ok {
+			t.Fatalf("testtool.Need(%q): not in internal/testtool's registry (tools.go); add it with its Debian package", p)
+		}
 		path, err := exec.LookPath(p)
 		if err != nil {
 			Missing(t, p, install, err)
@@ -61,4 +67,21 @@ func Losetup(t testing.TB, img string, options ...string) string {
 		}
 	})
 	return dev
+}
+
+// ModuleRoot is the directory of the go.mod above the test's directory:
+// the repository, whose .cache/ the tests that build images keep them in.
+func ModuleRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for d := dir; d != "/"; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d
+		}
+	}
+	t.Fatalf("no go.mod above %s", dir)
+	return ""
 }

@@ -57,21 +57,6 @@ func missing(t *testing.T, what string, err error) {
 	testtool.Missing(t, what, "see scripts/deps.sh", err)
 }
 
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for d := dir; d != "/"; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			return d
-		}
-	}
-	t.Fatalf("no go.mod above %s", dir)
-	return ""
-}
-
 func loadScenarios(dir string) ([]scenario, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.sh"))
 	if err != nil {
@@ -246,7 +231,7 @@ func TestVM(t *testing.T) {
 			missing(t, tool+" (copied into the VM)", err)
 		}
 	}
-	root := repoRoot(t)
+	root := testtool.ModuleRoot(t)
 	here := filepath.Join(root, "test/vm")
 	all, err := loadScenarios(filepath.Join(here, "scenarios"))
 	if err != nil {

@@ -1,0 +1,72 @@
+package ostest
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestDelayedVolume: a volume's disk answers every I/O seconds late while
+// the agent formats it. With the agent's bound on an operation
+// (--op-timeout) the format is stopped and the volume says why; volumed
+// status answers at once all along; once the disk is fast again the
+// volume comes up.
+func TestDelayedVolume(t *testing.T) {
+	t.Parallel()
+	m := faultMachine(t, "delay")
+	m.AddDisk("SLOW1", 64<<20)
+	m.AddFile("/etc/systemd/system/volumed.service.d/timeout.conf", 0o644, "[Service]\nExecStart=\nExecStart=/usr/bin/volumed run --op-timeout 20s\n")
+	m.AddFile("/etc/volumed/volumes.d/fast.yaml", 0o644, loopManifest("fast", "/srv/fast"))
+	m.AddFile("/usr/lib/ostest/slow.yaml", 0o644, deviceManifest("slow", "/dev/mapper/slow", "/srv/slow"))
+	m.AddTest("delay", "Wants=volumed-wait@fast.service\nAfter=volumed-wait@fast.service", delayScript)
+	ctx := context.Background()
+	r := m.Boot(ctx)
+	r.WaitDone(t, "delay", 10*time.Minute)
+	r.Wait(t, 3*time.Minute)
+	r.CheckGuest(t)
+	t.Logf("status under a %s ms disk: slowest of %s answers %s ms (%s ms with nothing slow); the volume said: %s",
+		r.KV("delay.ms"), r.KV("status.n"), r.KV("status.max"), r.KV("status.base"), r.KV("slow.says"))
+	if r.KV("status.n") == "" {
+		t.Fatal("the guest measured no status call")
+	}
+	if says := r.KV("slow.says"); !strings.Contains(says, "timed_out") {
+		t.Errorf("while its format crawled, the volume said %q: nothing about an operation that timed out", says)
+	}
+}
+
+// The volume appears once its disk is slow: every read and write waits
+// 2 s, so the probe, mkfs and mount crawl.
+const delayScript = `. /usr/lib/ostest/faults.sh
+dm_make slow SLOW1 || exit 0
+dm_swap slow "$(delay slow 2000)"
+kv delay.ms 2000
+# What a status call costs here with nothing slow (a Go binary under TCG).
+base=0
+for i in 1 2 3; do ms=$(timed volumed status -o json); [ "$ms" -gt "$base" ] && base=$ms; done
+kv status.base "$base"
+cp /usr/lib/ostest/slow.yaml /etc/volumed/volumes.d/slow.yaml
+max=0 n=0 says=""
+end=$(( $(cut -d. -f1 /proc/uptime) + 120 ))
+while [ "$(cut -d. -f1 /proc/uptime)" -lt $end ]; do
+	ms=$(timed volumed status -o json) || fail "status failed: $(head -c 300 /tmp/timed.out)"
+	n=$((n + 1)); [ "$ms" -gt "$max" ] && max=$ms
+	grep -q '"name": "fast"' /tmp/timed.out || fail "status -o json lost the volume fast"
+	ms=$(timed volumed status slow)
+	[ "$ms" -gt "$max" ] && max=$ms
+	line=$(grep -m1 "timed out" /tmp/timed.out)
+	if [ -n "$line" ]; then says=$line; break; fi
+	sleep 1
+done
+kv status.max "$max"; kv status.n "$n"; kv slow.says "$(printf '%s' "$says" | tr ' ' '_' | head -c 400)"
+log_cmd volumed status slow
+# At once: within 2 s of what it costs with nothing slow (one I/O of the
+# slow disk is 2 s, so a status that waited on it would take longer).
+[ "$max" -lt $((base + 2000)) ] || fail "volumed status took $max ms while a volume's disk was slow ($base ms before)"
+check "fast still Ready" volumed wait fast --timeout 5s
+dm_swap slow "$(linear slow)"
+check "slow Ready once its disk is fast again" volumed wait slow --timeout 5m
+log_cmd volumed status slow
+done_step delay
+systemctl poweroff
+`

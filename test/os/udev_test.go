@@ -1,0 +1,110 @@
+package ostest
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// Issue 21, scenario 7: the real systemd-udevd probes every device volumed
+// makes (a loop device, a dm-crypt mapping) and re-probes it when a
+// writer closes it (the watch rule) while the agent attaches, formats,
+// mounts, unmounts and detaches. The test brings volumes up and takes
+// them down three times over, and checks what an operator would: every
+// volume converges (a busy device is retried, never a failure that
+// stays), /dev/disk/by-uuid points at each volume's filesystem, nothing
+// is left behind (loop devices, mappings), and systemd made no unit of
+// its own (a cryptsetup unit, a generated mount) for a device volumed
+// manages.
+func TestUdevInTheLoop(t *testing.T) {
+	t.Parallel()
+	m := Base(t).NewMachine(t, "udev")
+	names := []string{"u1", "u2", "u3", "u4"}
+	for _, n := range names {
+		m.AddFile("/etc/volumed/volumes.d/"+n+".yaml", 0o644, loopManifest(n, "/srv/"+n))
+	}
+	m.AddFile("/etc/volumed/secrets/uc.key", 0o600, "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef")
+	m.AddFile("/etc/volumed/volumes.d/uc.yaml", 0o644, encryptedManifest("uc", "/srv/uc"))
+	m.AddTest("udev", "Wants=volumed-wait@u1.service\nAfter=volumed-wait@u1.service", udevScript)
+	r := m.Boot(context.Background())
+	r.WaitDone(t, "udev", 12*time.Minute)
+	r.Wait(t, 3*time.Minute)
+	r.CheckGuest(t)
+	rounds, _ := strconv.Atoi(r.KV("rounds"))
+	if rounds != 3 {
+		t.Errorf("the guest finished %d rounds of teardown and setup, want 3", rounds)
+	}
+	t.Logf("%s rounds; busy errors retried: %s; by-uuid links checked: %s", r.KV("rounds"), r.KV("busy"), r.KV("links"))
+}
+
+func encryptedManifest(name, mnt string) string {
+	return fmt.Sprintf(`apiVersion: volumed/v1
+kind: Volume
+metadata: {name: %s}
+spec:
+  source:
+    loop: {file: /var/lib/ostest/%s.img, create: {size: 64Mi}}
+  encryption:
+    luks2:
+      keys: [{file: /etc/volumed/secrets/%s.key}]
+      pbkdf: pbkdf2
+  filesystem: {type: ext4}
+  mounts: [{path: %s}]
+`, name, name, name, mnt)
+}
+
+const udevScript = `
+all="u1 u2 u3 u4 uc"
+cycled="u3 u4 uc"
+links=0
+# by_uuid: each volume's filesystem is where /dev/disk/by-uuid says.
+by_uuid() {
+	udevadm settle -t 60 || fail "udev did not settle"
+	for v in "$@"; do
+		src=$(findmnt -no SOURCE "/srv/$v") || { fail "$v: /srv/$v not mounted"; continue; }
+		uuid=$(blkid -p -s UUID -o value "$src")
+		if [ "$(readlink -f "/dev/disk/by-uuid/$uuid")" != "$(readlink -f "$src")" ]; then
+			fail "$v: /dev/disk/by-uuid/$uuid is $(readlink -f "/dev/disk/by-uuid/$uuid" 2>&1), not $src"
+		fi
+		links=$((links + 1))
+	done
+}
+gone() {
+	for v in "$@"; do
+		findmnt "/srv/$v" >/dev/null && return 1
+		volumed status -o json | grep -q "\"name\": \"$v\"" && return 1
+	done
+	return 0
+}
+check "every volume Ready" volumed wait $all --timeout 5m
+by_uuid $all
+mkdir -p /root/held
+round=0
+while [ $round -lt 3 ]; do
+	for v in $cycled; do mv "/etc/volumed/volumes.d/$v.yaml" /root/held/; done
+	wait_until 180 gone $cycled || { fail "round $round: $cycled not torn down: $(volumed status)"; break; }
+	for v in $cycled; do
+		[ -z "$(losetup -j "/var/lib/ostest/$v.img")" ] || fail "round $round: a loop device is left on $v.img: $(losetup -j "/var/lib/ostest/$v.img")"
+	done
+	dmsetup info volumed-uc >/dev/null 2>&1 && fail "round $round: the mapping volumed-uc is left"
+	for v in $cycled; do mv "/root/held/$v.yaml" /etc/volumed/volumes.d/; done
+	check "round $round: Ready again" volumed wait $cycled --timeout 5m
+	by_uuid $cycled
+	round=$((round + 1))
+done
+kv rounds $round
+kv links $links
+busy=$(journalctl -b -u volumed.service | grep -ci "busy")
+kv busy "$busy"
+journalctl -b -u volumed.service | grep -i "busy" | head -n 20 | while read -r l; do log "busy: $l"; done
+# systemd's generators and rules must leave our devices alone: no
+# cryptsetup unit for the mapping, no fstab mount for our paths.
+units=$(systemctl list-units --all --no-legend --plain 'systemd-cryptsetup@*' | grep -c .)
+[ "$units" = 0 ] || fail "systemd made cryptsetup units: $(systemctl list-units --all --no-legend --plain 'systemd-cryptsetup@*')"
+grep -q "/srv/u" /etc/fstab && fail "/etc/fstab names a volume's path"
+check "every volume Ready at the end" volumed wait $all --timeout 1m
+done_step udev
+systemctl poweroff
+`
