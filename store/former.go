@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // bucketFormer keeps, per volume name, the last attachment a record
@@ -58,7 +59,7 @@ func ReadSnapshot(path string) (Snapshot, error) {
 		return Snapshot{}, err
 	}
 	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true, Timeout: 500 * time.Millisecond})
-	if errors.Is(err, bbolt.ErrTimeout) {
+	if errors.Is(err, berrors.ErrTimeout) {
 		copyPath, cerr := copyFile(path)
 		if cerr != nil {
 			return Snapshot{}, fmt.Errorf("read %s (held by the agent): %w", path, cerr)

@@ -74,7 +74,7 @@ func TestClaimOnTheKernel(t *testing.T) {
 	if err := unix.Mount(dev, mnt, "ext4", 0, ""); err != nil {
 		t.Fatal(err)
 	}
-	defer unix.Unmount(mnt, unix.MNT_DETACH)
+	defer func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) }()
 	u, err = Check("", dev)
 	if busy, why := Busy(u); err != nil || !busy || !strings.Contains(why, "mounted at "+mnt) {
 		t.Errorf("mounted: %+v, %v (%s)", u, err, why)

@@ -70,7 +70,7 @@ func TestNeedRefusesAnUnregisteredProgram(t *testing.T) {
 	go func() {
 		defer close(done)
 		// Built at run time, so that the registry test's scan passes it by.
-		Need(ft, "Debian: nothing", fmt.Sprint("volumed-no-such-tool"))
+		Need(ft, "Debian: nothing", strings.Join([]string{"volumed", "no-such-tool"}, "-"))
 	}()
 	<-done
 	if !strings.Contains(ft.msg, "not in internal/testtool's registry") {

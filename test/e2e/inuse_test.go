@@ -24,7 +24,7 @@ func TestDeviceMountedElsewhereIsRefused(t *testing.T) {
 	if err := unix.Mount(dev, elsewhere, "ext4", 0, ""); err != nil {
 		t.Fatal(err)
 	}
-	defer unix.Unmount(elsewhere, unix.MNT_DETACH)
+	defer func() { _ = unix.Unmount(elsewhere, unix.MNT_DETACH) }()
 	if err := os.WriteFile(elsewhere+"/theirs", []byte("another user's data"), 0o600); err != nil {
 		t.Fatal(err)
 	}
