@@ -43,6 +43,7 @@
 //
 //	VOLUMED_OS_CACHE  the image cache (default <repo>/.cache/os)
 //	VOLUMED_OS_ACCEL  tcg (default) or kvm
+//	VOLUMED_OS_KEEP   keep each machine's directory (disks, console logs) after the test
 package ostest
 
 import "strings"

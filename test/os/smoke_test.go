@@ -15,7 +15,7 @@ func TestHarness(t *testing.T) {
 	img := Base(t)
 	m := img.NewMachine(t, "harness")
 	m.AddFile("/etc/volumed/volumes.d/data.yaml", 0o644, loopManifest("data", "/srv/data"))
-	m.AddTest("probe", "Wants=volumed-wait@data.service\nAfter=volumed-wait@data.service", `
+	m.AddTest("probe", waitDeps(t, img.Root, "data"), `
 log "uptime at probe: $(now)"
 systemctl is-system-running --wait >/dev/null
 log_cmd systemd-analyze blame --no-pager
