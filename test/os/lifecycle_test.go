@@ -33,7 +33,11 @@ const (
 // volumes:
 //
 //   - boot order (first boot): each consumer starts only once its volumes
-//     are Ready and mounted; systemd-analyze critical-chain is logged;
+//     are Ready and mounted, a consumer of a volume that is never Ready
+//     is not started; systemd-analyze critical-chain is logged;
+//   - udev in the loop (each boot): with systemd-udevd probing, no
+//     operation failed on EBUSY and /dev/disk/by-uuid leads to each
+//     volume's device; the agent has its link events;
 //   - real reboot: systemctl reboot, the same disk booted again: every
 //     volume back with the same filesystem UUID and data, the state file
 //     opened clean;

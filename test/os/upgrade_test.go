@@ -35,6 +35,10 @@ func TestUpgrade(t *testing.T) {
 	}
 	m.AddTest("upgrade", "After=local-consumer.service net-consumer.service", string(script))
 	r := m.Boot(ctx)
+	// The harness's monitor, while the guest runs.
+	if out, err := r.Monitor("info status"); err != nil || !strings.Contains(out, "running") {
+		t.Errorf("monitor: info status = %q, %v; want running", out, err)
+	}
 	r.WaitDone(t, "upgrade", bootTimeout+3*time.Minute)
 	r.Wait(t, shutdownTimeout)
 	r.CheckGuest(t)

@@ -25,9 +25,12 @@ for u in getty@tty1.service serial-getty@ttyS0.service systemd-timesyncd.service
 	apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer e2scrub_reap.service \
 	fstrim.timer man-db.timer dpkg-db-backup.timer systemd-tmpfiles-clean.timer \
 	lvm2-monitor.service lvm2-lvmpolld.socket dm-event.socket dm-event.service \
-	systemd-pstore.service getty-static.service ifupdown-pre.service; do
+	systemd-pstore.service getty-static.service ifupdown-pre.service \
+	nvmf-autoconnect.service nvmefc-boot-connections.service; do
 	ln -sf /dev/null "$root/etc/systemd/system/$u"
 done
+# nvme-cli is there for its tool; its boot units would load nvme-fabrics
+# for volumed, which must work on a host without nvme-cli.
 # ifupdown-pre waits for udev to settle before networking.service: whole
 # seconds under TCG, for hotplug interfaces the guest does not have.
 

@@ -18,6 +18,19 @@ log_cmd volumed status
 for v in $VOLS; do
 	kv "boot$phase.uuid.$v" "$(findmnt -no UUID /srv/$v)"
 done
+# udev in the loop: systemd-udevd probed every device while volumed
+# attached and formatted it. No operation failed on EBUSY, and the
+# by-uuid link of each volume's filesystem leads to its device.
+journalctl -b 0 -u volumed.service -o cat | grep 'msg="operation failed"' | grep -iE "busy" |
+	while read -r l; do fail "volumed, with udevd probing: $l"; done
+for v in $VOLS; do
+	dev=$(findmnt -no SOURCE /srv/$v) uuid=$(findmnt -no UUID /srv/$v)
+	udevadm settle -t 30 || :
+	[ -n "$uuid" ] && [ "$(readlink -f /dev/disk/by-uuid/$uuid)" = "$(readlink -f $dev)" ] ||
+		fail "/dev/disk/by-uuid/$uuid leads to $(readlink -f /dev/disk/by-uuid/$uuid), not to $v's device $dev"
+done
+# The agent watches links to retry network volumes when one comes up.
+journalctl -b 0 -u volumed.service -o cat | grep "no link events" | while read -r l; do fail "volumed: $l"; done
 if [ "$phase" = 1 ]; then
 	for v in $VOLS; do
 		head -c 4M /dev/urandom >/srv/$v/payload
