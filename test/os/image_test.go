@@ -111,7 +111,7 @@ func buildBase() (*Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Lives as long as the test binary: os.MkdirTemp, not t.TempDir.
+	// Lives as long as the test binary (TestMain removes it).
 	work, err := os.MkdirTemp("", "ostest-")
 	if err != nil {
 		return nil, err
