@@ -230,6 +230,17 @@ func (e *Executor) Running(volume string) (string, bool) {
 	return op, ok
 }
 
+// RunningVolumes names the volumes with an operation running or queued.
+func (e *Executor) RunningVolumes() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]string, 0, len(e.running))
+	for v := range e.running {
+		out = append(out, v)
+	}
+	return out
+}
+
 // Busy reports how many operations are running or queued.
 func (e *Executor) Busy() int {
 	e.mu.Lock()

@@ -163,7 +163,11 @@ func (a *Agent) pass(ctx context.Context) {
 		// No intent is coming to carry the last outcomes to disk.
 		a.cfg.Store.Flush()
 	}
-	first, report := a.systemd.passDone(converged, a.cfg.Now())
+	settled := settledForReady(converged, a.systemd.hasSettled(), a.exec.RunningVolumes(), func(v string) bool {
+		d := desired[v]
+		return d != nil && a.hold.network(d.Driver)
+	})
+	first, report := a.systemd.passDone(settled, a.cfg.Now())
 	if first {
 		a.refreshUsage()
 	}

@@ -40,6 +40,25 @@ func (s *systemdStatus) passDone(settled bool, now time.Time) (first, report boo
 	return first, report
 }
 
+// settledForReady is whether a pass counts as settled. Until the agent
+// has settled once (READY=1, which every service of the boot waits for:
+// the unit is before sysinit.target) only local volumes count: a network
+// volume's first attempt may run into the login timeouts of a network
+// that is not up yet (35 s of iscsiadm at boot under test/os), and network
+// volumes come up when the network does; a service that needs one waits
+// for it with volumed-wait@. Later, every operation counts.
+func settledForReady(converged, ever bool, running []string, network func(volume string) bool) bool {
+	if converged || ever {
+		return converged
+	}
+	for _, v := range running {
+		if !network(v) {
+			return false
+		}
+	}
+	return true
+}
+
 func (s *systemdStatus) hasSettled() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -125,6 +125,7 @@ func testPackages(t *testing.T, bin string) {
 		"/usr/lib/systemd/system/volumed-network.service":   networkUnit,
 		"/usr/lib/systemd/system/volumed-wait@.service":     waitUnit,
 		"/usr/lib/tmpfiles.d/volumed.conf":                  tmpfilesConf,
+		"/usr/lib/modules-load.d/volumed.conf":              "modules-load/volumed.conf",
 		"/usr/share/volumed/volumed-manifest.schema.json":   "schema/volumed-manifest.schema.json",
 		"/usr/share/volumed/prometheus/volumed-alerts.yaml": rulesFile,
 		"/usr/share/volumed/grafana/volumed-dashboard.json": dashboardFile,

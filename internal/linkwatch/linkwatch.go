@@ -11,6 +11,7 @@ package linkwatch
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"time"
 
@@ -89,8 +90,17 @@ func (w *watcher) subscribe() (*subscription, error) {
 		done:    make(chan struct{}),
 		errs:    make(chan error, 1),
 	}
+	// The library enters a given namespace with setns(2) even when the
+	// thread is in it already, and the shipped unit denies setns
+	// (RestrictNamespaces=yes): only a thread elsewhere gets one.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var ns *netns.NsHandle
+	if elsewhere(w.ns) {
+		ns = &w.ns
+	}
 	err := netlink.LinkSubscribeWithOptions(s.updates, s.done, netlink.LinkSubscribeOptions{
-		Namespace: &w.ns,
+		Namespace: ns,
 		ErrorCallback: func(err error) {
 			select {
 			case s.errs <- err:
@@ -105,6 +115,17 @@ func (w *watcher) subscribe() (*subscription, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// elsewhere reports whether the calling thread is in another network
+// namespace than ns (or cannot tell).
+func elsewhere(ns netns.NsHandle) bool {
+	cur, err := netns.Get()
+	if err != nil {
+		return true
+	}
+	defer cur.Close()
+	return !cur.Equal(ns)
 }
 
 // close ends the subscription and waits for the library's reader to

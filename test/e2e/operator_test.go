@@ -159,3 +159,49 @@ func TestSystemdNotify(t *testing.T) {
 	}
 	_ = os.Remove(sock)
 }
+
+// READY=1 does not wait for a network volume's first attempt: at boot the
+// network may not be up yet and a login runs into its timeouts, while
+// every service of the boot waits for READY=1 (found by test/os: 35 s of
+// iscsiadm). The local volume is mounted when READY=1 arrives; the iSCSI
+// login (a fake iscsiadm that hangs) is still running.
+func TestSystemdNotifyNotHeldByNetworkVolume(t *testing.T) {
+	e := newEnv(t)
+	sock := filepath.Join(e.dir, "notify.sock")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	bin := filepath.Join(e.dir, "bin")
+	started := filepath.Join(e.dir, "iscsiadm-started")
+	// Sessions: none (21, ISCSI_ERR_NO_OBJS_FOUND); anything else hangs.
+	fake := "#!/bin/sh\ncase \"$*\" in *'-m session'*) exit 21 ;; esac\ntouch " + started + "\nexec sleep 120\n"
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "iscsiadm"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e.volume("local", "ext4", "64Mi", "local")
+	e.write("net.yaml", "apiVersion: volumed/v1\nkind: Volume\nmetadata: {name: net}\nspec:\n  source:\n    iscsi: {portal: \"192.0.2.1:3260\", iqn: iqn.2026-11.io.example:t, lun: 0}\n  filesystem: {type: ext4}\n  mounts: [{path: "+filepath.Join(e.mnt, "net")+"}]\n")
+	e.start("NOTIFY_SOCKET="+sock, "PATH="+bin+":"+os.Getenv("PATH"))
+
+	buf := make([]byte, 4096)
+	deadline := time.Now().Add(60 * time.Second) // the fake login hangs for 120 s
+	for {
+		_ = conn.SetReadDeadline(deadline)
+		n, err := conn.Read(buf)
+		if err != nil {
+			_, serr := os.Stat(started)
+			t.Fatalf("no READY=1 while the iSCSI login hangs (%v; the fake iscsiadm started: %v)\n%s", err, serr == nil, e.logText())
+		}
+		if strings.Contains(string(buf[:n]), "READY=1") {
+			break
+		}
+	}
+	if ids := e.mountIDs(); len(ids[e.target("local")]) != 1 {
+		t.Errorf("READY=1 arrived before the local volume was mounted")
+	}
+	_ = os.Remove(sock)
+}

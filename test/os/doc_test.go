@@ -43,9 +43,24 @@
 //
 //	VOLUMED_OS_CACHE  the image cache (default <repo>/.cache/os)
 //	VOLUMED_OS_ACCEL  tcg (default) or kvm
+//	VOLUMED_OS_KEEP   keep each machine's directory (disks, console logs) after the test
 package ostest
 
-import "strings"
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// TestMain removes what the base image's build left for this run (the
+// .debs) once every test is done.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if base != nil {
+		os.RemoveAll(base.work)
+	}
+	os.Exit(code)
+}
 
 func containsAny(s string, subs ...string) bool {
 	for _, sub := range subs {

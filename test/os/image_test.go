@@ -111,7 +111,7 @@ func buildBase() (*Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Lives as long as the test binary: os.MkdirTemp, not t.TempDir.
+	// Lives as long as the test binary (TestMain removes it).
 	work, err := os.MkdirTemp("", "ostest-")
 	if err != nil {
 		return nil, err
@@ -137,12 +137,32 @@ func buildBase() (*Image, error) {
 	img.Dir = filepath.Join(cache, "base-"+key[:16])
 	img.Kernel, img.Initrd, img.Disk = filepath.Join(img.Dir, "vmlinuz"), filepath.Join(img.Dir, "initrd"), filepath.Join(img.Dir, "disk.img")
 	err = withLock(cache, func() error {
-		if _, err := os.Stat(filepath.Join(img.Dir, ".done")); err == nil {
-			return nil
+		prune(cache, img.Dir)
+		done := filepath.Join(img.Dir, ".done")
+		if _, err := os.Stat(done); err == nil {
+			now := time.Now()
+			return os.Chtimes(done, now, now) // in use: see prune
 		}
 		return buildImage(ctx, root, img.Dir, deb)
 	})
 	return img, err
+}
+
+// prune removes the cached images no run has used for a day (each change
+// of the package makes a new one, of about 600 MB); keep is the one this
+// run uses. Runs of other trees sharing the cache keep theirs by using them.
+func prune(cache, keep string) {
+	dirs, _ := filepath.Glob(filepath.Join(cache, "base-*"))
+	for _, d := range dirs {
+		st, err := os.Stat(filepath.Join(d, ".done"))
+		if d == keep || (err == nil && time.Since(st.ModTime()) < 24*time.Hour) {
+			continue
+		}
+		if err != nil && !strings.HasSuffix(d, ".tmp") {
+			continue // being built (under the lock, so not now) or foreign
+		}
+		os.RemoveAll(d)
+	}
 }
 
 // buildImage runs build-image.sh into a fresh dir and renames it into

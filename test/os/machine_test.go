@@ -44,9 +44,20 @@ type disk struct{ serial, path string }
 // NewMachine makes a machine of the base image with a fresh overlay.
 func (img *Image) NewMachine(t testing.TB, name string) *Machine {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
+	var dir string
+	if os.Getenv("VOLUMED_OS_KEEP") != "" {
+		// Kept for a look after the test: disks, consoles, seeds.
+		d, err := os.MkdirTemp("", "ostest-"+name+"-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir = d
+		t.Logf("%s: kept in %s (VOLUMED_OS_KEEP)", name, dir)
+	} else {
+		dir = filepath.Join(t.TempDir(), name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	m := &Machine{t: t, img: img, Name: name, Dir: dir, Disk: filepath.Join(dir, "root.qcow2"), Cache: "none"}
 	out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", img.Disk, m.Disk).CombinedOutput()

@@ -38,11 +38,13 @@ type Run struct {
 	started time.Time
 	ended   time.Time
 
-	mu    sync.Mutex
+	mu    sync.Mutex // guards what the console reader writes
 	cond  *sync.Cond
 	lines []string
 	kv    map[string]string
 	fails []string
+
+	monMu sync.Mutex // guards the monitor connection
 	mon   net.Conn
 	monR  *bufio.Reader
 }
@@ -100,6 +102,11 @@ func (m *Machine) Boot(ctx context.Context) *Run {
 	go r.read(out, logf, monDir)
 	m.t.Cleanup(func() {
 		r.Kill()
+		r.monMu.Lock()
+		if r.mon != nil {
+			r.mon.Close()
+		}
+		r.monMu.Unlock()
 		if m.t.Failed() {
 			m.t.Logf("%s boot %d console (%s), last lines:\n%s", m.Name, r.n, r.Console, r.Tail(150))
 		}
@@ -121,9 +128,6 @@ func (r *Run) read(out io.Reader, logf *os.File, monDir string) {
 	err := r.cmd.Wait()
 	r.mu.Lock()
 	r.waitErr, r.ended = err, time.Now()
-	if r.mon != nil {
-		r.mon.Close()
-	}
 	r.cond.Broadcast()
 	r.mu.Unlock()
 }
@@ -234,12 +238,12 @@ func (r *Run) Exited() <-chan struct{} { return r.exited }
 // Monitor sends one HMP command ("system_powerdown", "info block",
 // "device_add ...") and returns its output.
 func (r *Run) Monitor(cmd string) (string, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.monMu.Lock()
+	defer r.monMu.Unlock()
 	if r.mon == nil {
-		c, err := net.DialTimeout("unix", r.monSock, 10*time.Second)
+		c, err := r.dialMonitor()
 		if err != nil {
-			return "", fmt.Errorf("monitor: %w", err)
+			return "", err
 		}
 		r.mon, r.monR = c, bufio.NewReader(c)
 		if _, err := r.readPrompt(); err != nil { // the greeting
@@ -258,6 +262,26 @@ func (r *Run) Monitor(cmd string) (string, error) {
 		return strings.TrimSpace(rest), nil
 	}
 	return "", nil
+}
+
+// dialMonitor connects to the monitor, which qemu makes a moment after
+// it starts.
+func (r *Run) dialMonitor() (net.Conn, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := net.DialTimeout("unix", r.monSock, 10*time.Second)
+		if err == nil {
+			return c, nil
+		}
+		select {
+		case <-r.exited:
+			return nil, fmt.Errorf("monitor: qemu exited: %w", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("monitor: %w", err)
+		}
+	}
 }
 
 // readPrompt reads the monitor's output up to its next "(qemu) " prompt,

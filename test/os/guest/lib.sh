@@ -36,3 +36,8 @@ wait_until() {
 		sleep 0.2
 	done
 }
+# vfield NAME FIELD: a top-level scalar of the volume's status (phase,
+# device, capacityBytes, ...), quotes stripped.
+vfield() {
+	volumed status -o json "$1" 2>/dev/null | sed -n "s/^    \"$2\": \(.*\)/\1/p" | head -n 1 | sed 's/,$//; s/^"//; s/"$//'
+}
