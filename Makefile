@@ -8,7 +8,7 @@ ifneq ($(findstring /,$(GO)),)
 export PATH := $(patsubst %/,%,$(dir $(GO))):$(PATH)
 endif
 
-.PHONY: build deps test test-unit test-e2e test-vm bench lint demo clean fuzz
+.PHONY: build deps test test-unit test-e2e test-vm test-os bench lint demo clean fuzz
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/volumed ./cmd/volumed
@@ -21,10 +21,11 @@ build:
 # the VM, a static binary built without it.
 # After deps, a test whose tool is missing fails instead of skipping
 # (VOLUMED_DEPS, internal/testtool).
-RACE_PKGS = $(shell $(GO) list ./... | grep -v '/test/vm$$')
+RACE_PKGS = $(shell $(GO) list ./... | grep -v -e '/test/vm$$' -e '/test/os$$')
 test: deps lint
 	VOLUMED_DEPS=1 CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 30m $(RACE_PKGS)
 	VOLUMED_DEPS=1 $(GO) test -count=1 -timeout 30m ./test/vm/
+	VOLUMED_DEPS=1 $(GO) test -count=1 -timeout 30m ./test/os/
 	$(MAKE) fuzz
 
 # Only the VM tests: NVMe/TCP, iSCSI and local disks against a Debian
@@ -32,6 +33,13 @@ test: deps lint
 # into .cache/vm (VOLUMED_VM_CACHE); VOLUMED_VM_SCENARIOS=nvme,chap picks some.
 test-vm:
 	$(GO) test -count=1 -v -timeout 20m ./test/vm/
+
+# Only the real-OS tests (test/os): Debian 12 built with mmdebstrap, the
+# .deb of this tree installed, booted under qemu with systemd as PID 1;
+# boot order, reboot, poweroff, package upgrade. The image is cached in
+# .cache/os (VOLUMED_OS_CACHE) and rebuilt when the package changes.
+test-os:
+	VOLUMED_DEPS=1 $(GO) test -count=1 -v -timeout 30m ./test/os/
 
 # Each go test -fuzz target for FUZZTIME (the seed corpora always run in
 # `go test`); a crash fails and leaves its input in testdata/fuzz/.
@@ -70,13 +78,15 @@ NFPM ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
 DIST ?= bin/dist
 PACKAGE_BIN ?= bin/volumed
 PACKAGE_ARCH ?= $(shell $(GO) env GOARCH)
+# test/os builds only the .deb (PACKAGERS=deb).
+PACKAGERS ?= deb rpm
 # Tag v1.2.3 gives 1.2.3; an untagged build 0~git<describe>, which sorts
 # before any release. rpm allows no '-' in a version.
 PACKAGE_VERSION = $(shell echo '$(VERSION)' | sed -E 's/^v([0-9])/\1/; /^[0-9]+\./!s/^/0~git/; s/-/./g')
 
 package: $(if $(filter bin/volumed,$(PACKAGE_BIN)),build)
 	mkdir -p $(DIST)
-	for p in deb rpm; do \
+	for p in $(PACKAGERS); do \
 		VOLUMED_VERSION='$(PACKAGE_VERSION)' VOLUMED_ARCH='$(PACKAGE_ARCH)' VOLUMED_BIN='$(PACKAGE_BIN)' \
 		$(NFPM) package --config packaging/nfpm.yaml --packager $$p --target $(DIST)/ || exit 1; \
 	done

@@ -32,11 +32,12 @@ demo_pkgs="e2fsprogs:mkfs.ext4 xfsprogs:mkfs.xfs btrfs-progs:mkfs.btrfs util-lin
 # a software TPM2 that drivers/tpm2 and drivers/luks seal to, and that test/vm
 # attaches to qemu (swtpm-tools brings swtpm_setup, which the package's own
 # setup wants). lvm2: the tests of volumed wipe write an LVM label with
-# pvcreate (it needs no device-mapper for that).
+# pvcreate (it needs no device-mapper for that). mmdebstrap, qemu-utils:
+# test/os builds a Debian image and boots copy-on-write overlays of it (qemu-img).
 test_pkgs="$demo_pkgs dosfstools:mkfs.vfat fdisk:sfdisk gdisk:sgdisk prometheus:prometheus rpm:rpm
   systemd:systemd-analyze qemu-system-x86:qemu-system-x86_64 busybox-static:busybox kmod:modprobe
   iproute2:ip python3:python3 man-db:man zsh:zsh cryptsetup-bin:cryptsetup swtpm:swtpm
-  swtpm-tools:swtpm_setup lvm2:pvcreate"
+  swtpm-tools:swtpm_setup lvm2:pvcreate mmdebstrap:mmdebstrap qemu-utils:qemu-img"
 
 case "$what" in
   demo) pkgs=$demo_pkgs ;;
