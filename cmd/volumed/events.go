@@ -38,15 +38,8 @@ func watchKernel(ctx context.Context, log *slog.Logger, awaitDisk, networkDriver
 	} else {
 		go func() {
 			for ev := range l.C() {
-				switch ev.Action {
-				case uevent.Overflow:
-					send(agent.Wake{Reason: "uevents lost: rescan", Drivers: awaitDisk, Verify: true, Grow: true})
-				case "add":
-					send(agent.Wake{Reason: "block device added: " + ev.DevName, Drivers: awaitDisk})
-				case "remove":
-					send(agent.Wake{Reason: "block device removed: " + ev.DevName, Verify: true, Device: ev.DevName})
-				case "change":
-					send(agent.Wake{Reason: "block device changed: " + ev.DevName, Grow: true, Device: ev.DevName})
+				if w, ok := blockWake(ev, awaitDisk); ok {
+					send(w)
 				}
 			}
 		}()
@@ -66,6 +59,25 @@ func watchKernel(ctx context.Context, log *slog.Logger, awaitDisk, networkDriver
 		log.Warn("no link events; network volumes retry at their backoff", "error", err)
 	}
 	return wakes
+}
+
+// blockWake is what a block uevent wakes. A device that goes may be
+// drift, and may also be what held a disk a volume waits for (a dm
+// table, an LVM volume, a LUKS mapping removed): the volumes refused as
+// InUse retry now, as their condition promises, not at the end of a
+// backoff of up to two minutes.
+func blockWake(ev uevent.Event, awaitDisk []string) (agent.Wake, bool) {
+	switch ev.Action {
+	case uevent.Overflow:
+		return agent.Wake{Reason: "uevents lost: rescan", Drivers: awaitDisk, Verify: true, Grow: true}, true
+	case "add":
+		return agent.Wake{Reason: "block device added: " + ev.DevName, Drivers: awaitDisk}, true
+	case "remove":
+		return agent.Wake{Reason: "block device removed: " + ev.DevName, Drivers: awaitDisk, Verify: true, Device: ev.DevName}, true
+	case "change":
+		return agent.Wake{Reason: "block device changed: " + ev.DevName, Grow: true, Device: ev.DevName}, true
+	}
+	return agent.Wake{}, false
 }
 
 func apiHost(h firmware.HostIdentity) api.HostIdentity {

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/volumed/volumed/internal/blank"
+	"github.com/volumed/volumed/internal/inuse"
 )
 
 // ExamineOptions tune Examine.
@@ -89,7 +90,7 @@ func SysfsUsers(dir string) (parts, holders []string, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if holders, err = names(filepath.Join(dir, "holders")); err != nil {
+	if holders, err = holdersOf(dir, ""); err != nil {
 		return nil, nil, err
 	}
 	for _, e := range ents {
@@ -98,7 +99,7 @@ func SysfsUsers(dir string) (parts, holders []string, err error) {
 			continue
 		}
 		parts = append(parts, e.Name())
-		hs, err := names(filepath.Join(sub, "holders"))
+		hs, err := holdersOf(sub, e.Name())
 		if err != nil {
 			return nil, nil, err
 		}
@@ -107,6 +108,16 @@ func SysfsUsers(dir string) (parts, holders []string, err error) {
 	sort.Strings(parts)
 	sort.Strings(holders)
 	return parts, holders, nil
+}
+
+// holdersOf names what holds the device at dir (part is its name when
+// it is a partition), as the in-use check names them.
+func holdersOf(dir, part string) ([]string, error) {
+	hs, err := names(filepath.Join(dir, "holders"))
+	for i, h := range hs {
+		hs[i] = inuse.Describe(filepath.Join(dir, "holders", h), part)
+	}
+	return hs, err
 }
 
 func names(dir string) ([]string, error) {

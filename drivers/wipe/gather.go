@@ -74,13 +74,27 @@ func Gather(ctx context.Context, path string, o Options) (Target, error) {
 	if err != nil {
 		return t, err
 	}
+	t.Signatures = describe(sigs)
+	return t, nil
+}
+
+// describe says each signature found once: blkid, which gives no offset,
+// often finds what volumed's probe found at its offset.
+func describe(sigs []blockfs.Signature) []string {
+	var out []string
 	for _, s := range sigs {
 		desc := fmt.Sprintf("%s at byte %d", s.Type, s.Offset)
-		if !slices.Contains(t.Signatures, desc) {
-			t.Signatures = append(t.Signatures, desc)
+		if s.Offset < 0 {
+			if slices.ContainsFunc(sigs, func(o blockfs.Signature) bool { return o.Type == s.Type && o.Offset >= 0 }) {
+				continue
+			}
+			desc = s.Type + " (where, blkid does not say)"
+		}
+		if !slices.Contains(out, desc) {
+			out = append(out, desc)
 		}
 	}
-	return t, nil
+	return out
 }
 
 // discards: the device (or, for a partition, its disk) takes discards.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/volumed/volumed/drivers/blockfs"
 	"github.com/volumed/volumed/internal/inuse"
 )
 
@@ -55,5 +56,21 @@ func TestPlan(t *testing.T) {
 	}
 	if full[0].Path != "/dev/sdb1" || full[2].Path != "/dev/sdb" || !strings.Contains(full[2].Says, "gpt at byte 512") {
 		t.Errorf("partitions are wiped before the disk, which says what was found: %+v", full[:3])
+	}
+}
+
+// The plan names each signature once, where it is when that is known:
+// the LVM label volumed's probe finds at byte 512 is the one blkid
+// reports with no offset ("LVM2_member at byte -1" was printed).
+func TestDescribeSignatures(t *testing.T) {
+	got := describe([]blockfs.Signature{
+		{Type: "LVM2_member", Offset: 512, Source: blockfs.SourceVolumed},
+		{Type: "LVM2_member", Offset: -1, Source: blockfs.SourceBlkid},
+		{Type: "zfs_member", Offset: -1, Source: blockfs.SourceBlkid},
+		{Type: "gpt", Offset: 512}, {Type: "gpt", Offset: 512},
+	})
+	want := []string{"LVM2_member at byte 512", "zfs_member (where, blkid does not say)", "gpt at byte 512"}
+	if !slices.Equal(got, want) {
+		t.Errorf("describe = %q, want %q", got, want)
 	}
 }

@@ -157,11 +157,11 @@ func related(dir string) (map[uint64]bool, []string, error) {
 			return nil, nil, err
 		}
 		for _, h := range hs {
-			if i == 0 {
-				holders = append(holders, h.Name())
-			} else {
-				holders = append(holders, fmt.Sprintf("%s (of %s)", h.Name(), filepath.Base(n)))
+			of := ""
+			if i > 0 {
+				of = filepath.Base(n)
 			}
+			holders = append(holders, Describe(filepath.Join(n, "holders", h.Name()), of))
 		}
 		if num, ok := devNumber(n); ok {
 			nums[num] = true
@@ -169,6 +169,55 @@ func related(dir string) (map[uint64]bool, []string, error) {
 	}
 	sort.Strings(holders)
 	return nums, holders, nil
+}
+
+// Holder names a holder as an operator knows it: the kernel name, and
+// for a device-mapper device its dm name and what made it, judged by
+// the prefix of its dm uuid ("LVM-", "CRYPT-LUKS2-", "mpath-"), since
+// "dm-3" alone says nothing of whether to run vgchange, cryptsetup close
+// or dmsetup remove. part is the partition it holds ("" for the device).
+func Holder(kernel string, dm DM, part string) string {
+	var about []string
+	if dm.Name != "" {
+		about = append(about, strings.TrimSpace(dmKind(dm.UUID)+" "+dm.Name))
+	}
+	if part != "" {
+		about = append(about, "of "+part)
+	}
+	if len(about) == 0 {
+		return kernel
+	}
+	return kernel + " (" + strings.Join(about, ", ") + ")"
+}
+
+// DM is what sysfs says of a device-mapper device (its dm/ directory);
+// zero for any other holder (md, bcache).
+type DM struct{ Name, UUID string }
+
+func dmKind(uuid string) string {
+	for _, k := range []struct{ prefix, kind string }{
+		{"LVM-", "LVM"}, {"CRYPT-LUKS", "LUKS"}, {"CRYPT-", "dm-crypt"}, {"mpath-", "multipath"}, {"part", "partition"},
+	} {
+		if strings.HasPrefix(uuid, k.prefix) {
+			return k.kind
+		}
+	}
+	return "dm"
+}
+
+// Describe is Holder of the holder whose sysfs link (a device's
+// holders/NAME) is link.
+func Describe(link, part string) string {
+	return Holder(filepath.Base(link), dmName(link), part)
+}
+
+// dmName reads the dm/ directory of a holder (a link to its sysfs dir).
+func dmName(holder string) DM {
+	read := func(f string) string {
+		b, _ := os.ReadFile(filepath.Join(holder, "dm", f))
+		return strings.TrimSpace(string(b))
+	}
+	return DM{Name: read("name"), UUID: read("uuid")}
 }
 
 func devNumber(node string) (uint64, bool) {

@@ -80,3 +80,59 @@ func TestClaimOnTheKernel(t *testing.T) {
 		t.Errorf("mounted: %+v, %v (%s)", u, err, why)
 	}
 }
+
+func TestHolder(t *testing.T) {
+	tests := []struct {
+		kernel string
+		dm     DM
+		part   string
+		want   string
+	}{
+		{"md127", DM{}, "", "md127"},
+		{"md127", DM{}, "sdb1", "md127 (of sdb1)"},
+		{"dm-0", DM{"vgdata-lv0", "LVM-Aq1b2c3dAq1b2c3dAq1b2c3dAq1b2c3dAq1b2c3dAq1b2c3dAq1b2c3d"}, "", "dm-0 (LVM vgdata-lv0)"},
+		{"dm-1", DM{"secret", "CRYPT-LUKS2-0123456789abcdef0123456789abcdef-secret"}, "sdb2", "dm-1 (LUKS secret, of sdb2)"},
+		{"dm-2", DM{"plain", "CRYPT-PLAIN-plain"}, "", "dm-2 (dm-crypt plain)"},
+		{"dm-3", DM{"mpatha", "mpath-3600a0b80"}, "", "dm-3 (multipath mpatha)"},
+		{"dm-4", DM{"hand-made", ""}, "", "dm-4 (dm hand-made)"},
+	}
+	for _, tt := range tests {
+		if got := Holder(tt.kernel, tt.dm, tt.part); got != tt.want {
+			t.Errorf("Holder(%q, %+v, %q) = %q, want %q", tt.kernel, tt.dm, tt.part, got, tt.want)
+		}
+	}
+}
+
+// A device a dm device holds (here through a partition) is named with
+// the dm name an operator knows (`dmsetup ls`, `lvs`), not dm-N alone,
+// read from the sysfs tree as the kernel lays it out (holders/dm-N is a
+// link to the dm device's directory).
+func TestClaimNamesDMHolders(t *testing.T) {
+	sys := t.TempDir()
+	dm := filepath.Join(sys, "devices/virtual/block/dm-0")
+	disk := filepath.Join(sys, "devices/pci/block/vdb")
+	for _, d := range []string{dm + "/dm", disk + "/holders", disk + "/vdb1/holders"} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for f, v := range map[string]string{
+		dm + "/dm/name": "vgwipe-lv0\n", dm + "/dm/uuid": "LVM-xyz\n", disk + "/dev": "254:16\n",
+		disk + "/vdb1/partition": "1\n", disk + "/vdb1/dev": "254:17\n",
+	} {
+		if err := os.WriteFile(f, []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(dm, disk+"/vdb1/holders/dm-0"); err != nil {
+		t.Fatal(err)
+	}
+	f, u, err := ClaimAt(disk, "/dev/vdb")
+	if f != nil {
+		f.Close()
+	}
+	busy, why := Busy(u)
+	if err != nil || !busy || !strings.Contains(why, "held by dm-0 (LVM vgwipe-lv0, of vdb1)") {
+		t.Errorf("ClaimAt = %+v, %v: %q; want held by dm-0 (LVM vgwipe-lv0, of vdb1)", u, err, why)
+	}
+}

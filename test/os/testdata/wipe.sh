@@ -1,0 +1,90 @@
+# The wipe probe (issue 22): with the guest's own device-mapper, LVM and
+# LUKS, volumed refuses a disk something outside it holds, and wipes it
+# once that use has stopped.
+#
+#   held: a disk volume whose disk a dm table (ostest-hold, made before
+#         volumed starts) holds is refused at attach with InUse, never
+#         formatted; once the table is removed the volume comes up.
+#   lvm:  `volumed wipe --yes` refuses a disk an active VG is on, naming
+#         the holder, and leaves every byte; after vgchange -an it wipes
+#         it and the disk is blank by the rule (`volumed disks`).
+#   luks: the same with an open LUKS mapping, then cryptsetup close.
+HELD=/dev/disk/by-id/virtio-HELD
+systemctl is-system-running --wait >/dev/null
+
+# status_of VOLUME: the volume's status, one line (JSON).
+status_of() { volumed status -o json "$1" 2>&1 | tr -d '\n'; }
+# cond_message VOLUME TYPE: the message of the volume's condition TYPE.
+cond_message() {
+	status_of "$1" | sed -n "s/.*\"type\": *\"$2\", *\"reason\": *\"\([^\"]*\)\", *\"message\": *\"\([^\"]*\)\".*/\1: \2/p"
+}
+has_inuse() { [ -n "$(cond_message held InUse)" ]; }
+held_ready() { [ "$(vfield held phase)" = Ready ]; }
+# blank_by_disks SERIAL: what `volumed disks` says of the disk, and
+# whether a selector asking for a blank disk of that serial picks it.
+blank_by_disks() {
+	log_cmd volumed disks
+	if volumed disks --match "disk.serial == \"$1\" && disk.blank" | grep -q '^picks /dev/'; then echo yes; else echo no; fi
+}
+sum() { sha256sum <"$1" | cut -d' ' -f1; }
+
+# --- held: the disk volume is refused while ostest-hold holds its disk.
+wait_until 180 has_inuse || fail "volume held has no InUse condition: $(status_of held)"
+kv held.inuse "$(cond_message held InUse)"
+kv held.phase "$(vfield held phase)"
+kv held.mounted "$(findmnt -n /srv/held >/dev/null && echo yes || echo no)"
+kv held.signature "$(blkid -p -o value -s TYPE $HELD)"
+check "dmsetup remove ostest-hold" dmsetup remove ostest-hold
+log "ostest-hold removed: volume held should come up by itself"
+
+# --- lvm: an active VG (one linear LV with 8 MiB of payload) on the disk.
+LVM=/dev/disk/by-id/virtio-WIPELVM
+check pvcreate pvcreate -q $LVM
+check vgcreate vgcreate -q vgwipe $LVM
+check lvcreate lvcreate -q -y -n lv0 -L 16M vgwipe
+check "payload into the LV" dd if=/dev/urandom of=/dev/vgwipe/lv0 bs=1M count=8 oflag=direct status=none
+lvm_disk=$(sum $LVM) lvm_lv=$(sum /dev/vgwipe/lv0)
+log_cmd volumed disks
+out=$(volumed wipe --yes $LVM 2>&1)
+kv lvm.refused.rc $?
+kv lvm.refused.says "$(printf '%s' "$out" | tr '\n' ' ')"
+kv lvm.disk.same "$([ "$(sum $LVM)" = "$lvm_disk" ] && echo yes || echo no)"
+kv lvm.lv.same "$([ "$(sum /dev/vgwipe/lv0)" = "$lvm_lv" ] && echo yes || echo no)"
+kv lvm.lv.active "$(lvs --noheadings -o lv_active vgwipe/lv0 2>&1 | tr -d ' ')"
+check "vgchange -an vgwipe" vgchange -q -an vgwipe
+out=$(volumed wipe --yes $LVM 2>&1)
+kv lvm.wiped.rc $?
+log_cmd printf '%s\n' "$out"
+kv lvm.blank "$(blank_by_disks WIPELVM)"
+kv lvm.after.signature "$(blkid -p -o value -s TYPE $LVM)"
+kv lvm.after.vg "$(vgs --noheadings -o vg_name vgwipe 2>/dev/null | tr -d ' ')"
+
+# --- luks: an open LUKS2 mapping with 8 MiB of payload.
+LUKS=/dev/disk/by-id/virtio-WIPELUKS
+printf 'ostest secret' >/run/ostest-key
+check luksFormat cryptsetup luksFormat -q --type luks2 --pbkdf pbkdf2 --pbkdf-force-iterations 1000 --key-file /run/ostest-key $LUKS
+check "cryptsetup open" cryptsetup open --key-file /run/ostest-key $LUKS ostest-crypt
+check "payload into the mapping" dd if=/dev/urandom of=/dev/mapper/ostest-crypt bs=1M count=8 oflag=direct status=none
+luks_disk=$(sum $LUKS) luks_map=$(sum /dev/mapper/ostest-crypt)
+out=$(volumed wipe --yes $LUKS 2>&1)
+kv luks.refused.rc $?
+kv luks.refused.says "$(printf '%s' "$out" | tr '\n' ' ')"
+kv luks.disk.same "$([ "$(sum $LUKS)" = "$luks_disk" ] && echo yes || echo no)"
+kv luks.map.same "$([ "$(sum /dev/mapper/ostest-crypt)" = "$luks_map" ] && echo yes || echo no)"
+kv luks.header "$(cryptsetup isLuks $LUKS && echo yes || echo no)"
+check "cryptsetup close" cryptsetup close ostest-crypt
+out=$(volumed wipe --yes $LUKS 2>&1)
+kv luks.wiped.rc $?
+log_cmd printf '%s\n' "$out"
+kv luks.blank "$(blank_by_disks WIPELUKS)"
+kv luks.after.signature "$(blkid -p -o value -s TYPE $LUKS)"
+
+# --- held, released: the volume comes up on the disk, formatted by volumed.
+wait_until 240 held_ready || fail "volume held not Ready after ostest-hold was removed: $(status_of held)"
+kv held.after.phase "$(vfield held phase)"
+kv held.after.fstype "$(findmnt -no FSTYPE /srv/held)"
+# Woken by the dm table's removal, not at the end of its backoff.
+kv held.woken "$(journalctl -b -o cat -u volumed.service | grep 'retrying waiting volumes now' | grep 'block device removed' | grep -c held)"
+log_cmd volumed status
+done_step wipe
+systemctl poweroff
