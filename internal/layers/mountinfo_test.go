@@ -18,10 +18,9 @@ import (
 // mountTablePackage reads the mount table for everyone else.
 const mountTablePackage = "drivers/mount/"
 
-// ownMountReaders read the mount table themselves, each for an in-use
-// check before it lets a device go; docs/architecture.md names them.
-// Issue 23 folds them into one in-use check: then they leave this list.
-var ownMountReaders = []string{"drivers/iscsi/login.go", "drivers/loop/detach.go"}
+// ownMountReaders read the mount table themselves: the one in-use check,
+// which internal/ keeps below the drivers; docs/architecture.md names it.
+var ownMountReaders = []string{"internal/inuse/inuse.go"}
 
 // mountinfoReaders are the functions of github.com/moby/sys/mountinfo
 // that read a mount table.
