@@ -70,13 +70,15 @@ NFPM ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
 DIST ?= bin/dist
 PACKAGE_BIN ?= bin/volumed
 PACKAGE_ARCH ?= $(shell $(GO) env GOARCH)
+# test/os builds only the .deb (PACKAGERS=deb).
+PACKAGERS ?= deb rpm
 # Tag v1.2.3 gives 1.2.3; an untagged build 0~git<describe>, which sorts
 # before any release. rpm allows no '-' in a version.
 PACKAGE_VERSION = $(shell echo '$(VERSION)' | sed -E 's/^v([0-9])/\1/; /^[0-9]+\./!s/^/0~git/; s/-/./g')
 
 package: $(if $(filter bin/volumed,$(PACKAGE_BIN)),build)
 	mkdir -p $(DIST)
-	for p in deb rpm; do \
+	for p in $(PACKAGERS); do \
 		VOLUMED_VERSION='$(PACKAGE_VERSION)' VOLUMED_ARCH='$(PACKAGE_ARCH)' VOLUMED_BIN='$(PACKAGE_BIN)' \
 		$(NFPM) package --config packaging/nfpm.yaml --packager $$p --target $(DIST)/ || exit 1; \
 	done

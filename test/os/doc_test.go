@@ -1,0 +1,65 @@
+// Package ostest boots a real OS with volumed in it: Debian 12 built with
+// mmdebstrap (systemd as PID 1, udev, Debian's cloud kernel, the .deb of
+// this tree installed by dpkg with its shipped units), under qemu (TCG).
+// Its tests reboot it, power it off, cut its power and upgrade the
+// package, and check what an operator would.
+//
+// The harness:
+//
+//	img := Base(t)                       // built once per test binary, cached
+//	m := img.NewMachine(t, "name")       // a qcow2 overlay of the base disk
+//	m.AddFile("/etc/volumed/volumes.d/data.yaml", 0o644, manifest)
+//	m.AddUnit("x.service", unit, "multi-user.target")
+//	m.AddTest("probe", "After=volumed-wait@data.service", script)
+//	m.AddDisk("DATA1", 64<<20)           // a virtio disk, by-id virtio-DATA1
+//	m.QemuArgs = append(m.QemuArgs, ...)  // anything else for qemu
+//	r := m.Boot(ctx)                     // seed disk with the files, qemu starts
+//	r.WaitDone(t, "probe", 3*time.Minute) // the guest said "done_step probe"
+//	r.KV("uuid.data"); r.CheckGuest(t)   // values and failures it reported
+//	r.Monitor("system_powerdown")        // HMP
+//	r.Kill()                             // a power cut (SIGKILL to qemu)
+//	r.Wait(t, time.Minute)               // qemu exits: poweroff, or reboot (-no-reboot)
+//	r2 := m.Boot(ctx)                    // the same disk again: a reboot
+//	o := m.Offline(t)                    // after qemu exits: a raw copy on the host
+//	o.Fsck(t); o.Journal(t, "-u", "volumed"); o.Cat(t, "/etc/fstab")
+//
+// The files a test adds reach the guest at its next boot as a tar archive
+// on a small disk (serial ostest-seed) that a systemd generator in the
+// image (guest/ostest-seed) unpacks into / before systemd loads its units:
+// units, manifests and scripts are there as if built into the image.
+// Scripts added with AddTest source guest/lib.sh and report on the serial
+// console with marked lines: log (OSTEST-LOG, copied to the test's log),
+// kv (OSTEST-KV key value), fail (OSTEST-FAIL, see CheckGuest) and
+// done_step (OSTEST-DONE). The whole console of a boot is in the test's
+// output when the test fails.
+//
+// The image (build-image.sh, guest/customize.sh) holds what every test of
+// the tier needs (Packages) and masks units no test needs (gettys, timers,
+// clock sync): one image per run, built in 1 to 2 minutes and cached by a
+// hash of the .deb and the recipe. At most two VMs run at once (one per
+// CPU); Boot waits for a slot.
+//
+// Knobs (environment):
+//
+//	VOLUMED_OS_CACHE  the image cache (default <repo>/.cache/os)
+//	VOLUMED_OS_ACCEL  tcg (default) or kvm
+package ostest
+
+import "strings"
+
+func containsAny(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+func firstLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[:n]
+	}
+	return strings.Join(lines, "\n")
+}

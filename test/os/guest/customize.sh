@@ -1,0 +1,32 @@
+#!/bin/bash
+# mmdebstrap's customize hook for build-image.sh: customize.sh ROOT DEB GUEST_DIR.
+set -euo pipefail
+root=$1 deb=$2 guest=$3
+
+# The package, installed as an operator would (its postinst enables the
+# units; no systemd runs here, so nothing starts).
+cp "$deb" "$root/tmp/volumed.deb"
+chroot "$root" dpkg -i /tmp/volumed.deb
+rm "$root/tmp/volumed.deb"
+
+echo root:root | chroot "$root" chpasswd
+echo ostest >"$root/etc/hostname"
+install -m 0755 "$guest/ostest-seed" "$root/usr/lib/systemd/system-generators/ostest-seed"
+install -D -m 0644 "$guest/lib.sh" "$root/usr/lib/ostest/lib.sh"
+
+# The journal is kept on disk: a test reads the previous boot's (its
+# shutdown) on the next boot or from the disk image on the host.
+mkdir -p "$root/var/log/journal" "$root/etc/systemd/journald.conf.d"
+printf '[Journal]\nStorage=persistent\nRateLimitBurst=0\n' >"$root/etc/systemd/journald.conf.d/ostest.conf"
+
+# What no test needs and every boot would pay for under TCG: logins,
+# clock sync, periodic jobs, LVM's monitoring (lvm2 is there for its tools).
+for u in getty@tty1.service serial-getty@ttyS0.service systemd-timesyncd.service \
+	apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer e2scrub_reap.service \
+	fstrim.timer man-db.timer dpkg-db-backup.timer systemd-tmpfiles-clean.timer \
+	lvm2-monitor.service lvm2-lvmpolld.socket dm-event.socket dm-event.service \
+	systemd-pstore.service getty-static.service; do
+	ln -sf /dev/null "$root/etc/systemd/system/$u"
+done
+# open-iscsi's units stay as Debian ships them (an operator's host has
+# them): its boot-time logins and shutdown logouts run beside volumed's.

@@ -1,0 +1,38 @@
+# The guest side of test/os: sourced by the scripts a test adds. Each
+# function writes one marked line to the serial console, which the host
+# reads (see the package doc in test/os):
+#
+#	OSTEST-LOG text        copied into the test's log
+#	OSTEST-KV key value    a value the host compares (UUIDs, checksums)
+#	OSTEST-FAIL text       fails the test with text
+#	OSTEST-DONE step       the host waits for this
+CONSOLE=${OSTEST_CONSOLE:-/dev/ttyS0}
+
+now() { cut -d' ' -f1 /proc/uptime; }
+say() { printf '%s\n' "$*" >"$CONSOLE"; }
+log() { say "OSTEST-LOG [$(now)] $*"; }
+kv() { say "OSTEST-KV $1 $2"; }
+# fail records a failure and goes on: a test sees every check that failed.
+fail() { say "OSTEST-FAIL [$(now)] $(printf '%s' "$*" | tr '\n' ' ')"; }
+done_step() { say "OSTEST-DONE $1"; }
+# check DESCRIPTION CMD...: fails with DESCRIPTION and CMD's output when
+# CMD fails.
+check() {
+	local what=$1 out
+	shift
+	out=$("$@" 2>&1) || fail "$what: $(printf '%s' "$out" | tail -n 5)"
+}
+# log_cmd CMD...: runs CMD and copies its output, line by line, to the log.
+log_cmd() {
+	"$@" 2>&1 | while IFS= read -r l; do say "OSTEST-LOG $l"; done
+}
+# wait_until SECS CMD...: runs CMD every 0.2 s until it succeeds; false if
+# it has not after SECS.
+wait_until() {
+	local end=$(($(cut -d. -f1 /proc/uptime) + $1))
+	shift
+	while ! "$@"; do
+		[ "$(cut -d. -f1 /proc/uptime)" -lt $end ] || return 1
+		sleep 0.2
+	done
+}
