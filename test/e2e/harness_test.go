@@ -105,6 +105,7 @@ type env struct {
 
 	mu   sync.Mutex
 	proc *agenttest.Process // the running agent, nil if none
+	last *agenttest.Process // the agent started last, running or not
 	logs *agenttest.Buffer  // every run's output, in order
 	exit error              // how the last run that waitExit saw ended
 }
@@ -174,7 +175,7 @@ func (e *env) start(extraEnv ...string) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.proc = p
+	e.proc, e.last = p, p
 }
 
 // running returns the running agent, or nil.
@@ -219,9 +220,11 @@ func (e *env) stop() { e.signal(syscall.SIGTERM) }
 // reports whether it died of SIGKILL.
 func (e *env) waitExit(timeout time.Duration) bool {
 	e.t.Helper()
-	p := e.running()
+	e.mu.Lock()
+	p := e.last
+	e.mu.Unlock()
 	if p == nil {
-		e.t.Fatal("agent not running")
+		e.t.Fatal("agent never started")
 	}
 	exited, killed := p.Wait(timeout)
 	if !exited {
