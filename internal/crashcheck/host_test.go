@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -75,7 +76,7 @@ spec:
 // format, and its FUSE export is the disk a loop device sits on. Then it
 // checks the agent on the disks a power cut could have left at each
 // flush, and on a seeded sample of what a volatile cache could drop.
-// VOLUMED_CRASH_STATES bounds the states (default 40), VOLUMED_CRASH_SEED
+// VOLUMED_CRASH_STATES bounds the states (default 100), VOLUMED_CRASH_SEED
 // picks the sample.
 func TestReplayHostRecording(t *testing.T) {
 	testtool.Need(t, "qemu-system-common", "qemu-storage-daemon")
@@ -84,7 +85,7 @@ func TestReplayHostRecording(t *testing.T) {
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		testtool.Missing(t, "/dev/fuse", "the fuse kernel module", err)
 	}
-	seed, max := Knobs(t, 40)
+	seed, max := Knobs(t, 100)
 	dir := t.TempDir()
 	t.Cleanup(func() { agenttest.Cleanup(dir, t.Logf) })
 	rec := record(t, dir, seed)
@@ -104,6 +105,23 @@ func TestReplayHostRecording(t *testing.T) {
 		t.Fatal(err)
 	}
 	Report(t, results, time.Since(start))
+
+	// The checks can fail: the last state against a proof it does not
+	// hold and a filesystem it never had.
+	c.Proofs[0].Content = "other bytes"
+	c.Known = []Known{{Volume: "b", UUID: "00000000-0000-0000-0000-000000000000", After: rec.started}}
+	c.Work = filepath.Join(dir, "work-sabotaged")
+	if err := os.MkdirAll(c.Work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	last := []logwrites.State{{End: len(rec.log.Entries)}}
+	results, err = Run(context.Background(), c, last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(results[0].Problems, "\n"); !strings.Contains(got, "proof, fsync'd before entry") || !strings.Contains(got, "b: held filesystem 00000000") {
+		t.Errorf("a lost file and a changed filesystem went unseen; problems:\n%s", got)
+	}
 }
 
 // recording is a log and what the recorder knew of it.

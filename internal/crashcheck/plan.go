@@ -22,24 +22,24 @@ func Knobs(t testing.TB, def int) (seed int64, max int) {
 	return seed, max
 }
 
-// Plan picks the states to check: every flush/FUA point after the agent
-// started, and seeded subsets, at most max in all (points first).
+// Plan picks the states to check: every flush/FUA point after entry
+// from (thinned evenly if they are more than three quarters of max), then
+// seeded subsets of the volatile writes for the rest, max in all.
 func Plan(l *logwrites.Log, from int, seed int64, max int) []logwrites.State {
-	var out []logwrites.State
+	var points []logwrites.State
 	for _, s := range l.Points() {
 		if s.End > from {
-			out = append(out, s)
+			points = append(points, s)
 		}
 	}
-	subsets := l.Subsets(rand.New(rand.NewPCG(uint64(seed), 0)), max)
-	var later []logwrites.State
-	for _, s := range subsets {
+	points = logwrites.Thin(points, max*3/4)
+	var subsets []logwrites.State
+	for _, s := range l.Subsets(rand.New(rand.NewPCG(uint64(seed), 0)), max) {
 		if s.End > from {
-			later = append(later, s)
+			subsets = append(subsets, s)
 		}
 	}
-	points := logwrites.Thin(out, max-min(len(later), max/2))
-	return append(points, logwrites.Thin(later, max-len(points))...)
+	return append(points, logwrites.Thin(subsets, max-len(points))...)
 }
 
 func Report(t testing.TB, results []Result, took time.Duration) {

@@ -95,7 +95,7 @@ systemctl poweroff
 func TestCrashReplay(t *testing.T) {
 	t.Parallel()
 	img := Base(t)
-	seed, max := crashcheck.Knobs(t, 60)
+	seed, max := crashcheck.Knobs(t, 250)
 	m := img.NewMachine(t, "crashreplay")
 	data := m.AddDisk("CRASHDATA", 1<<30)
 	logDisk := m.AddDisk("CRASHLOG", 4<<30)
