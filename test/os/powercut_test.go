@@ -148,10 +148,10 @@ const cutCheck = `
 fsuuid() { blkid -p -s UUID -o value "$(findmnt -no SOURCE /srv/$1 | head -n 1 | sed 's/\[.*//')"; }
 for v in $VOLUMES; do
 	kv fs.$v "$(fsuuid $v)"
-	[ "$(vfield $v phase)" = Ready ] || fail "$v is $(vfield $v phase): $(vfield $v lastError)"
 	n=$(grep -c " /srv/$v " /proc/self/mountinfo); [ "$n" = 1 ] || fail "/srv/$v mounted $n times"
 	n=$(grep -c " /var/lib/volumed/staging/$v " /proc/self/mountinfo); [ "$n" -le 1 ] || fail "$v staged $n times"
 done
+n=$(volumed status -o json | grep -c '"phase": "Ready"'); [ "$n" = $(echo $VOLUMES | wc -w) ] || fail "$n volumes Ready: $(volumed status 2>&1 | tr '\n' ' ')"
 while read v n; do
 	i=1
 	while [ $i -le $n ]; do
