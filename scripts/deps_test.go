@@ -92,7 +92,7 @@ func (m *machine) aptLog() string {
 
 var allTestPackages = []string{"e2fsprogs", "xfsprogs", "btrfs-progs", "util-linux", "dosfstools", "fdisk", "gdisk",
 	"prometheus", "rpm", "systemd", "qemu-system-x86", "busybox-static", "kmod", "iproute2", "python3", "man-db", "zsh", "cryptsetup-bin",
-	"swtpm", "swtpm-tools"}
+	"swtpm", "swtpm-tools", "qemu-system-common"}
 
 func without(list []string, drop ...string) []string {
 	var out []string
