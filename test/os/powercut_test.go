@@ -218,14 +218,21 @@ func TestPowerCut(t *testing.T) {
 func cutAndCheck(t *testing.T, img *Image, n int, delay time.Duration) time.Duration {
 	m := img.NewMachine(t, fmt.Sprintf("cut%02d", n))
 	m.AddDisk("PARTS", 256<<20)
-	for name, text := range cutManifests() {
-		m.AddFile("/etc/volumed/volumes.d/"+name+".yaml", 0o644, text)
+	key := fmt.Sprintf("ostest power cut key %d, of full entropy for pbkdf2's sake: %x\n", n, rand.Uint64())
+	// The seed's files reach the root filesystem at boot, unflushed: a
+	// cut in the first seconds loses them, where an image would have
+	// had them all along. Both boots get them.
+	addFiles := func() {
+		for name, text := range cutManifests() {
+			m.AddFile("/etc/volumed/volumes.d/"+name+".yaml", 0o644, text)
+		}
+		m.AddFile("/etc/volumed/secrets/vault.key", 0o600, key)
+		m.AddFile("/usr/lib/ostest/writer.sh", 0o755, cutWriter)
+		m.AddFile("/usr/lib/ostest/signatures.sh", 0o755, cutSignatures)
+		m.AddUnit("cutwriter.service", strings.Replace(cutWriterUnit, "writer.sh", "writer.sh "+strings.Join(cutAll, " "), 1), "sysinit.target")
+		m.AddUnit("cutprecheck.service", cutPrecheckUnit, "volumed.service")
 	}
-	m.AddFile("/etc/volumed/secrets/vault.key", 0o600, fmt.Sprintf("ostest power cut key %d, of full entropy for pbkdf2's sake: %x\n", n, rand.Uint64()))
-	m.AddFile("/usr/lib/ostest/writer.sh", 0o755, cutWriter)
-	m.AddFile("/usr/lib/ostest/signatures.sh", 0o755, cutSignatures)
-	m.AddUnit("cutwriter.service", strings.Replace(cutWriterUnit, "writer.sh", "writer.sh "+strings.Join(cutAll, " "), 1), "sysinit.target")
-	m.AddUnit("cutprecheck.service", cutPrecheckUnit, "volumed.service")
+	addFiles()
 
 	ctx := context.Background()
 	r := m.Boot(ctx)
@@ -249,6 +256,7 @@ func cutAndCheck(t *testing.T, img *Image, n int, delay time.Duration) time.Dura
 			synced += c
 		}
 	}
+	addFiles()
 	m.AddFile("/usr/lib/ostest/checkboot", 0o644, "")
 	m.AddFile("/usr/lib/ostest/expect", 0o644, expect.String())
 	m.AddTest("check", afterReady(cutAll...), fmt.Sprintf("VOLUMES='%s'\nLOOPS=%d\n", strings.Join(cutAll, " "), len(cutLoops)+2)+cutCheck)
