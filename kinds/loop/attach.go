@@ -72,15 +72,19 @@ func (l attacher) Attach(ctx context.Context, d *agent.Desired) (agent.Found, er
 
 // byIdentity finds the bound loop device with the given identity: the
 // recorded device name is a hint, the backing file's device and inode
-// decide. The path is not compared: an image moved away (or deleted)
-// under its device is still that device's file, and losing track of it
-// would attach a second device to whatever the path names now.
-func byIdentity(a store.Attachment) (*loopdev.Device, error) {
-	_, bdev, bino, ok := loopdev.ParseIdentity(a.Identity)
-	if !ok {
+// decide. The path is not compared for a device we made: an image moved
+// away (or deleted) under its device is still that device's file, and
+// losing track of it would attach a second device to whatever the path
+// names now. But device and inode numbers name a file only while it
+// lives: across a reboot the image may be gone and its inode reused by
+// another file (or its filesystem's device number given to another), on
+// a device someone else attached. So a device we made must carry our tag
+// (tag), and one we found and adopted must still read the recorded path.
+func byIdentity(a store.Attachment, tag string) (*loopdev.Device, error) {
+	if _, _, _, ok := loopdev.ParseIdentity(a.Identity); !ok {
 		return nil, fmt.Errorf("recorded identity %q is not a loop device's", a.Identity)
 	}
-	same := func(d *loopdev.Device) bool { return d != nil && d.BackingDev == bdev && d.BackingIno == bino }
+	same := func(d *loopdev.Device) bool { return d != nil && isRecorded(a, tag, *d) }
 	if n, ok := loopNumber(a.Device); ok {
 		dev, err := loopdev.Get(n)
 		if err != nil {
@@ -100,6 +104,19 @@ func byIdentity(a store.Attachment) (*loopdev.Device, error) {
 		}
 	}
 	return nil, nil
+}
+
+// isRecorded reports whether d is the device the record a names (see
+// byIdentity); tag is ours.
+func isRecorded(a store.Attachment, tag string, d loopdev.Device) bool {
+	file, bdev, bino, ok := loopdev.ParseIdentity(a.Identity)
+	if !ok || d.BackingDev != bdev || d.BackingIno != bino {
+		return false
+	}
+	if a.Owned {
+		return d.Tag == tag
+	}
+	return d.BackingFile == file
 }
 
 // CheckBacking compares the file at the image's path with the file the
@@ -153,8 +170,8 @@ func loopNumber(dev string) (int, bool) {
 	return n, err == nil && strings.HasPrefix(dev, "/dev/loop")
 }
 
-func (attacher) Verify(_ context.Context, a store.Attachment) (string, bool, error) {
-	dev, err := byIdentity(a)
+func (l attacher) Verify(_ context.Context, a store.Attachment) (string, bool, error) {
+	dev, err := byIdentity(a, l.tag)
 	if err != nil || dev == nil {
 		return "", false, err
 	}
@@ -163,12 +180,12 @@ func (attacher) Verify(_ context.Context, a store.Attachment) (string, bool, err
 
 // Grow extends the image to the manifest's size (never shrinks it) and
 // has the loop device pick the new size up.
-func (attacher) Grow(ctx context.Context, d *agent.Desired, a store.Attachment) error {
+func (l attacher) Grow(ctx context.Context, d *agent.Desired, a store.Attachment) error {
 	src, err := kind.Spec[Source](d, Name)
 	if err != nil || src.Create == nil {
 		return err
 	}
-	dev, err := byIdentity(a)
+	dev, err := byIdentity(a, l.tag)
 	if err != nil {
 		return err
 	}
@@ -205,8 +222,8 @@ func checkRoom(src *Source, growing bool) error {
 // show as a failed detach naming it, not as one that never ends.
 const loopDetachWait = 10 * time.Second
 
-func (attacher) Detach(ctx context.Context, a store.Attachment) error {
-	dev, err := byIdentity(a)
+func (l attacher) Detach(ctx context.Context, a store.Attachment) error {
+	dev, err := byIdentity(a, l.tag)
 	if err != nil || dev == nil {
 		return err
 	}

@@ -1,6 +1,41 @@
 package loop
 
-import "testing"
+import (
+	"testing"
+
+	loopdev "github.com/volumed/volumed/drivers/loop"
+	"github.com/volumed/volumed/store"
+)
+
+func TestIsRecorded(t *testing.T) {
+	const tag = "volumed:ours"
+	dev := func(file string, ino uint64, tag string) loopdev.Device {
+		return loopdev.Device{Path: "/dev/loop3", Number: 3, BackingFile: file, BackingDev: 2049, BackingIno: ino, Tag: tag}
+	}
+	owned := store.Attachment{Driver: Name, Device: "/dev/loop3", Identity: "loop:/img/v.img@2049:12", Owned: true}
+	found := owned
+	found.Owned = false
+	cases := []struct {
+		name string
+		rec  store.Attachment
+		dev  loopdev.Device
+		want bool
+	}{
+		{"ours, as recorded", owned, dev("/img/v.img", 12, tag), true},
+		{"ours, image moved away since", owned, dev("/old/v.img", 12, tag), true},
+		{"another inode", owned, dev("/img/v.img", 13, tag), false},
+		{"the inode reused by a file someone else attached", owned, dev("/img/other.img", 12, ""), false},
+		{"the same numbers on another agent's device", owned, dev("/img/v.img", 12, "volumed:theirs"), false},
+		{"adopted, as recorded", found, dev("/img/v.img", 12, ""), true},
+		{"adopted, the inode now another file's", found, dev("/img/other.img", 12, ""), false},
+		{"a record that is not a loop device's", store.Attachment{Identity: "nvme:x", Owned: true}, dev("/img/v.img", 12, tag), false},
+	}
+	for _, c := range cases {
+		if got := isRecorded(c.rec, tag, c.dev); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
 
 func TestCheckedPath(t *testing.T) {
 	for _, c := range []struct {

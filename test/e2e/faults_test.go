@@ -387,18 +387,16 @@ func TestFrozenStateFilesystem(t *testing.T) {
 	if v := find(st, "a"); v.Phase != api.PhaseReady {
 		t.Errorf("a bystander volume is %s", v.Phase)
 	}
-	e.mu.Lock()
-	cmd, done := e.cmd, e.done
-	e.mu.Unlock()
+	p := e.running()
 	// The kernel gives a process-wide signal to the first thread even while
 	// it sleeps uninterruptibly; if that thread were the one writing to the
 	// frozen filesystem, SIGTERM would wait for the thaw.
-	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid)); err == nil {
+	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid())); err == nil {
 		if f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:])); len(f) > 0 && f[0] == "D" {
 			t.Errorf("the agent's first thread sleeps in the frozen filesystem; SIGTERM would wait for it")
 		}
 	}
-	_ = cmd.Process.Signal(unix.SIGTERM)
+	_ = unix.Kill(p.Pid(), unix.SIGTERM)
 	deadline := time.Now().Add(30 * time.Second) // the unit's TimeoutStopSec
 	for !strings.Contains(e.logText(), "stopped; every mount stays in place") {
 		if time.Now().After(deadline) {
@@ -407,14 +405,10 @@ func TestFrozenStateFilesystem(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	thaw()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
+	if exited, _ := p.Wait(30 * time.Second); !exited {
 		t.Fatal("agent did not exit after the thaw")
 	}
-	e.mu.Lock()
-	e.cmd = nil
-	e.mu.Unlock()
+	e.forget()
 	e.start()
 	e.waitReady("a", "b")
 }

@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,6 +21,7 @@ import (
 
 	"github.com/volumed/volumed/agent/api"
 	"github.com/volumed/volumed/drivers/loop"
+	"github.com/volumed/volumed/internal/agenttest"
 	"github.com/volumed/volumed/internal/testns"
 )
 
@@ -51,19 +50,12 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		volumedBin = filepath.Join(dir, "volumed")
-		args := []string{"build", "-tags", "crashpoints", "-o", volumedBin}
-		cgo := "CGO_ENABLED=0"
-		if raceEnabled {
-			args = append(args, "-race")
-			cgo = "CGO_ENABLED=1" // the race detector's runtime is cgo
-		}
-		build := exec.Command("go", append(args, "github.com/volumed/volumed/cmd/volumed")...)
-		build.Env = append(os.Environ(), cgo)
-		if out, err := build.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "build volumed: %v\n%s", err, out)
+		bin, err := agenttest.Build(dir, raceEnabled, "crashpoints")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
+		volumedBin = bin
 		helperBin = filepath.Join(dir, "e2e-helper")
 		if err := copyExecutable(helperBin); err != nil {
 			fmt.Fprintln(os.Stderr, "copy the test binary for helpers:", err)
@@ -112,10 +104,10 @@ type env struct {
 	extraArgs []string
 
 	mu   sync.Mutex
-	cmd  *exec.Cmd
-	logs *bytes.Buffer
-	done chan struct{}
-	exit error
+	proc *agenttest.Process // the running agent, nil if none
+	last *agenttest.Process // the agent started last, running or not
+	logs *agenttest.Buffer  // every run's output, in order
+	exit error              // how the last run that waitExit saw ended
 }
 
 func newEnv(t *testing.T) *env {
@@ -145,24 +137,7 @@ func newEnv(t *testing.T) *env {
 // detaches every loop device backed by a file in it, even after a failure.
 func (e *env) cleanup() {
 	e.kill()
-	// Listed before the unmounts: an image on a filesystem mounted under
-	// the env (a small tmpfs) loses its path with that mount, and its
-	// loop device would no longer be recognised as the env's.
-	devs, _ := loop.List()
-	mounts, _ := mountinfo.GetMounts(mountinfo.PrefixFilter(e.dir))
-	slices.SortFunc(mounts, func(a, b *mountinfo.Info) int { return b.ID - a.ID })
-	for _, m := range mounts {
-		_ = unix.Unmount(m.Mountpoint, unix.MNT_DETACH)
-	}
-	for _, d := range devs {
-		if strings.HasPrefix(d.BackingFile, e.dir) {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			if err := loop.Detach(ctx, d); err != nil {
-				e.t.Logf("cleanup: detach %s: %v", d.Path, err)
-			}
-			cancel()
-		}
-	}
+	agenttest.Cleanup(e.dir, e.t.Logf)
 	// A race-built agent reports a race on its stderr and runs on; it
 	// would otherwise go unseen, as most tests end the agent by a signal.
 	if log := e.logText(); strings.Contains(log, "WARNING: DATA RACE") {
@@ -186,70 +161,56 @@ func (e *env) start(extraEnv ...string) {
 	e.t.Helper()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.cmd != nil {
+	if e.proc != nil {
 		e.t.Fatal("agent already running")
 	}
-	cmd := exec.Command(volumedBin, "run", "--config-dir", e.config, "--state-dir", e.state, "--socket", e.socket,
-		"--metrics-address", "", "--resync", e.resync, "--log-level", "debug")
-	cmd.Args = append(cmd.Args, e.extraArgs...)
+	args := []string{"run", "--config-dir", e.config, "--state-dir", e.state, "--socket", e.socket,
+		"--metrics-address", "", "--resync", e.resync, "--log-level", "debug"}
+	args = append(args, e.extraArgs...)
 	if e.logs == nil {
-		e.logs = &bytes.Buffer{}
+		e.logs = &agenttest.Buffer{}
 	}
 	fmt.Fprintf(e.logs, "---- start %v\n", extraEnv)
-	cmd.Stdout, cmd.Stderr = &lockedWriter{mu: &e.mu, w: e.logs}, &lockedWriter{mu: &e.mu, w: e.logs}
-	cmd.Env = append(os.Environ(), extraEnv...)
-	if err := cmd.Start(); err != nil {
+	p, err := agenttest.Start(e.logs, volumedBin, args, extraEnv...)
+	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.cmd = cmd
-	done := make(chan struct{})
-	e.done = done
-	go func() {
-		err := cmd.Wait()
-		e.mu.Lock()
-		e.exit = err
-		e.mu.Unlock()
-		close(done)
-	}()
+	e.proc, e.last = p, p
+}
+
+// running returns the running agent, or nil.
+func (e *env) running() *agenttest.Process {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.proc
+}
+
+// forget records that the agent is no longer running.
+func (e *env) forget() {
+	e.mu.Lock()
+	e.proc = nil
+	e.mu.Unlock()
 }
 
 // limitFiles sets the running agent's RLIMIT_NOFILE (soft and hard).
 func (e *env) limitFiles(n uint64) {
 	e.t.Helper()
-	e.mu.Lock()
-	cmd := e.cmd
-	e.mu.Unlock()
-	if cmd == nil {
+	p := e.running()
+	if p == nil {
 		e.t.Fatal("agent not running")
 	}
-	if err := unix.Prlimit(cmd.Process.Pid, unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: n, Max: n}, nil); err != nil {
+	if err := unix.Prlimit(p.Pid(), unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: n, Max: n}, nil); err != nil {
 		e.t.Fatalf("limit the agent's open files: %v", err)
 	}
 }
 
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
 func (e *env) signal(sig syscall.Signal) {
-	e.mu.Lock()
-	cmd, done := e.cmd, e.done
-	e.mu.Unlock()
-	if cmd == nil {
+	p := e.running()
+	if p == nil {
 		return
 	}
-	_ = cmd.Process.Signal(sig)
-	<-done
-	e.mu.Lock()
-	e.cmd = nil
-	e.mu.Unlock()
+	p.Signal(sig)
+	e.forget()
 }
 
 func (e *env) kill() { e.signal(syscall.SIGKILL) }
@@ -260,22 +221,18 @@ func (e *env) stop() { e.signal(syscall.SIGTERM) }
 func (e *env) waitExit(timeout time.Duration) bool {
 	e.t.Helper()
 	e.mu.Lock()
-	done := e.done
+	p := e.last
 	e.mu.Unlock()
-	select {
-	case <-done:
-	case <-time.After(timeout):
+	if p == nil {
+		e.t.Fatal("agent never started")
+	}
+	exited, killed := p.Wait(timeout)
+	if !exited {
 		e.t.Fatalf("agent did not exit within %s", timeout)
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.cmd = nil
-	if ee, ok := e.exit.(*exec.ExitError); ok {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return ws.Signal() == syscall.SIGKILL
-		}
-	}
-	return false
+	e.exit = p.Err()
+	e.forget()
+	return killed
 }
 
 // formattedImages makes the 64 MiB images of the named volumes, each
@@ -345,55 +302,25 @@ func (e *env) volume(name, fstype string, size string, targets ...string) string
 func (e *env) target(t string) string { return filepath.Join(e.mnt, t) }
 
 func (e *env) status() (*api.Status, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	return api.NewClient(e.socket).Status(ctx)
+	return agenttest.Status(context.Background(), e.socket)
 }
 
 // waitFor polls the agent's status until cond holds. The deadline is a
 // failure bound, not a performance assertion.
 func (e *env) waitFor(what string, cond func(*api.Status) bool) *api.Status {
 	e.t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	var last *api.Status
-	var lastErr error
-	for time.Now().Before(deadline) {
-		st, err := e.status()
-		if err == nil {
-			last = st
-			if cond(st) {
-				return st
-			}
-		}
-		lastErr = err
-		time.Sleep(30 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	st, err := agenttest.WaitStatus(ctx, e.socket, cond)
+	if err != nil {
+		e.t.Fatalf("timed out waiting for %s; last status %s (%v)", what, dumpStatus(st), err)
 	}
-	e.t.Fatalf("timed out waiting for %s; last status %s (err %v)", what, dumpStatus(last), lastErr)
-	return nil
+	return st
 }
 
-func dumpStatus(st *api.Status) string {
-	if st == nil {
-		return "<none>"
-	}
-	var b strings.Builder
-	for _, v := range st.Volumes {
-		fmt.Fprintf(&b, "\n  %s %s dev=%s err=%q targets=%+v", v.Name, v.Phase, v.Device, v.LastError, v.Targets)
-	}
-	for _, p := range st.Problems {
-		fmt.Fprintf(&b, "\n  problem: %s", p)
-	}
-	return b.String()
-}
+func dumpStatus(st *api.Status) string { return agenttest.Dump(st) }
 
-func find(st *api.Status, name string) *api.Volume {
-	for i := range st.Volumes {
-		if st.Volumes[i].Name == name {
-			return &st.Volumes[i]
-		}
-	}
-	return nil
-}
+func find(st *api.Status, name string) *api.Volume { return agenttest.Find(st, name) }
 
 func (e *env) waitReady(names ...string) *api.Status {
 	e.t.Helper()

@@ -144,7 +144,7 @@ func TestHostileManifestFiles(t *testing.T) {
 	if find(st, "loose") != nil || len(e.mounts()[e.target("loose")]) != 0 {
 		t.Error("the world-writable manifest's volume was set up")
 	}
-	if hwm := peakRSS(t, e.cmd.Process.Pid); hwm > 100<<20 {
+	if hwm := peakRSS(t, e.running().Pid()); hwm > 100<<20 {
 		t.Errorf("peak RSS %d MiB after the alias bomb", hwm>>20)
 	}
 	e.assertBystanderUntouched(ids)
@@ -200,7 +200,7 @@ spec:
 		t.Error("a volume with a readable secret was accepted")
 	}
 	stJSON, _ := json.Marshal(st)
-	cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(e.cmd.Process.Pid) + "/cmdline")
+	cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(e.running().Pid()) + "/cmdline")
 	metrics := scrape(t, addr)
 	e.stop()
 	e.waitExit(30e9)

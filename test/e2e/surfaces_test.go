@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/volumed/volumed/agent/api"
+	"github.com/volumed/volumed/internal/agenttest"
 )
 
 // helperEnv names what the test binary does when run as a helper
@@ -340,14 +341,9 @@ func TestWaitForVolumeWithoutManifest(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, volumedBin, "wait", "data", "later", "--timeout", "10m", "--socket", e.socket)
-	var mu sync.Mutex
-	var buf bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &lockedWriter{mu: &mu, w: &buf}, &lockedWriter{mu: &mu, w: &buf}
-	output := func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		return buf.String()
-	}
+	var buf agenttest.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	output := buf.String
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

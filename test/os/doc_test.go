@@ -47,20 +47,8 @@
 package ostest
 
 import (
-	"os"
 	"strings"
-	"testing"
 )
-
-// TestMain removes what the base image's build left for this run (the
-// .debs) once every test is done.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if base != nil {
-		os.RemoveAll(base.work)
-	}
-	os.Exit(code)
-}
 
 func containsAny(s string, subs ...string) bool {
 	for _, sub := range subs {

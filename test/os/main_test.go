@@ -1,0 +1,26 @@
+package ostest
+
+import (
+	"os"
+	"testing"
+
+	"github.com/volumed/volumed/internal/crashcheck"
+	"github.com/volumed/volumed/internal/testns"
+)
+
+// TestMain runs the tests in a private mount namespace: the crash
+// replays mount the guest's disks on the host (internal/crashcheck),
+// which also re-executes this binary as its bbolt checker. The run's
+// .debs go with it.
+func TestMain(m *testing.M) {
+	crashcheck.HelperMain()
+	if !testns.Inside() {
+		testns.Main(m)
+		return
+	}
+	code := m.Run()
+	if base != nil {
+		os.RemoveAll(base.work) // the run's .debs
+	}
+	os.Exit(code)
+}
