@@ -21,7 +21,7 @@
 //	r.Wait(t, time.Minute)               // qemu exits: poweroff, or reboot (-no-reboot)
 //	r2 := m.Boot(ctx)                    // the same disk again: a reboot
 //	o := m.Offline(t)                    // after qemu exits: a raw copy on the host
-//	o.Fsck(t); o.Journal(t, "-u", "volumed"); o.Cat(t, "/etc/fstab")
+//	o.Fsck(t); o.Journal(t, "-u", "volumed")
 //
 // The files a test adds reach the guest at its next boot as a tar archive
 // on a small disk (serial ostest-seed) that a systemd generator in the

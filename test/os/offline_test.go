@@ -76,16 +76,6 @@ func (o *Offline) Journal(t testing.TB, args ...string) string {
 	return string(out)
 }
 
-// Cat returns a file of the guest's root filesystem.
-func (o *Offline) Cat(t testing.TB, path string) string {
-	t.Helper()
-	out, err := o.debugfs(t, "cat "+path)
-	if err != nil {
-		t.Fatalf("debugfs cat %s: %v", path, err)
-	}
-	return out
-}
-
 func (o *Offline) debugfs(t testing.TB, req string) (string, error) {
 	t.Helper()
 	debugfs, err := lookTool("debugfs")

@@ -232,9 +232,6 @@ func (r *Run) Kill() {
 	<-r.exited
 }
 
-// Exited is closed when qemu has exited.
-func (r *Run) Exited() <-chan struct{} { return r.exited }
-
 // Monitor sends one HMP command ("system_powerdown", "info block",
 // "device_add ...") and returns its output.
 func (r *Run) Monitor(cmd string) (string, error) {
