@@ -40,7 +40,7 @@ test_pkgs="$demo_pkgs dosfstools:mkfs.vfat fdisk:sfdisk gdisk:sgdisk prometheus:
   systemd:systemd-analyze qemu-system-x86:qemu-system-x86_64 busybox-static:busybox kmod:modprobe
   iproute2:ip python3:python3 man-db:man zsh:zsh cryptsetup-bin:cryptsetup swtpm:swtpm
   swtpm-tools:swtpm_setup lvm2:pvcreate mmdebstrap:mmdebstrap qemu-utils:qemu-img"
-# qemu-storage-daemon: internal/crashcheck records a disk's every write in
+# qemu-storage-daemon: test/crashcheck records a disk's every write in
 # the dm-log-writes format (its blklogwrites driver) behind a FUSE export.
 test_pkgs="$test_pkgs qemu-system-common:qemu-storage-daemon"
 

@@ -21,7 +21,7 @@ import (
 
 	"github.com/volumed/volumed/agent/api"
 	"github.com/volumed/volumed/drivers/loop"
-	"github.com/volumed/volumed/internal/agenttest"
+	"github.com/volumed/volumed/test/agenttest"
 	"github.com/volumed/volumed/internal/testns"
 )
 

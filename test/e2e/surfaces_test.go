@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/volumed/volumed/agent/api"
-	"github.com/volumed/volumed/internal/agenttest"
+	"github.com/volumed/volumed/test/agenttest"
 )
 
 // helperEnv names what the test binary does when run as a helper

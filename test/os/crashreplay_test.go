@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/volumed/volumed/internal/agenttest"
-	"github.com/volumed/volumed/internal/crashcheck"
+	"github.com/volumed/volumed/test/agenttest"
+	"github.com/volumed/volumed/test/crashcheck"
 	"github.com/volumed/volumed/internal/logwrites"
 )
 
@@ -89,7 +89,7 @@ systemctl poweroff
 // written) on a dm-log-writes device in the guest; then, on the host, the
 // agent on every disk a power cut could have left: at each flush and FUA
 // write after the agent started, and a seeded sample of what a volatile
-// cache could have dropped between flushes (internal/crashcheck). Each
+// cache could have dropped between flushes (test/crashcheck). Each
 // must converge without formatting a filesystem that existed, say so if
 // its state file was damaged, and hold the file fsync'd before the mark.
 func TestCrashReplay(t *testing.T) {

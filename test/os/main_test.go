@@ -4,12 +4,12 @@ import (
 	"os"
 	"testing"
 
-	"github.com/volumed/volumed/internal/crashcheck"
+	"github.com/volumed/volumed/test/crashcheck"
 	"github.com/volumed/volumed/internal/testns"
 )
 
 // TestMain runs the tests in a private mount namespace: the crash
-// replays mount the guest's disks on the host (internal/crashcheck),
+// replays mount the guest's disks on the host (test/crashcheck),
 // which also re-executes this binary as its bbolt checker. The run's
 // .debs go with it.
 func TestMain(m *testing.M) {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/volumed/volumed/internal/crashcheck"
+	"github.com/volumed/volumed/test/crashcheck"
 )
 
 // The power cut's volumes: loop images (ext4 and one xfs), two GPT
