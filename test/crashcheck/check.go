@@ -12,8 +12,8 @@ import (
 
 	"github.com/volumed/volumed/agent/api"
 	"github.com/volumed/volumed/drivers/loop"
-	"github.com/volumed/volumed/test/agenttest"
 	"github.com/volumed/volumed/internal/logwrites"
+	"github.com/volumed/volumed/test/agenttest"
 )
 
 // check runs the agent on the state prepared in dir and says what broke.

@@ -15,10 +15,10 @@ import (
 	"github.com/moby/sys/mountinfo"
 
 	"github.com/volumed/volumed/agent/api"
-	"github.com/volumed/volumed/test/agenttest"
 	"github.com/volumed/volumed/internal/logwrites"
 	"github.com/volumed/volumed/internal/testns"
 	"github.com/volumed/volumed/internal/testtool"
+	"github.com/volumed/volumed/test/agenttest"
 )
 
 var volumedBin string

@@ -21,8 +21,8 @@ import (
 
 	"github.com/volumed/volumed/agent/api"
 	"github.com/volumed/volumed/drivers/loop"
-	"github.com/volumed/volumed/test/agenttest"
 	"github.com/volumed/volumed/internal/testns"
+	"github.com/volumed/volumed/test/agenttest"
 )
 
 // volumedBin is volumed built with crash points compiled in (and the

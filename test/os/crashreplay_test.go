@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/volumed/volumed/internal/logwrites"
 	"github.com/volumed/volumed/test/agenttest"
 	"github.com/volumed/volumed/test/crashcheck"
-	"github.com/volumed/volumed/internal/logwrites"
 )
 
 // The logged volumes: their images live on the dm-log-writes device, with

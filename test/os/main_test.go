@@ -4,8 +4,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/volumed/volumed/test/crashcheck"
 	"github.com/volumed/volumed/internal/testns"
+	"github.com/volumed/volumed/test/crashcheck"
 )
 
 // TestMain runs the tests in a private mount namespace: the crash
