@@ -16,7 +16,10 @@ import (
 // lives. The image deleted while the agent was down, and another file that
 // reused its inode attached by someone else (a tool, an fstab loop mount):
 // that device is not the volume's. The volume gets an image and a device
-// of its own; the stranger's device is neither mounted nor detached.
+// of its own; the stranger's device is neither mounted nor detached. The
+// new image is blank where the volume had a filesystem, so it is not
+// formatted and shown Ready as if nothing were lost: IdentityChanged says
+// so, until the operator takes the volume down and brings it back.
 func TestStaleRecordIgnoresAnotherFileOnTheSameInode(t *testing.T) {
 	e := newEnv(t)
 	// A filesystem of its own, where ext4 hands a freed inode out again.
@@ -66,7 +69,12 @@ func TestStaleRecordIgnoresAnotherFileOnTheSameInode(t *testing.T) {
 	stranger := losetup(t, other)
 
 	e.start()
-	v := find(e.waitReady("v"), "v")
+	e.waitCondition("v", "IdentityChanged", "blank")
+	st, err := e.status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := find(st, "v")
 	if v.Device == stranger {
 		t.Errorf("the volume took %s, someone else's device on %s, for its own", stranger, other)
 	}
