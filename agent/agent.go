@@ -134,16 +134,14 @@ func New(cfg Config) *Agent {
 		hold:      &networkHold{drivers: cfg.NetworkDrivers},
 		growth:    &growthRequests{},
 		formats:   newFormatMemory(),
-		idents: &identities{store: cfg.Store, failed: func(name string, err error) {
-			cfg.Log.Warn("identity not recorded; learnt again at the next sight", "volume", name, "error", err)
-		}},
-		sessions: newOwnedSessions(),
-		history:  newHistory(),
-		systemd:  &systemdStatus{},
-		driftLog: newOnceLog(cfg.Log),
-		trigger:  make(chan struct{}, 1),
-		reload:   make(chan struct{}, 1),
-		startedc: make(chan struct{}),
+		idents:    &identities{store: cfg.Store, yield: exec.Yield},
+		sessions:  newOwnedSessions(),
+		history:   newHistory(),
+		systemd:   &systemdStatus{},
+		driftLog:  newOnceLog(cfg.Log),
+		trigger:   make(chan struct{}, 1),
+		reload:    make(chan struct{}, 1),
+		startedc:  make(chan struct{}),
 	}
 	if cfg.Metrics != nil {
 		cfg.Metrics.Registry.MustRegister(&volumeCollector{a: a})

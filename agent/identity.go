@@ -100,7 +100,7 @@ func recordedFor(known *store.Identity, source string, part identityPart) string
 // identityStore keeps identities durably (store.Store).
 type identityStore interface {
 	Identities() (map[string]store.Identity, error)
-	PutIdentityLater(id store.Identity, failed func(error)) error
+	PutIdentity(id store.Identity) error
 	DeleteIdentity(name string) error
 }
 
@@ -108,8 +108,10 @@ type identityStore interface {
 // each change written durably before it is taken into memory.
 type identities struct {
 	store identityStore
-	// failed is told when a queued identity could not be committed.
-	failed func(name string, err error)
+	// yield gives up the volume's executor slot while its identity's
+	// commit is waited for (Executor.Yield), so that the identities of
+	// many volumes coming up share commits; nil: nothing to give up.
+	yield func(name string) (resume func())
 
 	mu    sync.Mutex
 	known map[string]store.Identity
@@ -145,7 +147,17 @@ func (ids *identities) learn(name, source string, part identityPart, uuid, how s
 	}
 	part.set(&id, uuid)
 	id.How = how
-	if err := ids.store.PutIdentityLater(id, func(err error) { ids.lost(name, err) }); err != nil {
+	// Durable before it is taken into memory and acted on: queued to
+	// ride a later commit, a crash right after (a volume adopted at
+	// start-up and Ready at once, then a power cut) lost it, and the next
+	// start learnt whatever disk the reboot put at the path.
+	resume := func() {}
+	if ids.yield != nil {
+		resume = ids.yield(name)
+	}
+	err := ids.store.PutIdentity(id)
+	resume()
+	if err != nil {
 		return err
 	}
 	ids.mu.Lock()
@@ -155,17 +167,6 @@ func (ids *identities) learn(name, source string, part identityPart, uuid, how s
 	ids.known[name] = id
 	ids.mu.Unlock()
 	return nil
-}
-
-// lost drops an identity whose commit failed: memory then says what the
-// file says, and the next sight learns it again.
-func (ids *identities) lost(name string, err error) {
-	ids.mu.Lock()
-	delete(ids.known, name)
-	ids.mu.Unlock()
-	if ids.failed != nil {
-		ids.failed(name, err)
-	}
 }
 
 func (ids *identities) forget(name string) error {

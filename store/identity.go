@@ -55,12 +55,12 @@ func (s *Store) Identities() (map[string]Identity, error) {
 	return out, nil
 }
 
-// PutIdentityLater queues id without waiting for its fsync: it rides
-// the next commit somebody waits for (an intent), as outcomes do, so a
-// volume coming up costs no commit of its own. A crash that loses it
-// loses only a first sight, which the next start takes again of the
-// same device; failed is told when the commit fails.
-func (s *Store) PutIdentityLater(id Identity, failed func(error)) error {
+// PutIdentity keeps id durably before it returns (its commit is shared
+// with whatever else is queued). Unlike an outcome it must not ride a
+// later commit: nothing in the kernel can rebuild it after a crash, and
+// the next sight after a reboot may be of another disk at the same path,
+// which would then be learnt as the volume's.
+func (s *Store) PutIdentity(id Identity) error {
 	if id.Volume == "" {
 		return errors.New("put identity: no volume")
 	}
@@ -74,13 +74,13 @@ func (s *Store) PutIdentityLater(id Identity, failed func(error)) error {
 	if err := s.fault("", "identity"); err != nil {
 		return fmt.Errorf("put identity %s: %w", id.Volume, err)
 	}
-	err = s.send(&request{fn: func(tx *bbolt.Tx) error {
+	err = s.do(func(tx *bbolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(bucketIdentities)
 		if err != nil {
 			return err
 		}
 		return b.Put([]byte(id.Volume), data)
-	}, failed: failed})
+	})
 	if err != nil {
 		return fmt.Errorf("put identity %s: %w", id.Volume, err)
 	}
