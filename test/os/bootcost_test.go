@@ -59,6 +59,10 @@ func TestBootCost(t *testing.T) {
 		fs = append(fs, benchBoot(t, ctx, fm, i+1))
 		load = append(load, hostLoad())
 	}
+	// Where the agent's time went in its last boot: its own log, with
+	// the guest's monotonic stamps, and the wait units'.
+	t.Logf("volumed's journal of its last boot (volumed.service, volumed-wait@):\n%s",
+		vm.Offline(t).Journal(t, "-b", "0", "-o", "short-monotonic", "-u", "volumed.service", "-u", "volumed-wait@*"))
 	reportBootCost(t, vs, fs, load)
 }
 
