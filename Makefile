@@ -8,7 +8,7 @@ ifneq ($(findstring /,$(GO)),)
 export PATH := $(patsubst %/,%,$(dir $(GO))):$(PATH)
 endif
 
-.PHONY: build deps test test-unit test-e2e test-vm test-os bench lint demo clean fuzz
+.PHONY: build deps test test-unit test-e2e test-vm test-os bench bench-boot lint demo clean fuzz
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/volumed ./cmd/volumed
@@ -51,6 +51,15 @@ fuzz:
 N ?= 100
 bench: build
 	$(GO) run ./test/bench -n $(N) $(BENCHFLAGS)
+
+# Boot cost on the real OS (test/os TestBootCost): 20 ext4 loop images
+# mounted by volumed and by /etc/fstab's loop option, BOOTS boots of each
+# alternating in one run; prints the uptime at which their consumer starts,
+# the mount phase alone, and the ratios against the targets. Not in
+# `make test`: it measures, it asserts no time.
+BOOTS ?= 3
+bench-boot:
+	VOLUMED_BENCH_BOOT=1 VOLUMED_BENCH_BOOTS=$(BOOTS) VOLUMED_DEPS=1 $(GO) test -count=1 -v -run '^TestBootCost$$' -timeout 60m ./test/os/
 
 # gofmt, go vet and golangci-lint (.golangci.yml), each on both tag sets,
 # and deadcode. The two linters are pinned and built into .cache/bin the

@@ -44,6 +44,8 @@
 //	VOLUMED_OS_CACHE  the image cache (default <repo>/.cache/os)
 //	VOLUMED_OS_ACCEL  tcg (default) or kvm
 //	VOLUMED_OS_KEEP   keep each machine's directory (disks, console logs) after the test
+//	VOLUMED_BENCH_BOOT=1  run TestBootCost, the boot-cost benchmark (make bench-boot),
+//	                      VOLUMED_BENCH_BOOTS boots of each kind (default 3)
 package ostest
 
 import (

@@ -1,0 +1,49 @@
+# The boot-cost benchmark's measured boot (bootcost_test.go): this unit is
+# the consumer of all the volumes (ordered after each volumed-wait@, or
+# after local-fs.target and the mounts). It reports when it started, the
+# mount phase from systemd's monotonic stamps, and where the time went.
+up=$(now)
+kind=$(cat /usr/lib/ostest/bench/kind)
+VOLS=$(cat /usr/lib/ostest/bench/vols)
+systemctl is-system-running --wait >/dev/null
+# us UNIT PROPERTY: a monotonic stamp in µs.
+us() { systemctl show -P "$2" "$1"; }
+sec() { awk -v a="$1" 'BEGIN { printf "%.3f", a / 1e6 }'; }
+for v in $VOLS; do
+	mountpoint -q /srv/$v || fail "/srv/$v is not mounted when the consumer runs"
+done
+kv uptime "$up"
+kv consumer "$(sec "$(us bench.service ExecMainStartTimestampMonotonic)")"
+lfs=$(us local-fs.target ActiveEnterTimestampMonotonic)
+case $kind in
+volumed)
+	check "volumes Ready" volumed wait $VOLS --timeout 30s
+	start=$(us volumed.service ExecMainStartTimestampMonotonic)
+	ready=$(us volumed.service ActiveEnterTimestampMonotonic)
+	last=0
+	for v in $VOLS; do
+		w=$(us volumed-wait@$v.service ActiveEnterTimestampMonotonic)
+		[ "$w" -gt "$last" ] && last=$w
+	done
+	kv mount "$(sec $((ready - start)))"
+	agent=$(journalctl -b 0 -u volumed.service -o cat | grep -E 'volumed starting|actual state reconstructed|msg=converged' |
+		sed -n 's/.*msg="*\([a-z ]*\)"*.*\(setup=[^ ]*\).*/\1 \2/p; s/.*msg="actual state reconstructed".*\(manifests=[^ ]*\) \(reconstruct=[^ ]*\).*/reconstructed \1 \2/p' | tr '\n' ';')
+	kv extra "local-fs=$(sec $lfs) agent-start=$(sec $start) READY=$(sec $ready) last-wait@=$(sec $last);$agent"
+	;;
+fstab)
+	first=
+	for v in $VOLS; do
+		m=$(us srv-$v.mount InactiveExitTimestampMonotonic)
+		[ -z "$first" ] || [ "$m" -lt "$first" ] && first=$m
+	done
+	kv mount "$(sec $((lfs - first)))"
+	kv extra "first-mount=$(sec $first) local-fs=$(sec $lfs) agent-start=$(sec "$(us volumed.service ExecMainStartTimestampMonotonic)")"
+	;;
+esac
+log "systemd-analyze critical-chain bench.service:"
+log_cmd systemd-analyze critical-chain --no-pager bench.service
+log "systemd-analyze blame (top 12):"
+systemd-analyze blame --no-pager | head -n 12 | while IFS= read -r l; do log "$l"; done
+journalctl -b 0 -u volumed.service -o short-monotonic | head -n 8 | while IFS= read -r l; do log "$l"; done
+done_step measured
+systemctl poweroff
