@@ -196,7 +196,10 @@ func (a *Agent) open(ctx context.Context, d *Desired) error {
 			inputs := map[string]string{"device": dev, "uuid": uuid, "cipher": luks.Cipher, "sectorSize": strconv.Itoa(luks.SectorSize), "pbkdf": luks.PBKDF}
 			return a.state.Do(d.Name, d.Driver, OpEncrypt, inputs, func(rec *store.Volume) error {
 				if rec.Attachment != nil {
-					rec.Attachment.Created = false
+					// The new mapping decrypts the zeros the blank rule
+					// passed into noise: it is blank by this record, not
+					// by its bytes, until the filesystem is made.
+					rec.Attachment.Created = true
 				}
 				return c.Format(ctx, CryptFormat{Device: dev, UUID: uuid, Cipher: luks.Cipher, SectorSize: luks.SectorSize, PBKDF: luks.PBKDF, Keys: luks.Keys})
 			})

@@ -54,3 +54,36 @@ func TestUnknownDataIsNotFormatted(t *testing.T) {
 		t.Errorf("an interrupted format of its own: %d mkfs, own %v; want it redone", fs.mkfss, fs.ownSeen)
 	}
 }
+
+// A LUKS2 header volumed wrote opens a mapping that decrypts the zeros
+// the blank rule passed into noise: the mapping is blank by the record
+// of that header, so the filesystem is made (the VM's cryptvol and
+// crypttpm scenarios stood in UnknownData at offset 0 of the mapping).
+func TestFreshMappingIsFormatted(t *testing.T) {
+	ctx := context.Background()
+	a, _ := cryptAgent(t)
+	fs := &noisyMapping{}
+	a.cfg.FS = fs
+	a.cfg.Mounter = refusingMounter{}
+	d := encrypted(netVolume("a"), "/etc/k1")
+	if err := a.opAttach(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.opOpen(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	_ = a.opMountDevice(ctx, d)
+	if fs.mkfss != 1 || !fs.ownSeen[len(fs.ownSeen)-1] {
+		t.Errorf("the fresh mapping of a header volumed wrote: %d mkfs, own %v; want it formatted", fs.mkfss, fs.ownSeen)
+	}
+}
+
+// noisyMapping: raw devices read as zeros, dm-crypt mappings as noise.
+type noisyMapping struct{ dataNoSignature }
+
+func (f *noisyMapping) Examine(ctx context.Context, dev string, own bool) (blank.Facts, error) {
+	if !strings.HasPrefix(dev, "/dev/mapper/") {
+		return blank.Facts{Device: dev, Created: own, Zeros: blank.Zeros{Read: true, FirstNonZero: -1, Bytes: 1 << 20, Regions: 1}}, nil
+	}
+	return f.dataNoSignature.Examine(ctx, dev, own)
+}

@@ -49,9 +49,10 @@ type Attachment struct {
 	// attachment, and this lets the agent say so. "" in records written
 	// before it was kept.
 	Source string `json:"source,omitempty"`
-	// Created: the attach created the source (a sparse image file), so
-	// it is blank by this record until its first format or mount,
-	// which clear it.
+	// Created: volumed made what is on the source: the attach created
+	// it (a sparse image file), or volumed wrote a LUKS2 header on it,
+	// whose fresh mapping reads as noise, not as zeros. It is blank by
+	// this record until its first format or mount, which clear it.
 	Created bool `json:"created,omitempty"`
 }
 
