@@ -45,7 +45,8 @@
 //	VOLUMED_OS_ACCEL  tcg (default) or kvm
 //	VOLUMED_OS_KEEP   keep each machine's directory (disks, console logs) after the test
 //	VOLUMED_BENCH_BOOT=1  run TestBootCost, the boot-cost benchmark (make bench-boot),
-//	                      VOLUMED_BENCH_BOOTS boots of each kind (default 3)
+//	                      VOLUMED_BENCH_BOOTS boots of each kind (default 3);
+//	                      VOLUMED_BENCH_ONEWAIT=1 adds a consumer after one wait for all 20
 package ostest
 
 import (

@@ -16,7 +16,7 @@ kv uptime "$up"
 kv consumer "$(sec "$(us bench.service ExecMainStartTimestampMonotonic)")"
 lfs=$(us local-fs.target ActiveEnterTimestampMonotonic)
 case $kind in
-volumed)
+volumed | onewait)
 	check "volumes Ready" volumed wait $VOLS --timeout 30s
 	start=$(us volumed.service ExecMainStartTimestampMonotonic)
 	ready=$(us volumed.service ActiveEnterTimestampMonotonic)

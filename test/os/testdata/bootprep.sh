@@ -11,7 +11,7 @@ for v in $VOLS; do
 	mkdir -p /srv/$v
 done
 case $kind in
-volumed) cp /usr/lib/ostest/bench/v*.yaml /etc/volumed/volumes.d/ ;;
+volumed | onewait) cp /usr/lib/ostest/bench/v*.yaml /etc/volumed/volumes.d/ ;;
 fstab) cat /usr/lib/ostest/bench/fstab >>/etc/fstab ;;
 *) fail "unknown kind $kind" ;;
 esac
