@@ -187,19 +187,25 @@ func (a *Agent) open(ctx context.Context, d *Desired) error {
 	if verdict == encryptFormat {
 		uuid = interrupted
 		if uuid == "" {
-			if err := a.checkBlank(ctx, d.Name, dev, a.createdSource(d.Name)); err != nil {
+			if err := a.checkBlank(ctx, d.Name, dev, a.createdSource(d)); err != nil {
 				return fmt.Errorf("%s: %w", dev, err)
 			}
 			uuid = newUUID()
 		}
 		err := a.run(ctx, d.Name, d.Driver, OpEncrypt, func(ctx context.Context) error {
 			inputs := map[string]string{"device": dev, "uuid": uuid, "cipher": luks.Cipher, "sectorSize": strconv.Itoa(luks.SectorSize), "pbkdf": luks.PBKDF}
-			return a.state.Do(d.Name, d.Driver, OpEncrypt, inputs, func(rec *store.Volume) error {
-				if rec.Attachment != nil {
-					// The new mapping decrypts the zeros the blank rule
-					// passed into noise: it is blank by this record, not
-					// by its bytes, until the filesystem is made.
-					rec.Attachment.Created = true
+			return a.state.Do(d.Name, d.Driver, OpEncrypt, inputs, func(*store.Volume) error {
+				// The header's UUID is the volume's, as volumed's own
+				// format, before the header is written: the mapping it
+				// opens decrypts the zeros the blank rule passed into
+				// noise, blank only by this record (blankByRecord), and
+				// a power cut between the header and a later record
+				// left the volume NotBlank on its own new mapping.
+				// After the intent: a cut before it leaves no header and
+				// no identity, where a recorded one would say the blank
+				// device had lost it.
+				if err := a.idents.learn(d.Name, d.Caps.Key, partLUKS, uuid, howFormatted); err != nil {
+					return fmt.Errorf("record the LUKS2 header UUID of %s: %w", d.Name, err)
 				}
 				return c.Format(ctx, CryptFormat{Device: dev, UUID: uuid, Cipher: luks.Cipher, SectorSize: luks.SectorSize, PBKDF: luks.PBKDF, Keys: luks.Keys})
 			})
@@ -207,7 +213,6 @@ func (a *Agent) open(ctx context.Context, d *Desired) error {
 		if err != nil {
 			return err
 		}
-		a.learnFormatted(d, partLUKS, uuid)
 	}
 	a.formats.encrypting.clear(d.Name)
 	name := MappingName(d.Name)

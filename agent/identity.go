@@ -137,8 +137,14 @@ func (ids *identities) get(name string) *store.Identity {
 	return nil
 }
 
-// learn records uuid as the volume's part on source (how: "formatted" or
-// "adopted"); an identity of another source is replaced whole.
+// How an identity was learnt (store.Identity.How).
+const (
+	howFormatted = "formatted" // volumed wrote it
+	howAdopted   = "adopted"   // found on the device
+)
+
+// learn records uuid as the volume's part on source (how: howFormatted
+// or howAdopted); an identity of another source is replaced whole.
 func (ids *identities) learn(name, source string, part identityPart, uuid, how string) error {
 	id := store.Identity{Volume: name, Source: source}
 	if old := ids.get(name); old != nil && old.Source == source {
@@ -190,7 +196,7 @@ func (a *Agent) checkIdentity(d *Desired, dev string, part identityPart, seen st
 	known := a.idents.get(d.Name)
 	switch decideIdentity(known, d.Caps.Key, part, seen, blank) {
 	case identityLearn:
-		if err := a.idents.learn(d.Name, d.Caps.Key, part, seen, "adopted"); err != nil {
+		if err := a.idents.learn(d.Name, d.Caps.Key, part, seen, howAdopted); err != nil {
 			return fmt.Errorf("record the %s UUID of %s: %w", part, d.Name, err)
 		}
 		a.cfg.Log.Info("identity recorded", "volume", d.Name, "what", part.String(), "uuid", seen, "device", dev)
@@ -256,7 +262,7 @@ func (a *Agent) learnMounted(d *Desired, rec *store.Volume) {
 // header. A failure is logged, not returned: the format is done, and the
 // next mount learns what is there.
 func (a *Agent) learnFormatted(d *Desired, part identityPart, uuid string) {
-	if err := a.idents.learn(d.Name, d.Caps.Key, part, uuid, "formatted"); err != nil {
+	if err := a.idents.learn(d.Name, d.Caps.Key, part, uuid, howFormatted); err != nil {
 		a.cfg.Log.Warn("identity not recorded; it is learnt at the next mount", "volume", d.Name, "what", part.String(), "error", err)
 	}
 }

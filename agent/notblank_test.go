@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/volumed/volumed/internal/blank"
+	"github.com/volumed/volumed/store"
 )
 
 // dataNoSignature is a device with data and no signature: random bytes
@@ -86,4 +87,77 @@ func (f *noisyMapping) Examine(ctx context.Context, dev string, own bool) (blank
 		return blank.Facts{Device: dev, Created: own, Zeros: blank.Zeros{Read: true, FirstNonZero: -1, Bytes: 1 << 20, Regions: 1}}, nil
 	}
 	return f.dataNoSignature.Examine(ctx, dev, own)
+}
+
+// The same after a reboot between the header and the filesystem: the
+// next boot attaches the image again (found, not created) and opens the
+// header volumed wrote; its mapping is still blank by record. A power
+// cut there left TestPowerCut's vault NotBlank/UnknownData for good.
+func TestFreshMappingIsFormattedAfterReboot(t *testing.T) {
+	ctx := context.Background()
+	a, dm := cryptAgent(t)
+	fs := &noisyMapping{}
+	a.cfg.FS = fs
+	a.cfg.Mounter = refusingMounter{}
+	d := encrypted(netVolume("a"), "/etc/k1")
+	if err := a.opAttach(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.opOpen(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	// The reboot: no mapping, the device attached anew.
+	dm.mu.Lock()
+	clear(dm.open)
+	dm.mu.Unlock()
+	if err := a.state.Do("a", d.Driver, "reboot", nil, func(rec *store.Volume) error {
+		rec.Mapping = nil
+		rec.Attachment.Created = false
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.opOpen(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	_ = a.opMountDevice(ctx, d)
+	if dm.formats != 1 || fs.mkfss != 1 || !fs.ownSeen[len(fs.ownSeen)-1] {
+		t.Errorf("after a reboot: %d luksFormat, %d mkfs, own %v; want the header kept and its mapping formatted", dm.formats, fs.mkfss, fs.ownSeen)
+	}
+	if cs := a.conds.Of("a"); len(cs) != 0 {
+		t.Errorf("conditions %+v; want none", cs)
+	}
+}
+
+func TestBlankByRecord(t *testing.T) {
+	const src, hdr = "loop:/i", "0b1e1a6e-0000-4000-8000-0000000000aa"
+	att := func(created bool) *store.Attachment { return &store.Attachment{Device: "/dev/loop1", Created: created} }
+	mapped := func(created bool) *store.Volume {
+		return &store.Volume{Attachment: att(created), Mapping: &store.Mapping{Name: "volumed-a", UUID: hdr}}
+	}
+	ours := &store.Identity{Source: src, LUKS: hdr, How: howFormatted}
+	cases := []struct {
+		name string
+		rec  *store.Volume
+		id   *store.Identity
+		want bool
+	}{
+		{"no record", nil, nil, false},
+		{"not attached", &store.Volume{}, nil, false},
+		{"an image volumed created", &store.Volume{Attachment: att(true)}, nil, true},
+		{"an image found", &store.Volume{Attachment: att(false)}, nil, false},
+		{"a header volumed wrote", mapped(false), ours, true},
+		{"a header volumed wrote, any attachment", mapped(true), ours, true},
+		{"no identity", mapped(true), nil, false},
+		{"a header found", mapped(false), &store.Identity{Source: src, LUKS: hdr, How: howAdopted}, false},
+		{"another header", mapped(false), &store.Identity{Source: src, LUKS: "0b1e1a6e-0000-4000-8000-0000000000bb", How: howFormatted}, false},
+		{"another source's", mapped(false), &store.Identity{Source: "loop:/other", LUKS: hdr, How: howFormatted}, false},
+		{"a filesystem made on it", mapped(false), &store.Identity{Source: src, LUKS: hdr, Filesystem: "f", How: howFormatted}, false},
+		{"the header's case", mapped(false), &store.Identity{Source: src, LUKS: strings.ToUpper(hdr), How: howFormatted}, true},
+	}
+	for _, c := range cases {
+		if got := blankByRecord(c.rec, c.id, src); got != c.want {
+			t.Errorf("%s: blankByRecord = %v, want %v", c.name, got, c.want)
+		}
+	}
 }

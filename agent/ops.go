@@ -103,7 +103,7 @@ func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
 		return err
 	}
 	if mkfs && !force {
-		if err := a.checkBlank(ctx, d.Name, dev, a.ownWrites(d.Name)); err != nil {
+		if err := a.checkBlank(ctx, d.Name, dev, a.ownWrites(d)); err != nil {
 			return fmt.Errorf("%s: %w", dev, err)
 		}
 	} else if !mkfs {
