@@ -25,7 +25,7 @@ RACE_PKGS = $(shell $(GO) list ./... | grep -v -e '/test/vm$$' -e '/test/os$$')
 test: deps lint
 	VOLUMED_DEPS=1 CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 30m $(RACE_PKGS)
 	VOLUMED_DEPS=1 $(GO) test -count=1 -timeout 30m ./test/vm/
-	VOLUMED_DEPS=1 $(GO) test -count=1 -timeout 30m ./test/os/
+	VOLUMED_DEPS=1 $(GO) test -count=1 -timeout 50m ./test/os/
 	$(MAKE) fuzz
 
 # Only the VM tests: NVMe/TCP, iSCSI and local disks against a Debian
@@ -39,7 +39,7 @@ test-vm:
 # boot order, reboot, poweroff, package upgrade. The image is cached in
 # .cache/os (VOLUMED_OS_CACHE) and rebuilt when the package changes.
 test-os:
-	VOLUMED_DEPS=1 $(GO) test -count=1 -v -timeout 30m ./test/os/
+	VOLUMED_DEPS=1 $(GO) test -count=1 -v -timeout 50m ./test/os/
 
 # Each go test -fuzz target for FUZZTIME (the seed corpora always run in
 # `go test`); a crash fails and leaves its input in testdata/fuzz/.

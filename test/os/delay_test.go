@@ -22,8 +22,7 @@ func TestDelayedVolume(t *testing.T) {
 	m.AddTest("delay", "Wants=volumed-wait@fast.service\nAfter=volumed-wait@fast.service", delayScript)
 	ctx := context.Background()
 	r := m.Boot(ctx)
-	r.WaitDone(t, "delay", 10*time.Minute)
-	r.Wait(t, 3*time.Minute)
+	r.Finish(t, "delay", 10*time.Minute)
 	r.CheckGuest(t)
 	t.Logf("status under a %s ms disk: slowest of %s answers %s ms (%s ms with nothing slow); the volume said: %s",
 		r.KV("delay.ms"), r.KV("status.n"), r.KV("status.max"), r.KV("status.base"), r.KV("slow.says"))
@@ -68,5 +67,4 @@ dm_swap slow "$(linear slow)"
 check "slow Ready once its disk is fast again" volumed wait slow --timeout 5m
 log_cmd volumed status slow
 done_step delay
-systemctl poweroff
 `

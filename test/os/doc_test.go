@@ -18,6 +18,7 @@
 //	r.KV("uuid.data"); r.CheckGuest(t)   // values and failures it reported
 //	r.Monitor("system_powerdown")        // HMP
 //	r.Kill()                             // a power cut (SIGKILL to qemu)
+//	r.Finish(t, "probe", time.Minute)    // WaitDone, then Kill: a boot with nothing left to check
 //	r.Wait(t, time.Minute)               // qemu exits: poweroff, or reboot (-no-reboot)
 //	r2 := m.Boot(ctx)                    // the same disk again: a reboot
 //	o := m.Offline(t)                    // after qemu exits: a raw copy on the host
@@ -42,7 +43,8 @@
 // Knobs (environment):
 //
 //	VOLUMED_OS_CACHE  the image cache (default <repo>/.cache/os)
-//	VOLUMED_OS_ACCEL  tcg (default) or kvm
+//	VOLUMED_OS_ACCEL  tcg (default) or kvm (this machine's /dev/kvm opens, but its
+//	                  guests die at their first cmpxchg16b: KVM internal error)
 //	VOLUMED_OS_KEEP   keep each machine's directory (disks, console logs) after the test
 //	VOLUMED_BENCH_BOOT=1  run TestBootCost, the boot-cost benchmark (make bench-boot),
 //	                      VOLUMED_BENCH_BOOTS boots of each kind (default 3);

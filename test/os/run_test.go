@@ -202,6 +202,17 @@ func (r *Run) WaitDone(t testing.TB, step string, timeout time.Duration) {
 	}
 }
 
+// Finish waits for the guest's last step and then cuts the power: a
+// boot whose checks are all done has nothing left to show, and a clean
+// poweroff costs seconds of emulated CPU at every test's end (the
+// shutdown itself is TestLifecycle's). Not for a boot whose disks a
+// later boot or the host reads: those end with a poweroff (Wait).
+func (r *Run) Finish(t testing.TB, step string, timeout time.Duration) {
+	t.Helper()
+	r.WaitDone(t, step, timeout)
+	r.Kill()
+}
+
 // Wait waits for qemu to exit by itself (the guest powered off or
 // rebooted) and returns how long the boot ran. It fails the test if
 // that takes longer than timeout, killing qemu.

@@ -29,8 +29,7 @@ func TestUdevInTheLoop(t *testing.T) {
 	m.AddFile("/etc/volumed/volumes.d/uc.yaml", 0o644, encryptedManifest("uc", "/srv/uc"))
 	m.AddTest("udev", "Wants=volumed-wait@u1.service\nAfter=volumed-wait@u1.service", udevScript)
 	r := m.Boot(context.Background())
-	r.WaitDone(t, "udev", 12*time.Minute)
-	r.Wait(t, 3*time.Minute)
+	r.Finish(t, "udev", 12*time.Minute)
 	r.CheckGuest(t)
 	rounds, _ := strconv.Atoi(r.KV("rounds"))
 	if rounds != 3 {
@@ -106,5 +105,4 @@ units=$(systemctl list-units --all --no-legend --plain 'systemd-cryptsetup@*' | 
 grep -q "/srv/u" /etc/fstab && fail "/etc/fstab names a volume's path"
 check "every volume Ready at the end" volumed wait $all --timeout 1m
 done_step udev
-systemctl poweroff
 `
