@@ -45,6 +45,7 @@
 //	VOLUMED_OS_CACHE  the image cache (default <repo>/.cache/os)
 //	VOLUMED_OS_ACCEL  tcg (default) or kvm (this machine's /dev/kvm opens, but its
 //	                  guests die at their first cmpxchg16b: KVM internal error)
+//	VOLUMED_OS_CPU    qemu's -cpu under TCG (default qemu64)
 //	VOLUMED_OS_KEEP   keep each machine's directory (disks, console logs) after the test
 //	VOLUMED_BENCH_BOOT=1  run TestBootCost, the boot-cost benchmark (make bench-boot),
 //	                      VOLUMED_BENCH_BOOTS boots of each kind (default 3);
