@@ -21,9 +21,14 @@ build:
 # the VM, a static binary built without it.
 # After deps, a test whose tool is missing fails instead of skipping
 # (VOLUMED_DEPS, internal/testtool).
+# GOMAXPROCS=4 runs four tests (and packages) at once on 2 cores: the e2e
+# tests wait on the kernel (mkfs, fsync, timers) far more than they
+# compute, a quarter of a core each, and those that touch devices beyond
+# their own temp dir stay serial (no t.Parallel). -parallel would say the
+# same, but csi-sanity's Ginkgo refuses that flag.
 RACE_PKGS = $(shell $(GO) list ./... | grep -v -e '/test/vm$$' -e '/test/os$$')
 test: deps lint
-	VOLUMED_DEPS=1 CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 30m $(RACE_PKGS)
+	GOMAXPROCS=4 VOLUMED_DEPS=1 CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 30m $(RACE_PKGS)
 	VOLUMED_DEPS=1 $(GO) test -count=1 -timeout 30m ./test/vm/
 	VOLUMED_DEPS=1 $(GO) test -count=1 -timeout 50m ./test/os/
 	$(MAKE) fuzz

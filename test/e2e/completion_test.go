@@ -56,6 +56,7 @@ printf 'reply:%s\n' "${COMPREPLY[@]}"`
 }
 
 func TestBashCompletion(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.unattachable("alpha")
 	e.unattachable("beta")
@@ -110,6 +111,7 @@ print -r -- none: $(_volumed_volumes 2>&1)`
 // TestZshCompletionLoads: zsh parses the script and, sourced after
 // compinit, registers it for volumed.
 func TestZshCompletionLoads(t *testing.T) {
+	t.Parallel()
 	zsh := testtool.Need(t, "Debian: zsh", "zsh")[0]
 	cmd := exec.Command(zsh, "-f", "-c", `autoload -U compinit && compinit -u -D && source <(volumed completion zsh) && print -r -- $_comps[volumed]`)
 	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(volumedBin)+":"+os.Getenv("PATH"), "HOME="+t.TempDir())

@@ -106,6 +106,7 @@ func (e *env) restartWithoutState() {
 // also after a restart that lost the state file. Moving the image back
 // clears the condition.
 func TestImageReplacedUnderVolume(t *testing.T) {
+	t.Parallel()
 	e, img := readyVolume(t, "r")
 	keep := filepath.Join(e.target("r"), "keep")
 	if err := os.WriteFile(keep, []byte("data"), 0o644); err != nil {
@@ -155,6 +156,7 @@ func TestImageReplacedUnderVolume(t *testing.T) {
 // device still bound to the deleted inode is found, no image is made at
 // the path and no second device attached.
 func TestImageDeletedUnderVolume(t *testing.T) {
+	t.Parallel()
 	e, img := readyVolume(t, "d")
 	if err := os.Remove(img); err != nil {
 		t.Fatal(err)
@@ -185,6 +187,7 @@ func TestImageDeletedUnderVolume(t *testing.T) {
 // The filesystem holding a sparse image runs out of space: BackingFull
 // names its directory; freeing space clears it.
 func TestBackingFull(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.extraArgs = []string{"--resync", "300ms"}
 	small := filepath.Join(e.dir, "small")
@@ -211,6 +214,7 @@ func TestBackingFull(t *testing.T) {
 // ext4 records an error and remounts itself read-only: the volume shows
 // FilesystemError and /metrics stops claiming free space on it.
 func TestFilesystemErrorRemountedReadOnly(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	addr := freeAddr(t)
 	e.extraArgs = []string{"--resync", "300ms", "--metrics-address", addr}
@@ -237,6 +241,7 @@ func TestFilesystemErrorRemountedReadOnly(t *testing.T) {
 // xfs shut down by the kernel (as on a metadata I/O error): the volume
 // shows FilesystemError, reason ShutDown.
 func TestFilesystemErrorXFSShutDown(t *testing.T) {
+	t.Parallel()
 	xfsIO := testtool.Need(t, "xfsprogs", "xfs_io")[0]
 	e := newEnv(t)
 	e.extraArgs = []string{"--resync", "300ms"}
@@ -255,6 +260,7 @@ func TestFilesystemErrorXFSShutDown(t *testing.T) {
 // Ready; the next grow that works clears it. (btrfs: ext4's online resize
 // is refused by some kernels, this machine's among them.)
 func TestGrowFailed(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.extraArgs = []string{"--resync", "300ms"}
 	real, err := exec.LookPath("btrfs")
@@ -295,6 +301,7 @@ func TestGrowFailed(t *testing.T) {
 // TeardownBlocked names its pid and command, retries count up; once it
 // is gone the volume is torn down and the condition with it.
 func TestTeardownBlockedByHolder(t *testing.T) {
+	t.Parallel()
 	e, _ := readyVolume(t, "h")
 	sleep := exec.Command("sleep", "600")
 	sleep.Dir = e.target("h")
@@ -317,6 +324,7 @@ func TestTeardownBlockedByHolder(t *testing.T) {
 // mounts are gone: TeardownBlocked names it and the device; once it is
 // gone the device is detached.
 func TestDetachBlockedByOpener(t *testing.T) {
+	t.Parallel()
 	e, _ := readyVolume(t, "o")
 	dev := find(e.waitReady("o"), "o").Device
 	f, err := os.Open(dev)

@@ -25,6 +25,7 @@ import (
 // outcome by a path of ours), so "after-intent" is only "before the
 // kernel", and nothing on disk tells the restart what was under way.
 func TestCrashPoints(t *testing.T) {
+	t.Parallel()
 	setup := []string{"attach", "format", "mount_device", "publish"}
 	teardown := []string{"unpublish", "unmount_device", "detach"}
 	var ops []string
@@ -48,6 +49,7 @@ func TestCrashPoints(t *testing.T) {
 				name += "+reboot"
 			}
 			t.Run(name, func(t *testing.T) {
+				t.Parallel() // an env, and so an agent and images, of its own
 				e := newEnv(t)
 				// One operation at a time: the killed one is the last started.
 				e.extraArgs = []string{"--parallel", "1"}
@@ -125,6 +127,7 @@ func TestCrashPoints(t *testing.T) {
 // then again during the teardown of some; in the end every wanted volume
 // is Ready and mounted exactly once, every removed one fully gone.
 func TestCrashStorm(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	const n = 20
 	var names []string
@@ -171,6 +174,7 @@ func TestCrashStorm(t *testing.T) {
 // A damaged state file is moved aside, reported, and the state rebuilt
 // from the kernel: the volumes are adopted without a remount.
 func TestDamagedStateFile(t *testing.T) {
+	t.Parallel()
 	damages := map[string]func(t *testing.T, p string){
 		"random-bytes": func(t *testing.T, p string) {
 			fi, _ := os.Stat(p)
@@ -235,6 +239,7 @@ func TestDamagedStateFile(t *testing.T) {
 // Restart after SIGTERM redoes nothing: same mount IDs, same loop
 // devices, no operation run.
 func TestRestartRedoesNothing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.volume("r1", "ext4", "32Mi", "r1", "r1-ro:ro")
 	e.volume("r2", "xfs", "320Mi", "r2")
@@ -321,6 +326,7 @@ func crashedVolume(t *testing.T, log, op string) string {
 // say so; a publish without one left the bind (and the loop device under
 // it) behind.
 func TestCrashMidPublishThenRemoved(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.extraArgs = []string{"--parallel", "1"}
 	e.formattedImages("vol", "other")

@@ -27,6 +27,7 @@ import (
 // OK and left byte for byte; a directory the kubelet made is unmounted
 // and left; the directory volumed made at publish goes.
 func TestCSIUnpublishLeavesWhatItDidNotMake(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	conn := e.startCSI()
 	e.csiReady(conn)
@@ -102,6 +103,7 @@ func TestCSIUnpublishLeavesWhatItDidNotMake(t *testing.T) {
 // manifest's target is refused: the mount would hide it. Nothing is
 // mounted there and the file stays.
 func TestCSIStageRefusesNonEmptyDir(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	conn := e.startCSI()
 	e.csiReady(conn)
@@ -130,6 +132,7 @@ func TestCSIStageRefusesNonEmptyDir(t *testing.T) {
 // the host unless the agent was started with --csi-allow-suid-dev; CSI
 // mounts are nosuid,nodev.
 func TestCSIRefusesSuidAndDevUnlessAllowed(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	conn := e.startCSI()
 	e.csiReady(conn)
@@ -190,6 +193,7 @@ func hasOpts(opts string, want ...string) bool {
 // A stage refused for one bad secret key writes no secret at all,
 // whatever order the map gives the keys in.
 func TestCSIRefusedStageLeavesNoSecrets(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	conn := e.startCSI()
 	e.csiReady(conn)
@@ -223,6 +227,7 @@ func TestCSIRefusedStageLeavesNoSecrets(t *testing.T) {
 // CSI endpoint a running agent serves, exits naming it; the first keeps
 // its endpoint.
 func TestCSISocketNotTakenOver(t *testing.T) {
+	t.Parallel()
 	first := newEnv(t)
 	conn := first.startCSI()
 	first.csiReady(conn)
@@ -249,6 +254,7 @@ func TestCSISocketNotTakenOver(t *testing.T) {
 // process holding CAP_DAC_OVERRIDE gets through the socket's mode but is
 // refused by its uid (SO_PEERCRED).
 func TestCSISocketServesRootOnly(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	conn := e.startCSI()
 	e.csiReady(conn)

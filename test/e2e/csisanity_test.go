@@ -21,6 +21,7 @@ import (
 // skipped by that capability; the node specs get their volumes from a
 // stand-in provisioner (see provisioner) and must all pass.
 func TestCSISanity(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	conn := e.startCSI()
 	e.csiReady(conn)

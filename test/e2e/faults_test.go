@@ -103,6 +103,7 @@ func (e *env) waitMountRefused(name string) {
 // through: same UUID, the data written in between intact, nothing
 // mounted twice; the typo is shown as a configuration error.
 func TestStateWriteFaultThenRebootAndBadOptions(t *testing.T) {
+	t.Parallel()
 	errnos := []string{"ENOSPC", "EIO", "EROFS"}
 	i := 0
 	for _, op := range []string{"attach", "format", "mount_device", "publish"} {
@@ -176,6 +177,7 @@ func TestStateWriteFaultThenRebootAndBadOptions(t *testing.T) {
 // space returns; until then the volume says its state is not recorded and
 // starts nothing new.
 func TestUnrecordedOutcomeIsRetriedUntilDurable(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	full := filepath.Join(e.dir, "state-full")
 	e.faultManifest("vol")
@@ -250,6 +252,7 @@ func fillDir(t *testing.T, dir string) string {
 // space returns, all 30 converge, and a power cut after that loses no
 // byte of what they hold.
 func TestFullStateFilesystemWhileAddingVolumes(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.mountStateFS("2m")
 	e.start()
@@ -311,6 +314,7 @@ func TestFullStateFilesystemWhileAddingVolumes(t *testing.T) {
 // A state filesystem that is read-only at start is an error that says
 // so; the healthy file on it is never moved aside as damaged.
 func TestReadOnlyStateDirAtStart(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.mountStateFS("4m")
 	e.faultManifest("vol")
@@ -349,6 +353,7 @@ func TestReadOnlyStateDirAtStart(t *testing.T) {
 // (the process itself ends when the kernel lets go of the write it is
 // blocked in, at the thaw).
 func TestFrozenStateFilesystem(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	img := filepath.Join(e.dir, "state.img")
 	if err := os.WriteFile(img, nil, 0o600); err != nil {

@@ -55,6 +55,7 @@ func sample(t *testing.T, body, prefix string) (float64, bool) {
 // /metrics of a running agent: a 64 MiB volume reports a capacity close
 // to 64 MiB and phase Ready; a failing operation counts an error.
 func TestMetricsEndToEnd(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	addr := freeAddr(t)
 	e.extraArgs = []string{"--metrics-address", addr, "--resync", "300ms"}
@@ -114,6 +115,7 @@ func TestMetricsEndToEnd(t *testing.T) {
 // READY=1 reaches systemd only once the volumes are mounted; WATCHDOG=1
 // comes at half of WatchdogSec.
 func TestSystemdNotify(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	sock := filepath.Join(e.dir, "notify.sock")
 	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
@@ -166,6 +168,7 @@ func TestSystemdNotify(t *testing.T) {
 // iscsiadm). The local volume is mounted when READY=1 arrives; the iSCSI
 // login (a fake iscsiadm that hangs) is still running.
 func TestSystemdNotifyNotHeldByNetworkVolume(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	sock := filepath.Join(e.dir, "notify.sock")
 	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})

@@ -77,6 +77,7 @@ func eventually(t *testing.T, what string, check func() error) {
 // is up, volumed_volume_phase answers, and a refused manifest and a volume
 // that cannot attach fire VolumedManifestRefused and VolumedVolumeNotReady.
 func TestPrometheusAlerts(t *testing.T) {
+	t.Parallel()
 	prom := testtool.Need(t, "Debian: prometheus", "prometheus")[0]
 	e := newEnv(t)
 	e.unattachable("stuck")

@@ -15,6 +15,7 @@ import (
 // tmpfs are volumes like any other: staged, published, torn down; the
 // directory and its content outlive the volume.
 func TestDirectoryAndTmpfsSources(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	dir := filepath.Join(e.dir, "shared", "data")
 	e.write("dir.yaml", fmt.Sprintf(`apiVersion: volumed/v1
@@ -81,6 +82,7 @@ spec:
 // Raising a loop volume's size grows its image, its loop device and the
 // mounted filesystem, with no remount; lowering it never shrinks anything.
 func TestOnlineGrowLoop(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.extraArgs = []string{"--resync", "500ms"}
 	manifest := func(size string) {
@@ -136,6 +138,7 @@ spec:
 // A Mount may sit inside another volume's target when it says so: it is
 // published on top of that target and taken away before it.
 func TestNestedTargetsAndSubPath(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.volume("outer", "ext4", "64Mi", "data")
 	e.volume("inner", "ext4", "64Mi")
@@ -183,6 +186,7 @@ spec: {volume: inner, path: %s, subPath: app/logs, nestedIn: outer}
 // no state file adopts the mount; removing the volume unmounts it and
 // keeps upper.
 func TestOverlaySource(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	lower := filepath.Join(e.dir, "defaults")
 	upper, work := filepath.Join(e.dir, "ov", "upper"), filepath.Join(e.dir, "ov", "work")

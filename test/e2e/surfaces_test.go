@@ -164,6 +164,7 @@ func (f *flood) stop() {
 // a new manifest, answers `volumed status` and applies an edit; metrics
 // are served again once the flood ends.
 func TestMetricsConnectionFloodLeavesAgentWorking(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	addr := freeAddr(t)
 	e.extraArgs = []string{"--metrics-address", addr}
@@ -225,6 +226,7 @@ func tryScrape(addr string) (string, error) {
 // the first keeps answering. Once the first is dead (SIGKILL leaves its
 // socket file behind), the stale socket is replaced.
 func TestSecondAgentRefusesLiveSocket(t *testing.T) {
+	t.Parallel()
 	first := newEnv(t)
 	first.volume("one", "ext4", "64Mi", "one")
 	first.start()
@@ -299,6 +301,7 @@ func runCLI(t *testing.T, nobody bool, args ...string) (string, int) {
 // `volumed wait` and `status` run by a non-root user fail at once with
 // what to do, instead of retrying into their timeout.
 func TestWaitAsNonRootSaysRootOnly(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.socket = worldDir(t) + "/volumed.sock"
 	e.volume("data", "ext4", "64Mi", "data")
@@ -319,6 +322,7 @@ func TestWaitAsNonRootSaysRootOnly(t *testing.T) {
 // `volumed wait NAME` for a name no manifest has says so once and waits
 // for the manifest to appear; with --fail-missing it fails at once.
 func TestWaitForVolumeWithoutManifest(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.volume("data", "ext4", "64Mi", "data")
 	e.start()

@@ -13,6 +13,7 @@ import (
 // silent pause: wait says on stderr, while it waits, which volume is not
 // Ready and why, and its timeout repeats the reason.
 func TestWaitShowsProgress(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.unattachable("stuck")
 	e.start()

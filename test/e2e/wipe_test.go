@@ -106,6 +106,7 @@ func TestWipeEverySignature(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // each on a loop disk of its own
 			dev, img := e.loopDisk(c.name+".img", size)
 			c.write(t, dev, img)
 			mustRun(t, "", "losetup", "-c", dev) // the kernel sees what was written to the file
