@@ -8,30 +8,39 @@ ifneq ($(findstring /,$(GO)),)
 export PATH := $(patsubst %/,%,$(dir $(GO))):$(PATH)
 endif
 
-.PHONY: build deps test test-unit test-e2e test-vm test-os bench bench-boot lint demo clean fuzz
+.PHONY: build deps test test-race test-vms test-vm test-os bench bench-boot lint demo clean fuzz
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/volumed ./cmd/volumed
 
 # Everything: unit tests, real-kernel tests of each package, end-to-end
 # tests of the binary (with crash points compiled in), the VM tests of
-# the network drivers (test/vm), lint, and a short run of every fuzzer.
-# All but the VM tests run under the race detector (which needs cgo), and
-# so does the agent the e2e tests build; the VM tests check what runs in
-# the VM, a static binary built without it.
+# the network drivers (test/vm), the real-OS tier (test/os), lint, and a
+# short run of every fuzzer. All but the VM and OS tests run under the
+# race detector (which needs cgo), and so does the agent the e2e tests
+# build; the VM and OS tests check what ships, a static binary built
+# without it.
 # After deps, a test whose tool is missing fails instead of skipping
 # (VOLUMED_DEPS, internal/testtool).
+# The race packages and the VM tests run side by side (each one's output
+# is printed when it ends): the first wait on the kernel, the second
+# computes (qemu without KVM). The OS tier takes both cores after them.
+test: deps lint
+	$(MAKE) --no-print-directory -j2 --output-sync=target test-race test-vms
+	VOLUMED_DEPS=1 $(GO) test -count=1 -timeout 50m ./test/os/
+	$(MAKE) --no-print-directory fuzz
+
 # GOMAXPROCS=4 runs four tests (and packages) at once on 2 cores: the e2e
 # tests wait on the kernel (mkfs, fsync, timers) far more than they
 # compute, a quarter of a core each, and those that touch devices beyond
 # their own temp dir stay serial (no t.Parallel). -parallel would say the
 # same, but csi-sanity's Ginkgo refuses that flag.
 RACE_PKGS = $(shell $(GO) list ./... | grep -v -e '/test/vm$$' -e '/test/os$$')
-test: deps lint
+test-race:
 	GOMAXPROCS=4 VOLUMED_DEPS=1 CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 30m $(RACE_PKGS)
+
+test-vms:
 	VOLUMED_DEPS=1 $(GO) test -count=1 -timeout 30m ./test/vm/
-	VOLUMED_DEPS=1 $(GO) test -count=1 -timeout 50m ./test/os/
-	$(MAKE) fuzz
 
 # Only the VM tests: NVMe/TCP, iSCSI and local disks against a Debian
 # kernel in qemu (TCG). The first run downloads that kernel and open-iscsi
@@ -48,7 +57,7 @@ test-os:
 
 # Each go test -fuzz target for FUZZTIME (the seed corpora always run in
 # `go test`); a crash fails and leaves its input in testdata/fuzz/.
-FUZZTIME ?= 15s
+FUZZTIME ?= 10s
 fuzz:
 	FUZZTIME=$(FUZZTIME) GO=$(GO) ./scripts/fuzz.sh
 

@@ -5,7 +5,7 @@
 # the package's testdata/fuzz/<Target>/, where it becomes a regression case.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-FUZZTIME=${FUZZTIME:-15s}
+FUZZTIME=${FUZZTIME:-10s}
 # The fuzzer minimizes each new input for up to a minute by default,
 # byte by byte; on a target whose inputs are sectors of a disk (FuzzRead
 # in drivers/gpt) that took the whole run (30 execs in 15 s; 370,000
