@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/volumed/volumed/agent/decide"
 	"github.com/volumed/volumed/store"
 )
 
@@ -165,7 +166,7 @@ func (a *Agent) attachmentOf(d *Desired, f Found) *store.Attachment {
 	if f.Owned {
 		a.sessions.add(key)
 	}
-	owned := f.Owned || a.sessions.has(key) || sessionOwnedBy(a.sharers(d.Name, d.Driver), f.Session)
+	owned := f.Owned || a.sessions.has(key) || decide.SessionOwnedBy(a.sharers(d.Name, d.Driver), f.Session)
 	return &store.Attachment{
 		Driver: d.Driver, Device: f.Device, Identity: f.Identity, Session: f.Session,
 		Owned: owned && !f.Pinned, Pinned: f.Pinned, Source: d.Caps.Key,

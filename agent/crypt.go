@@ -9,6 +9,9 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/google/uuid"
+
+	"github.com/volumed/volumed/agent/decide"
 	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/store"
 )
@@ -40,18 +43,6 @@ type Crypt interface {
 	// Resize makes the open mapping o.Name fill its device o.Device
 	// again, with the first of o.Keys that opens the header.
 	Resize(ctx context.Context, o CryptOpen) error
-}
-
-// LUKSHeader is what a device's LUKS2 headers say, without a key.
-type LUKSHeader struct {
-	// Found: a LUKS header (whole or not) is on the device.
-	Found bool
-	// Whole: a copy of the header is complete and valid (it can be opened).
-	Whole bool
-	UUID  string
-	// HalfWritten: the device holds exactly the torn header of the
-	// interrupted encrypt's UUID (and nothing of anyone else's).
-	HalfWritten bool
 }
 
 // CryptFormat is what an encrypt writes.
@@ -97,47 +88,6 @@ func blockDevice(rec *store.Volume) string {
 	return rec.Attachment.Device
 }
 
-// encryptVerdict is what decideEncrypt makes of a device.
-type encryptVerdict int
-
-const (
-	// encryptOpen: a whole LUKS2 header is there: open it, never rewrite it.
-	encryptOpen encryptVerdict = iota
-	// encryptFormat: blank (or the torn header of our own interrupted
-	// encrypt): write the header, then open.
-	encryptFormat
-	// encryptRefuse: something else is on the device; nothing is written.
-	encryptRefuse
-)
-
-// decideEncrypt is the encrypt-or-not decision, made in the open
-// operation over the probe and header read right before, like
-// decideMkfs: only a blank device gets a header, by the same probe
-// (every signature, every offset) that guards mkfs, and a header that
-// is there is opened, never rewritten. interrupted is the UUID of an
-// encrypt a crash left uncertain ("" if none): a torn header of exactly
-// that UUID is written again, and a whole one has its missing keys
-// enrolled (Format does nothing else to it).
-func decideEncrypt(interrupted string, hdr LUKSHeader, sigs []Signature, fs *manifest.Filesystem) (encryptVerdict, error) {
-	switch {
-	case hdr.Whole && interrupted != "" && hdr.UUID == interrupted:
-		return encryptFormat, nil
-	case hdr.Whole:
-		return encryptOpen, nil
-	case hdr.Found && interrupted != "" && hdr.HalfWritten:
-		return encryptFormat, nil
-	case hdr.Found:
-		return encryptRefuse, fmt.Errorf("carries a LUKS header (UUID %q) that is damaged or torn and not the one volumed was writing: volumed never rewrites it", hdr.UUID)
-	}
-	for _, s := range sigs {
-		return encryptRefuse, fmt.Errorf("carries a %s signature (%s, at byte %d): volumed never encrypts over it", s.Type, s.Usage, s.Offset)
-	}
-	if fs != nil && fs.Format == manifest.FormatNever {
-		return encryptRefuse, errors.New("is blank and filesystem.format is never: no LUKS2 header is written")
-	}
-	return encryptFormat, nil
-}
-
 func (a *Agent) crypt() (Crypt, error) {
 	if a.cfg.Crypt == nil {
 		return nil, errors.New("encryption is not available in this build")
@@ -176,38 +126,38 @@ func (a *Agent) open(ctx context.Context, d *Desired) error {
 			return fmt.Errorf("probe %s: %w", dev, err)
 		}
 	}
-	verdict, err := decideEncrypt(interrupted, hdr, sigs, d.Spec.Filesystem)
+	verdict, err := decide.Encrypt(interrupted, hdr, sigs, d.Spec.Filesystem)
 	if err != nil {
 		return fmt.Errorf("%s: %w", dev, err)
 	}
-	if err := a.checkIdentity(d, dev, partLUKS, hdr.UUID, verdict == encryptFormat && interrupted == ""); err != nil {
+	if err := a.checkIdentity(d, dev, decide.PartLUKS, hdr.UUID, verdict == decide.EncryptFormat && interrupted == ""); err != nil {
 		return err
 	}
-	uuid := hdr.UUID
-	if verdict == encryptFormat {
-		uuid = interrupted
-		if uuid == "" {
+	header := hdr.UUID
+	if verdict == decide.EncryptFormat {
+		header = interrupted
+		if header == "" {
 			if err := a.checkBlank(ctx, d.Name, dev, a.createdSource(d)); err != nil {
 				return fmt.Errorf("%s: %w", dev, err)
 			}
-			uuid = newUUID()
+			header = uuid.NewString()
 		}
 		err := a.run(ctx, d.Name, d.Driver, OpEncrypt, func(ctx context.Context) error {
-			inputs := map[string]string{"device": dev, "uuid": uuid, "cipher": luks.Cipher, "sectorSize": strconv.Itoa(luks.SectorSize), "pbkdf": luks.PBKDF}
+			inputs := map[string]string{"device": dev, "uuid": header, "cipher": luks.Cipher, "sectorSize": strconv.Itoa(luks.SectorSize), "pbkdf": luks.PBKDF}
 			return a.state.Do(d.Name, d.Driver, OpEncrypt, inputs, func(*store.Volume) error {
 				// The header's UUID is the volume's, as volumed's own
 				// format, before the header is written: the mapping it
 				// opens decrypts the zeros the blank rule passed into
-				// noise, blank only by this record (blankByRecord), and
+				// noise, blank only by this record (decide.BlankByRecord), and
 				// a power cut between the header and a later record
 				// left the volume NotBlank on its own new mapping.
 				// After the intent: a cut before it leaves no header and
 				// no identity, where a recorded one would say the blank
 				// device had lost it.
-				if err := a.idents.learn(d.Name, d.Caps.Key, partLUKS, uuid, howFormatted); err != nil {
+				if err := a.idents.learn(d.Name, d.Caps.Key, decide.PartLUKS, header, decide.HowFormatted); err != nil {
 					return fmt.Errorf("record the LUKS2 header UUID of %s: %w", d.Name, err)
 				}
-				return c.Format(ctx, CryptFormat{Device: dev, UUID: uuid, Cipher: luks.Cipher, SectorSize: luks.SectorSize, PBKDF: luks.PBKDF, Keys: luks.Keys})
+				return c.Format(ctx, CryptFormat{Device: dev, UUID: header, Cipher: luks.Cipher, SectorSize: luks.SectorSize, PBKDF: luks.PBKDF, Keys: luks.Keys})
 			})
 		})
 		if err != nil {
@@ -216,9 +166,9 @@ func (a *Agent) open(ctx context.Context, d *Desired) error {
 	}
 	a.formats.encrypting.clear(d.Name)
 	name := MappingName(d.Name)
-	inputs := map[string]string{"device": dev, "mapping": name, "uuid": uuid}
+	inputs := map[string]string{"device": dev, "mapping": name, "uuid": header}
 	return a.state.Do(d.Name, d.Driver, OpOpen, inputs, func(rec *store.Volume) error {
-		o, err := c.Open(ctx, CryptOpen{Device: dev, Name: name, UUID: uuid, Keys: luks.Keys})
+		o, err := c.Open(ctx, CryptOpen{Device: dev, Name: name, UUID: header, Keys: luks.Keys})
 		if err != nil {
 			return err
 		}

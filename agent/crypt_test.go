@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/volumed/volumed/agent/api"
+	"github.com/volumed/volumed/agent/decide"
 	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/store"
 )
@@ -146,63 +147,6 @@ func mapped(v *store.Volume) *store.Volume {
 	return v
 }
 
-func TestPlanEncrypted(t *testing.T) {
-	enc := encrypted(want("a", tgt("/t", false)), "/k")
-	gone := mapped(have("a", true, false))
-	rawEnc := &Desired{Name: "a", Driver: "loop", Block: true, Targets: []DesiredTarget{{Path: "/dev-t", Block: true}},
-		Spec: &manifest.VolumeSpec{Encryption: &manifest.Encryption{LUKS2: &manifest.LUKS2{Keys: []manifest.LUKS2Key{{File: "/k"}}}}}}
-	cases := []struct {
-		name    string
-		desired map[string]*Desired
-		actual  map[string]*store.Volume
-		want    []Op
-	}{
-		{"attached: open before mount_device",
-			map[string]*Desired{"a": enc}, map[string]*store.Volume{"a": have("a", true, false)},
-			[]Op{{Volume: "a", Kind: OpOpen}}},
-		{"open: mount_device",
-			map[string]*Desired{"a": enc}, map[string]*store.Volume{"a": mapped(have("a", true, false))},
-			[]Op{{Volume: "a", Kind: OpMountDevice}}},
-		{"not attached: attach first",
-			map[string]*Desired{"a": enc}, nil,
-			[]Op{{Volume: "a", Kind: OpAttach}}},
-		{"converged encrypted volume needs nothing",
-			map[string]*Desired{"a": enc}, map[string]*store.Volume{"a": mapped(have("a", true, true, pub("/t", false)))},
-			nil},
-		{"removed while staged: unmount, no close yet",
-			nil, map[string]*store.Volume{"a": mapped(have("a", true, true))},
-			[]Op{{Volume: "a", Kind: OpUnmountDevice}}},
-		{"removed, unmounted: close before detach",
-			nil, map[string]*store.Volume{"a": gone},
-			[]Op{{Volume: "a", Kind: OpClose}}},
-		{"removed, closed: detach",
-			nil, map[string]*store.Volume{"a": have("a", true, false)},
-			[]Op{{Volume: "a", Kind: OpDetach}}},
-		{"encryption added to a mounted volume: no open over its filesystem",
-			map[string]*Desired{"a": enc}, map[string]*store.Volume{"a": have("a", true, true, pub("/t", false))},
-			nil},
-		{"raw block: open before publish",
-			map[string]*Desired{"a": rawEnc}, map[string]*store.Volume{"a": have("a", true, false)},
-			[]Op{{Volume: "a", Kind: OpOpen}}},
-		{"raw block, open: publish the mapping",
-			map[string]*Desired{"a": rawEnc}, map[string]*store.Volume{"a": mapped(have("a", true, false))},
-			[]Op{{Volume: "a", Kind: OpPublish, Target: rawEnc.Targets[0]}}},
-		{"encryption added to a published raw block volume: no open under its consumer",
-			map[string]*Desired{"a": rawEnc}, map[string]*store.Volume{"a": have("a", true, false, store.MountRecord{Path: "/dev-t", Owned: true, Options: bindWords(bindOptions(rawEnc, rawEnc.Targets[0]))})},
-			nil},
-		{"close is teardown: after the setup of others",
-			map[string]*Desired{"b": want("b")}, map[string]*store.Volume{"a": mapped(have("a", true, false))},
-			[]Op{{Volume: "b", Kind: OpAttach}, {Volume: "a", Kind: OpClose}}},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			if got := Plan(c.desired, c.actual); !reflect.DeepEqual(got, c.want) {
-				t.Errorf("Plan = %+v, want %+v", got, c.want)
-			}
-		})
-	}
-}
-
 // A raw block volume's consumer gets the plaintext: the mapping once it
 // is open, never the ciphertext under it.
 func TestRawBlockDevice(t *testing.T) {
@@ -225,51 +169,6 @@ func TestRawBlockDevice(t *testing.T) {
 		if dev != c.dev || ok != c.wantOK {
 			t.Errorf("%s: rawBlockDevice = %q, %v; want %q, %v", c.name, dev, ok, c.dev, c.wantOK)
 		}
-	}
-}
-
-func TestDecideEncrypt(t *testing.T) {
-	ifBlank := &manifest.Filesystem{Type: "ext4", Format: manifest.FormatIfBlank}
-	never := &manifest.Filesystem{Type: "ext4", Format: manifest.FormatNever}
-	ext4 := []Signature{{Type: "ext4", Usage: "filesystem", Offset: 1080}}
-	gpt := []Signature{{Type: "gpt", Usage: "partition_table", Offset: 512}}
-	whole := LUKSHeader{Found: true, Whole: true, UUID: "u1"}
-	torn := LUKSHeader{Found: true, UUID: "u1", HalfWritten: true}
-	foreignTorn := LUKSHeader{Found: true, UUID: "u2"}
-	cases := []struct {
-		name        string
-		interrupted string
-		hdr         LUKSHeader
-		sigs        []Signature
-		fs          *manifest.Filesystem
-		want        encryptVerdict
-		err         string
-	}{
-		{"blank: format", "", LUKSHeader{}, nil, ifBlank, encryptFormat, ""},
-		{"blank, format never: refused", "", LUKSHeader{}, nil, never, encryptRefuse, "filesystem.format is never"},
-		{"a filesystem: refused", "", LUKSHeader{}, ext4, ifBlank, encryptRefuse, "carries a ext4 signature (filesystem, at byte 1080)"},
-		{"a partition table: refused", "", LUKSHeader{}, gpt, ifBlank, encryptRefuse, "gpt signature"},
-		{"a whole header: opened, never formatted", "", whole, nil, ifBlank, encryptOpen, ""},
-		{"a whole header with format never: opened", "", whole, nil, never, encryptOpen, ""},
-		{"a whole header another encrypt was making: opened", "u9", whole, nil, ifBlank, encryptOpen, ""},
-		{"our interrupted encrypt's whole header: its keys completed", "u1", whole, nil, ifBlank, encryptFormat, ""},
-		{"our interrupted encrypt's torn header: written again", "u1", torn, nil, ifBlank, encryptFormat, ""},
-		{"a torn header, no encrypt interrupted: refused", "", torn, nil, ifBlank, encryptRefuse, "damaged or torn"},
-		{"another torn header: refused", "u1", foreignTorn, nil, ifBlank, encryptRefuse, `UUID "u2"`},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			got, err := decideEncrypt(c.interrupted, c.hdr, c.sigs, c.fs)
-			if got != c.want {
-				t.Errorf("verdict %d, want %d", got, c.want)
-			}
-			switch {
-			case c.err == "" && err != nil:
-				t.Errorf("error %v, want none", err)
-			case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
-				t.Errorf("error %v, want one saying %q", err, c.err)
-			}
-		})
 	}
 }
 
@@ -426,13 +325,13 @@ func TestReconstructAdoptsMapping(t *testing.T) {
 	if v.Mapping != nil {
 		t.Errorf("a closed mapping was adopted: %+v", v.Mapping)
 	}
-	if ops := Plan(map[string]*Desired{"a": d}, map[string]*store.Volume{"a": v}); len(ops) != 1 || ops[0].Kind != OpOpen {
+	if ops := decide.Plan(map[string]*Desired{"a": d}, map[string]*store.Volume{"a": v}); len(ops) != 1 || ops[0].Kind != OpOpen {
 		t.Errorf("after a reboot the plan is %+v, want open", ops)
 	}
 }
 
 func TestEncryptionStatus(t *testing.T) {
-	enc := encrypted(want("a"), "/k")
+	enc := encrypted(wantA(), "/k")
 	locked := []api.Condition{{Type: CondLocked}}
 	cases := []struct {
 		name  string
@@ -441,7 +340,7 @@ func TestEncryptionStatus(t *testing.T) {
 		conds []api.Condition
 		want  *api.Encryption
 	}{
-		{"not encrypted", want("a"), have("a", true, true), nil, nil},
+		{"not encrypted", wantA(), have("a", true, true), nil, nil},
 		{"open", enc, mapped(have("a", true, true)), nil,
 			&api.Encryption{State: "open", Mapping: "/dev/mapper/volumed-a", UUID: "u", KeyKind: "file"}},
 		{"open, manifest gone", nil, mapped(have("a", true, false)), nil,
@@ -550,7 +449,7 @@ func TestReconstructEncrypted(t *testing.T) {
 	if f.opens != 0 {
 		t.Errorf("%d opens at start-up, want none", f.opens)
 	}
-	ops := Plan(desired, a.state.Snapshot())
+	ops := decide.Plan(desired, a.state.Snapshot())
 	want := []Op{{Volume: "encrypting", Kind: OpOpen}, {Volume: "open", Kind: OpMountDevice}, {Volume: "rebooted", Kind: OpOpen}}
 	if !reflect.DeepEqual(ops, want) {
 		t.Errorf("plan after start-up %+v, want %+v", ops, want)
@@ -605,11 +504,11 @@ func TestGrowEncrypted(t *testing.T) {
 		t.Fatal(err)
 	}
 	now, err := a.observeSizes(d, rec)
-	if err != nil || growNeeded(d, rec, now) {
-		t.Fatalf("as opened: sizes %+v (%v), grow needed %v; want none", now, err, growNeeded(d, rec, now))
+	if err != nil || decide.GrowNeeded(d, rec, now) {
+		t.Fatalf("as opened: sizes %+v (%v), grow needed %v; want none", now, err, decide.GrowNeeded(d, rec, now))
 	}
 	sizes["/dev/fake-a"] = 96 * mi // the LUN grew
-	if now, err = a.observeSizes(d, rec); err != nil || now.device != 80*mi || !growNeeded(d, rec, now) {
+	if now, err = a.observeSizes(d, rec); err != nil || now.Device != 80*mi || !decide.GrowNeeded(d, rec, now) {
 		t.Fatalf("grown: sizes %+v (%v); want 80 MiB through the mapping, and a grow", now, err)
 	}
 	if err := a.opGrow(ctx, d); err != nil {

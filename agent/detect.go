@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/volumed/volumed/agent/decide"
 	"github.com/volumed/volumed/internal/holders"
 	"github.com/volumed/volumed/store"
 )
@@ -181,7 +182,7 @@ func shutDown(root string) bool {
 }
 
 func wantsWritable(d *Desired) bool {
-	return !readOnlySource(d) && !slices.Contains(d.Spec.Filesystem.MountOptions, "ro")
+	return !decide.ReadOnlySource(d) && !slices.Contains(d.Spec.Filesystem.MountOptions, "ro")
 }
 
 // ext4Sys is ext4's sysfs directory of the filesystem on dev, named by

@@ -12,6 +12,7 @@ import (
 	"github.com/moby/sys/mountinfo"
 
 	"github.com/volumed/volumed/agent/api"
+	"github.com/volumed/volumed/agent/decide"
 	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/drivers/mount"
 	"github.com/volumed/volumed/internal/blank"
@@ -101,7 +102,7 @@ func TestGrowFailedRaisedAndCleared(t *testing.T) {
 	a.manifests.replace(map[string]*Desired{"g": d}, nil)
 	rec := &store.Volume{Name: "g", Driver: "fake",
 		Attachment: &store.Attachment{Driver: "fake", Device: "/dev/fake-g", Identity: "fake:g"},
-		Staging:    &store.MountRecord{Path: "/s/g", Owned: true, DeviceBytes: 64 << 20, Options: stagingOptions(d)}}
+		Staging:    &store.MountRecord{Path: "/s/g", Owned: true, DeviceBytes: 64 << 20, Options: decide.StagingOptions(d)}}
 	if err := a.state.Adopt(rec); err != nil {
 		t.Fatal(err)
 	}

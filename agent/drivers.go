@@ -25,7 +25,7 @@ type Attacher interface {
 	Verify(ctx context.Context, a store.Attachment) (device string, ok bool, err error)
 	// Detach tears a recorded attachment down after checking its
 	// identity. The core calls it only when the kernel object may go
-	// (mayRelease: what volumed made, and a session no other volume rides).
+	// (decide.MayRelease: what volumed made, and a session no other volume rides).
 	Detach(ctx context.Context, a store.Attachment) error
 }
 
@@ -91,10 +91,6 @@ type InUseChecker interface {
 	InUse(device string) (*Problem, error)
 }
 
-// Problem is something wrong that a check found: a condition's reason
-// and message.
-type Problem struct{ Reason, Message string }
-
 // ErrBusy marks a teardown step the kernel refused because something
 // still uses the mount or device; adapters wrap their drivers' busy
 // errors with it so the core can name the holders.
@@ -143,14 +139,6 @@ type Filesystems interface {
 	DeviceSize(device string) (int64, error)
 }
 
-// FSInfo is what a filesystem says of itself without being mounted.
-type FSInfo struct {
-	UUID string
-	// EverMounted: the filesystem records a mount (false also when its
-	// type keeps no such record).
-	EverMounted bool
-}
-
 // FSCheck is a read-only checker's verdict.
 type FSCheck int
 
@@ -164,13 +152,6 @@ const (
 // ErrMountConfig marks a mount refused because of how it was asked for
 // (an option, a permission, a path), never because of the filesystem.
 var ErrMountConfig = errors.New("mount refused by its configuration")
-
-// Signature is one thing found on a device.
-type Signature struct {
-	Type   string // ext4, xfs, gpt, crypto_LUKS, ...
-	Usage  string // filesystem, partition_table, crypto, raid, other
-	Offset int64
-}
 
 // Mounter does mounts and reads the kernel's mount table.
 type Mounter interface {
@@ -224,9 +205,6 @@ type MountPoint struct {
 
 // SameFile: a bind mount's root is the same file as its source dir.
 func (p MountPoint) SameFile(q MountPoint) bool { return p.Dev == q.Dev && p.Ino == q.Ino }
-
-// BindOptions are the flags a publish applies to its bind mount.
-type BindOptions struct{ ReadOnly, NoSuid, NoDev, NoExec bool }
 
 // Store is the persistence behind the actual state (package store).
 type Store interface {

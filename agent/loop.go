@@ -13,6 +13,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/volumed/volumed/agent/api"
+	"github.com/volumed/volumed/agent/decide"
 	"github.com/volumed/volumed/store"
 )
 
@@ -144,15 +145,15 @@ func (a *Agent) shutdown(cancelOps context.CancelFunc) error {
 	return nil
 }
 
-// pass is one reconcile pass: observe, then decide (Decide, pure), then
+// pass is one reconcile pass: observe, then decide (decide.Decide, pure), then
 // act (the executor starts what is not already running or backing off).
 func (a *Agent) pass(ctx context.Context) {
 	start := a.cfg.Now()
 	desired := a.desiredSnapshot()
 	actual, versions := a.state.VersionedSnapshot()
 	obs := a.observe(desired, actual)
-	dec := Decide(desired, actual, obs)
-	a.updatePending(desired, actual)
+	dec := decide.Decide(desired, actual, obs)
+	a.updatePending(desired, actual, dec.Pending)
 	started := a.act(ctx, dec, desired, actual, versions)
 	if a.cfg.Metrics != nil {
 		a.cfg.Metrics.reconcile.Observe(a.cfg.Now().Sub(start).Seconds())
@@ -188,7 +189,7 @@ func (a *Agent) pass(ctx context.Context) {
 // from (versions): an operation that finished meanwhile would otherwise
 // be run again (a second mount_device, which adopts its own mount and
 // then remounts it), at the cost of an intent and its fsync.
-func (a *Agent) act(ctx context.Context, dec Decision, desired map[string]*Desired, actual map[string]*store.Volume, versions map[string]uint64) int {
+func (a *Agent) act(ctx context.Context, dec decide.Decision, desired map[string]*Desired, actual map[string]*store.Volume, versions map[string]uint64) int {
 	for _, n := range dec.GrowSettled {
 		// Nothing to grow (the size asked for was lowered back): a
 		// failure of an earlier grow no longer matters.

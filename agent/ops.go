@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 
+	"github.com/google/uuid"
 	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 
+	"github.com/volumed/volumed/agent/decide"
 	"github.com/volumed/volumed/store"
 )
 
@@ -79,15 +80,15 @@ func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
 	if err != nil {
 		return fmt.Errorf("probe %s: %w", dev, err)
 	}
-	uuid := newUUID()
+	fsUUID := uuid.NewString()
 	format := func(force bool) error {
 		return a.run(ctx, d.Name, d.Driver, OpFormat, func(ctx context.Context) error {
-			inputs := map[string]string{"device": dev, "fsType": fs.Type, "uuid": uuid}
+			inputs := map[string]string{"device": dev, "fsType": fs.Type, "uuid": fsUUID}
 			return a.state.Do(d.Name, d.Driver, OpFormat, inputs, func(rec *store.Volume) error {
 				if rec.Attachment != nil {
 					rec.Attachment.Created = false // formatted: no longer blank by the record
 				}
-				return a.cfg.FS.Mkfs(ctx, dev, fs.Type, uuid, mkfsArgs(fs, force))
+				return a.cfg.FS.Mkfs(ctx, dev, fs.Type, fsUUID, mkfsArgs(fs, force))
 			})
 		})
 	}
@@ -95,7 +96,7 @@ func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
 	if err != nil {
 		return err
 	}
-	mkfs, force, err := decideMkfs(redo, sigs, fs, readOnlySource(d))
+	mkfs, force, err := decide.Mkfs(redo, sigs, fs, decide.ReadOnlySource(d))
 	if err != nil {
 		return fmt.Errorf("%s: %w", dev, err)
 	}
@@ -113,7 +114,7 @@ func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
 		if err := format(force); err != nil {
 			return a.formatFailed(ctx, d, dev, err)
 		}
-		a.learnFormatted(d, partFilesystem, uuid)
+		a.learnFormatted(d, decide.PartFilesystem, fsUUID)
 	}
 	a.formats.interrupted.clear(d.Name)
 	err = a.mountStaging(d, dev, mkfs)
@@ -174,7 +175,7 @@ func (a *Agent) mountStaging(d *Desired, dev string, formatted bool) error {
 		if err := a.cfg.Mounter.EnsureDir(p); err != nil {
 			return err
 		}
-		opts := stagingOptions(d)
+		opts := decide.StagingOptions(d)
 		if err := a.cfg.Mounter.MountDevice(dev, p, fs.Type, opts); err != nil {
 			return err
 		}
@@ -246,30 +247,6 @@ func (a *Agent) mountInfoAt(p string) (*mountinfo.Info, error) {
 	return mounts.Top(p), nil
 }
 
-func readOnlySource(d *Desired) bool {
-	return d.Caps.ReadOnly
-}
-
-// stagingOptions are the options of the staging mount. suid and dev are
-// spelled out when allowed: the list is then never empty, so a record
-// of it can be told from one that predates recording (nil).
-func stagingOptions(d *Desired) []string {
-	fs := d.Spec.Filesystem
-	opts := slices.Clone(fs.MountOptions)
-	opts = append(opts, flagWord(!fs.AllowSuid, "nosuid", "suid"), flagWord(!fs.AllowDev, "nodev", "dev"))
-	if readOnlySource(d) {
-		opts = append(opts, "ro")
-	}
-	return opts
-}
-
-func flagWord(on bool, yes, no string) string {
-	if on {
-		return yes
-	}
-	return no
-}
-
 func stagingRecord(p string, id int, dev, fstype string, opts []string) *store.MountRecord {
 	return &store.MountRecord{Path: p, Device: dev, FSType: fstype, MountID: id, Owned: true, Options: opts}
 }
@@ -322,7 +299,7 @@ func (a *Agent) opDetach(ctx context.Context, name, driver string) error {
 		// Observed here, under the volume's intent, not at planning: a
 		// volume that joined the session since the pass began keeps it.
 		sharers := a.sharers(name, at.Driver)
-		if mayRelease(at, sharers, a.sessions.has(key)) {
+		if decide.MayRelease(at, sharers, a.sessions.has(key)) {
 			att, err := a.attacher(at.Driver)
 			if err != nil {
 				return err

@@ -5,6 +5,7 @@ import (
 
 	"github.com/moby/sys/mountinfo"
 
+	"github.com/volumed/volumed/agent/decide"
 	"github.com/volumed/volumed/store"
 )
 
@@ -52,7 +53,7 @@ func (a *Agent) detachOrphans(ctx context.Context, ownedLists map[string][]store
 	for driver, list := range ownedLists {
 		att := a.cfg.Attachers[driver]
 		for _, o := range list {
-			if claimed[o.Identity] || !mayRelease(o, nil, false) {
+			if claimed[o.Identity] || !decide.MayRelease(o, nil, false) {
 				continue
 			}
 			if inUse(mounts, o.Device) {

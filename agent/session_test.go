@@ -50,7 +50,7 @@ func (f *fakeTarget) Verify(context.Context, store.Attachment) (string, bool, er
 }
 
 // Detach tears down whenever called, as the real adapters do: whether a
-// shared session may go is the core's call (mayRelease), which the tests
+// shared session may go is the core's call (decide.MayRelease), which the tests
 // check.
 func (f *fakeTarget) Detach(context.Context, store.Attachment) error {
 	f.mu.Lock()
