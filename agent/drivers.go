@@ -37,8 +37,10 @@ type Found struct {
 	// of the same driver (an iSCSI session, an NVMe controller); "" if none.
 	Session string
 	// Owned: volumed made the kernel object (it carries volumed's marker,
-	// e.g. a loop device's tag, or this Attach made it), so volumed may
-	// tear it down, even if the state file was lost.
+	// e.g. a loop device's tag, or this Attach made it). It is a fact the
+	// adapter reports, not a verdict: whether the volume owns the
+	// attachment (may tear it down) is decide.Owns's call, which weighs
+	// it with the session, the pin and a crash mid-attach.
 	Owned bool
 	// Reusable: an attachment found in place may be used as it is (a
 	// session another tool or the firmware made, a local disk). Unless it

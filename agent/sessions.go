@@ -1,8 +1,11 @@
-// Who owns an attachment, and whether it may be torn down.
+// The shared kernel objects volumed made. Who owns an attachment, and
+// whether it may be torn down, is decided in agent/decide (Owns,
+// MayRelease); this is what those rules are told of sessions.
 //
 // One word, Owned, says "volumed made it, so it may take it down": on a
-// Found (the kernel object carries our marker), on a record
-// (store.Attachment.Owned) and for a shared kernel object (ownedSessions).
+// Found (the kernel object carries our marker, or the attach made it),
+// on a record (store.Attachment.Owned) and for a shared kernel object
+// (ownedSessions).
 
 package agent
 

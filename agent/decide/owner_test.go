@@ -37,3 +37,31 @@ func TestMayRelease(t *testing.T) {
 		}
 	}
 }
+
+func TestOwns(t *testing.T) {
+	ours := []record.Attachment{{Driver: "iscsi", Session: "s1", Owned: true}}
+	theirs := []record.Attachment{{Driver: "iscsi", Session: "s1"}}
+	loneOwned := []record.Attachment{{Driver: "loop", Owned: true}}
+	cases := []struct {
+		name   string
+		c      Claim
+		others []record.Attachment
+		want   bool
+	}{
+		{"volumed made it", Claim{Made: true}, nil, true},
+		{"volumed made it, but the host booted from it", Claim{Made: true, Pinned: true}, nil, false},
+		{"found in place (another tool's session, a disk)", Claim{Reusable: true, Session: "s1"}, nil, false},
+		{"found where a crash caught volumed attaching", Claim{Reusable: true, Session: "s1", AttachInterrupted: true}, nil, true},
+		{"a loop device volumed did not make, even after a crash", Claim{AttachInterrupted: true}, nil, false},
+		{"rides a session volumed made for another volume", Claim{Reusable: true, Session: "s1", SessionMade: true}, nil, true},
+		{"rides a session another volume's record owns", Claim{Reusable: true, Session: "s1"}, ours, true},
+		{"rides a session nobody of volumed's made", Claim{Reusable: true, Session: "s1"}, theirs, false},
+		{"no session: another volume's ownership says nothing", Claim{Reusable: true}, loneOwned, false},
+		{"pinned, riding our session", Claim{Reusable: true, Session: "s1", Pinned: true, SessionMade: true}, ours, false},
+	}
+	for _, c := range cases {
+		if got := Owns(c.c, c.others); got != c.want {
+			t.Errorf("%s: Owns = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
