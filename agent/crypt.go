@@ -16,61 +16,6 @@ import (
 	"github.com/volumed/volumed/store"
 )
 
-// Crypt formats, opens and closes the LUKS2 volumes of encrypted
-// volumes (drivers/luks behind an adapter, wired by cmd/volumed). Keys
-// are handed over as the manifest names them; the material never passes
-// through the core.
-type Crypt interface {
-	// Inspect reads the LUKS2 headers on dev, without a key. intentUUID,
-	// when set, is the UUID an interrupted encrypt was writing.
-	Inspect(dev, intentUUID string) (LUKSHeader, error)
-	// Format writes a LUKS2 header with every key enrolled; it refuses
-	// (and writes nothing) unless dev is blank or holds exactly the
-	// half-written header of o.UUID, and only enrols missing keys on a
-	// whole header of o.UUID.
-	Format(ctx context.Context, o CryptFormat) error
-	// Open maps the LUKS2 volume on dev as name, or adopts the mapping
-	// of that name when it is this header's on dev. None of the keys
-	// opening it is an error that Is ErrLocked, whose text names the keys
-	// (never their material) and why each failed.
-	Open(ctx context.Context, o CryptOpen) (CryptOpened, error)
-	// Adopt returns the mapping name when it is open and is the LUKS2
-	// volume on dev (uuid, when set, its header's UUID); false when no
-	// mapping has that name. It never opens anything.
-	Adopt(ctx context.Context, dev, name, uuid string) (CryptOpened, bool, error)
-	// Close removes the mapping name; one already gone is success.
-	Close(ctx context.Context, name string) error
-	// Resize makes the open mapping o.Name fill its device o.Device
-	// again, with the first of o.Keys that opens the header.
-	Resize(ctx context.Context, o CryptOpen) error
-}
-
-// CryptFormat is what an encrypt writes.
-type CryptFormat struct {
-	Device     string
-	UUID       string
-	Cipher     string
-	SectorSize int
-	PBKDF      string // manifest.PBKDFArgon2id or PBKDFPBKDF2
-	Keys       []manifest.LUKS2Key
-}
-
-// CryptOpen names what to open and as what.
-type CryptOpen struct {
-	Device string
-	Name   string
-	UUID   string // the header UUID expected; "" for any
-	Keys   []manifest.LUKS2Key
-}
-
-// CryptOpened is a mapping in place.
-type CryptOpened struct {
-	Device  string // /dev/mapper/<name>
-	UUID    string // the LUKS2 UUID it maps
-	Adopted bool   // it was open already
-	KeyKind string // the kind of key that opened it; "" when adopted
-}
-
 // ErrLocked marks an open that no key could do: the header is there and
 // untouched, and the volume waits for a key that works.
 var ErrLocked = errors.New("no key opens the LUKS2 header")

@@ -2,18 +2,12 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/volumed/volumed/agent/decide"
 	"github.com/volumed/volumed/store"
 )
-
-// Refresher is implemented by attachers whose devices can change size on
-// the far side (an iSCSI LUN, an NVMe namespace grown on the target):
-// Refresh asks the kernel to read the size again.
-type Refresher interface {
-	Refresh(ctx context.Context, a store.Attachment) error
-}
 
 // refreshSizes asks the kernel, once per shared session or controller, to
 // re-read sizes that a target may have changed. It costs a round trip to
@@ -106,4 +100,18 @@ func (a *Agent) grow(ctx context.Context, d *Desired) error {
 		}
 		return nil
 	})
+}
+
+// growResult records the outcome of an online grow as a condition: a
+// failed grow keeps the volume working at its old size, so without one
+// the only trace would be a log line at every resync.
+func (a *Agent) growResult(name string, err error) {
+	switch {
+	case errors.Is(err, errRetryNow):
+	case err != nil:
+		a.apply(name, CondGrowFailed, &Problem{Reason: "GrowError", Message: fmt.Sprintf(
+			"growing the volume to what the manifest asks failed: %v; the filesystem keeps its old size and volumed retries at each resync", err)}, nil)
+	default:
+		a.apply(name, CondGrowFailed, nil, nil)
+	}
 }

@@ -22,13 +22,6 @@ import (
 // another filesystem or LUKS header than the volume's.
 var ErrIdentityChanged = errors.New("identity changed")
 
-// identityStore keeps identities durably (store.Store).
-type identityStore interface {
-	Identities() (map[string]store.Identity, error)
-	PutIdentity(id store.Identity) error
-	DeleteIdentity(name string) error
-}
-
 // identities is the volumes' recorded identities: loaded at start-up,
 // each change written durably before it is taken into memory.
 type identities struct {

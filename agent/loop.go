@@ -32,22 +32,13 @@ const manifestSettle = 20 * time.Millisecond
 // reconciles until ctx is cancelled. On return every mount is left in
 // place: stopping the agent never tears anything down.
 func (a *Agent) Run(ctx context.Context) error {
-	// Watch before the first read, so that an edit made while the agent
-	// starts is never missed.
-	watcher := a.watch()
+	watcher, err := a.start(ctx)
 	if watcher != nil {
 		defer watcher.Close()
 	}
-	start := a.cfg.Now()
-	a.loadManifests()
-	loaded := a.cfg.Now()
-	if err := a.reconstruct(ctx); err != nil {
-		return fmt.Errorf("reconstruct actual state: %w", err)
+	if err != nil {
+		return err
 	}
-	close(a.startedc)
-	a.cfg.Log.Info("actual state reconstructed", "volumes", len(a.state.Snapshot()),
-		"manifests", loaded.Sub(start), "reconstruct", a.cfg.Now().Sub(loaded))
-
 	go a.settleLoop(ctx)
 
 	// Operations get a context of their own so that SIGTERM lets them
@@ -92,12 +83,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			case <-a.trigger:
 			case <-retry.C:
 			case <-resync.C:
-				a.loadManifests()
-				a.verify(ctx)
-				a.refreshSizes(ctx)
-				a.askGrowthCheck()
-				a.addWatches(watcher)
-				a.refreshUsage()
+				a.resync(ctx, watcher)
 			case w := <-a.cfg.Wake:
 				idle = !a.wake(ctx, w)
 			case <-watchdog:
@@ -119,6 +105,34 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// start reads the manifests and reconstructs the actual state; the
+// manifests are watched before the first read, so that an edit made
+// while the agent starts is never missed.
+func (a *Agent) start(ctx context.Context) (*fsnotify.Watcher, error) {
+	watcher := a.watch()
+	start := a.cfg.Now()
+	a.loadManifests()
+	loaded := a.cfg.Now()
+	if err := a.reconstruct(ctx); err != nil {
+		return watcher, fmt.Errorf("reconstruct actual state: %w", err)
+	}
+	close(a.startedc)
+	a.cfg.Log.Info("actual state reconstructed", "volumes", len(a.state.Snapshot()),
+		"manifests", loaded.Sub(start), "reconstruct", a.cfg.Now().Sub(loaded))
+	return watcher, nil
+}
+
+// resync is the periodic look at everything: the manifests read again,
+// the records checked against the kernel, sizes and usage refreshed.
+func (a *Agent) resync(ctx context.Context, watcher *fsnotify.Watcher) {
+	a.loadManifests()
+	a.verify(ctx)
+	a.refreshSizes(ctx)
+	a.askGrowthCheck()
+	a.addWatches(watcher)
+	a.refreshUsage()
 }
 
 func (a *Agent) shutdown(cancelOps context.CancelFunc) error {

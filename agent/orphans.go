@@ -9,15 +9,6 @@ import (
 	"github.com/volumed/volumed/store"
 )
 
-// OrphanLister is implemented by attachers that can list every
-// attachment carrying volumed's marker, so that one left behind by a
-// crash for a volume nobody wants any more can be torn down. What it
-// lists is in the kernel as Verify would find it: a recorded attachment
-// listed with the same identity and device is verified by the list.
-type OrphanLister interface {
-	ListOwned(ctx context.Context) ([]store.Attachment, error)
-}
-
 // mayHaveUnrecorded: a volume with no recorded attachment may still have
 // one in the kernel, unless its driver lists what is owned and all of that
 // is accounted for by records (and no crash left this volume uncertain).

@@ -8,20 +8,32 @@ import (
 	"github.com/volumed/volumed/store/record"
 )
 
+// planCase is one table row of Plan: desired and actual state in, the
+// operations out.
+type planCase struct {
+	name    string
+	desired map[string]*Desired
+	actual  map[string]*record.Volume
+	want    []Op
+}
+
+func checkPlan(t *testing.T, cases []planCase) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := Plan(c.desired, c.actual)
+			if !reflect.DeepEqual(got, c.want) {
+				t.Errorf("Plan:\n got  %+v\n want %+v", got, c.want)
+			}
+		})
+	}
+}
+
+// Setting up: attach, mount, publish, remount; nothing for what converged.
 func TestPlan(t *testing.T) {
 	raw := &Desired{Name: "r", Driver: "loop", Spec: &manifest.VolumeSpec{}, Block: true, Targets: []DesiredTarget{{Path: "/dev-t", Block: true}}}
 	rawPub := record.MountRecord{Path: "/dev-t", Owned: true, Options: BindWords(BindOptionsFor(raw, raw.Targets[0]))}
-	absent := want("a", tgt("/t", false))
-	absent.Absent = true
-	pinned := have("boot", true, true, pub("/boot-data", false))
-	pinned.Attachment.Pinned, pinned.Attachment.Owned = true, false
-	nested := DesiredTarget{Path: "/srv/data/logs", NestedIn: "outer"}
-	cases := []struct {
-		name    string
-		desired map[string]*Desired
-		actual  map[string]*record.Volume
-		want    []Op
-	}{
+	checkPlan(t, []planCase{
 		{"nothing", nil, nil, nil},
 		{"new volume attaches first",
 			map[string]*Desired{"a": want("a", tgt("/t", false))}, nil,
@@ -62,6 +74,19 @@ func TestPlan(t *testing.T) {
 			map[string]*Desired{"a": want("a", tgt("/t", true))},
 			map[string]*record.Volume{"a": have("a", true, true, pub("/t", true))},
 			nil},
+	})
+}
+
+// Tearing down, and the order among volumes: unpublish before setup
+// before teardown, a path's holder before its next, a nested target
+// before the one it is in, never what the host booted from.
+func TestPlanTeardownAndOrder(t *testing.T) {
+	absent := want("a", tgt("/t", false))
+	absent.Absent = true
+	pinned := have("boot", true, true, pub("/boot-data", false))
+	pinned.Attachment.Pinned, pinned.Attachment.Owned = true, false
+	nested := DesiredTarget{Path: "/srv/data/logs", NestedIn: "outer"}
+	checkPlan(t, []planCase{
 		{"removed volume: unpublish, then unmount, then detach",
 			nil,
 			map[string]*record.Volume{"a": have("a", true, true, pub("/t", false)), "b": have("b", true, true), "c": have("c", true, false)},
@@ -92,15 +117,7 @@ func TestPlan(t *testing.T) {
 			nil,
 			map[string]*record.Volume{"outer": have("outer", true, true, pub("/srv/data", false)), "inner": have("inner", true, true, pub("/srv/data/logs", false))},
 			[]Op{{Volume: "inner", Kind: OpUnpublish, Target: DesiredTarget{Path: "/srv/data/logs"}}}},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			got := Plan(c.desired, c.actual)
-			if !reflect.DeepEqual(got, c.want) {
-				t.Errorf("Plan:\n got  %+v\n want %+v", got, c.want)
-			}
-		})
-	}
+	})
 }
 
 func TestPlanEncrypted(t *testing.T) {

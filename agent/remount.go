@@ -1,9 +1,11 @@
+// The remount operation: changed mount options applied in place to the
+// staging mount or a target (decide.Plan asks for it).
+
 package agent
 
 import (
 	"errors"
 	"slices"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -11,7 +13,7 @@ import (
 	"github.com/volumed/volumed/store"
 )
 
-// opRemount applies what remountOp found, under an intent like every
+// opRemount applies what decide.Plan found to remount, under an intent like every
 // change to the kernel.
 func (a *Agent) opRemount(d *Desired, t DesiredTarget) error {
 	what := t.Path
@@ -67,26 +69,4 @@ func (a *Agent) remountTarget(d *Desired, t DesiredTarget, rec *store.Volume) er
 	m.ReadOnly, m.Options, m.Refused = t.ReadOnly, decide.BindWords(o), nil
 	rec.Targets[i] = m
 	return nil
-}
-
-// updatePending raises or clears each volume's PendingChange condition
-// as the pass's decision says (decide.Decision.Pending).
-func (a *Agent) updatePending(desired map[string]*Desired, actual map[string]*store.Volume, pending map[string][]decide.Pending) {
-	for name := range actual {
-		if desired[name] == nil {
-			a.conds.Clear(name, CondPendingChange) // being torn down: nothing is pending
-		}
-	}
-	for name := range desired {
-		p := pending[name]
-		if len(p) == 0 {
-			a.conds.Clear(name, CondPendingChange)
-			continue
-		}
-		msgs := make([]string, len(p))
-		for i, c := range p {
-			msgs[i] = c.Message
-		}
-		a.conds.Set(name, CondPendingChange, p[0].Reason, strings.Join(msgs, "; "))
-	}
 }
