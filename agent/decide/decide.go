@@ -36,13 +36,14 @@ type Decision struct {
 // Decide is the whole of a pass's decision, from desired and actual
 // state and what was observed: Plan's next step of every volume, the
 // manifest changes that wait (PendingChanges), then a grow of each
-// converged volume whose sizes say so. Like Plan it is pure. Three
-// decisions are left to their operations because each rests on what was
-// read right before acting, under the volume's intent: format-or-not
-// (Mkfs and Resume over the probe, in the agent's mount_device),
-// encrypt-or-not (Encrypt over the probe and the LUKS2 header, in its
-// open) and release-or-not of a shared kernel object (MayRelease, in its
-// detach); they live here all the same.
+// converged volume whose sizes say so. Like Plan it is pure. Four
+// decisions are taken inside their operations instead, because each
+// rests on what was read right before acting, under the volume's intent:
+// format-or-not (Mkfs and Resume, over the probe), encrypt-or-not
+// (Encrypt, over the probe and the LUKS2 header), whose data the device
+// holds (Identity, over the UUID read before a mount or open) and
+// release-or-not of a shared kernel object (MayRelease, before a
+// detach). They are in this package all the same.
 func Decide(desired map[string]*Desired, actual map[string]*record.Volume, obs Observations) Decision {
 	dec := Decision{Ops: Plan(desired, actual), Pending: map[string][]Pending{}}
 	for n, d := range desired {
