@@ -50,6 +50,11 @@ func TestPendingChanges(t *testing.T) {
 		{"encryption added to a raw block volume not yet published: opened, nothing pending", rawEnc, &record.Volume{Name: "a", Driver: "loop", Attachment: madeWith(base).Attachment}, nil},
 		{"encryption removed from a published raw block volume", raw, mapped(rawPublished()),
 			[]string{"EncryptionRemoved: removing spec.encryption is not applied", "raw block data (published at /dev-t)"}},
+		// Plan never opens under a published target, staging mount or not
+		// (EncryptionChange), so this is pending too.
+		{"encryption added while a target outlives its staging mount", encrypted(loopWant(tgt("/t", false)), "/k"),
+			func() *record.Volume { v := madeWith(base); v.Staging = nil; return v }(),
+			[]string{"EncryptionAdded: encryption not applied", "the volume's data (published at /t)"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -176,3 +176,25 @@ func TestPlanEncrypted(t *testing.T) {
 		})
 	}
 }
+
+// One rule (EncryptionChange) says both whether Plan opens and whether
+// the change is pending: never both, and one of them for any encryption
+// added to a volume with no mapping.
+func TestEncryptionOpenedOrPending(t *testing.T) {
+	enc := encrypted(want("a", tgt("/t", false)), "/k")
+	staged := have("a", true, true)
+	targetOnly := have("a", true, false, pub("/t", false))
+	for name, rec := range map[string]*record.Volume{"attached": have("a", true, false), "staged": staged, "published, staging gone": targetOnly} {
+		open, pending := EncryptionChange(enc, rec)
+		if open == (len(pending) > 0) {
+			t.Errorf("%s: open %v, pending %v: want exactly one", name, open, pending)
+		}
+		planned := false
+		for _, op := range Plan(map[string]*Desired{"a": enc}, map[string]*record.Volume{"a": rec}) {
+			planned = planned || op.Kind == OpOpen
+		}
+		if planned != open {
+			t.Errorf("%s: Plan opens %v, EncryptionChange says %v", name, planned, open)
+		}
+	}
+}
