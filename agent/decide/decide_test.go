@@ -46,7 +46,7 @@ func TestGrowNeeded(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if got := GrowNeeded(c.d, c.rec, c.now); got != c.want {
-				t.Fatalf("growNeeded = %v, want %v", got, c.want)
+				t.Fatalf("GrowNeeded = %v, want %v", got, c.want)
 			}
 		})
 	}

@@ -72,7 +72,7 @@ func TestDecideResume(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			got, why := Resume(c.uuid, c.sigs, c.info, "ext4")
 			if got != c.want {
-				t.Errorf("decideResume = %d (%s), want %d", got, why, c.want)
+				t.Errorf("Resume = %d (%s), want %d", got, why, c.want)
 			}
 		})
 	}
