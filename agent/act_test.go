@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/volumed/volumed/agent/decide"
 	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/store"
 )
@@ -20,7 +21,7 @@ func TestStalePlanIsNotActedOn(t *testing.T) {
 	desired := map[string]*Desired{"a": netVolume("a")}
 
 	actual, versions := a.state.VersionedSnapshot()
-	dec := Decide(desired, actual, Observations{})
+	dec := decide.Decide(desired, actual, decide.Observations{})
 	if len(dec.Ops) != 1 || dec.Ops[0].Kind != OpAttach {
 		t.Fatalf("plan %+v, want one attach", dec.Ops)
 	}
@@ -44,7 +45,7 @@ func TestStalePlanIsNotActedOn(t *testing.T) {
 
 	// A fresh snapshot plans and acts normally.
 	actual, versions = a.state.VersionedSnapshot()
-	dec = Decide(desired, actual, Observations{})
+	dec = decide.Decide(desired, actual, decide.Observations{})
 	if len(dec.Ops) != 1 || dec.Ops[0].Kind != OpMountDevice {
 		t.Fatalf("after the attach the plan is %+v, want mount_device", dec.Ops)
 	}

@@ -139,14 +139,7 @@ func (a *Agent) unrecordedAttachment(ctx context.Context, name string, c volumeC
 	if !ok || !a.adoptable(att, name, a.stagingPathOf(name, d, c.rec), f, kv.mounts) {
 		return nil
 	}
-	// A session carries no marker of ours: when a crash caught us
-	// attaching it, we take it as owned (else it would leak); otherwise
-	// it was there before us and is only used.
-	owned := f.Owned || (f.Reusable && slices.Contains(c.pending, OpAttach))
-	at := &store.Attachment{
-		Driver: d.Driver, Device: f.Device, Identity: f.Identity, Session: f.Session,
-		Owned: owned && !f.Pinned, Pinned: f.Pinned, Source: d.Caps.Key,
-	}
+	at := a.attachmentOf(d, f, slices.Contains(c.pending, OpAttach))
 	log.Info("adopting attachment found in the kernel", "device", f.Device, "identity", f.Identity, "owned", at.Owned)
 	a.notes.set(name, f.Note)
 	return at

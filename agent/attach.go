@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/volumed/volumed/agent/decide"
 	"github.com/volumed/volumed/store"
 )
 
@@ -35,7 +36,7 @@ func (a *Agent) opAttach(ctx context.Context, d *Desired) error {
 			if err := a.refuseInUse(att, d.Name, f); err != nil {
 				return err
 			}
-			rec.Attachment = a.attachmentOf(d, f)
+			rec.Attachment = a.attachmentOf(d, f, false)
 			a.notes.set(d.Name, f.Note)
 			return nil
 		}
@@ -55,7 +56,7 @@ func (a *Agent) opAttach(ctx context.Context, d *Desired) error {
 		if err := a.refuseInUse(att, d.Name, f); err != nil {
 			return err
 		}
-		rec.Attachment = a.attachmentOf(d, f)
+		rec.Attachment = a.attachmentOf(d, f, false)
 		a.notes.set(d.Name, f.Note)
 		return nil
 	})
@@ -157,18 +158,20 @@ func pick(found []Found) (Found, bool) {
 	return Found{}, false
 }
 
-// attachmentOf records f for d. The volume owns it (may tear it down)
-// when volumed made it, or when it rides a session volumed made for
-// another volume: the last of them to go logs the session out.
-func (a *Agent) attachmentOf(d *Desired, f Found) *store.Attachment {
+// attachmentOf records f for d, owned as decide.Owns says. interrupted:
+// a crash caught volumed attaching d (known at start-up only).
+func (a *Agent) attachmentOf(d *Desired, f Found, interrupted bool) *store.Attachment {
 	key := sessionKey(d.Driver, f.Session)
 	if f.Owned {
 		a.sessions.add(key)
 	}
-	owned := f.Owned || a.sessions.has(key) || sessionOwnedBy(a.sharers(d.Name, d.Driver), f.Session)
+	owned := decide.Owns(decide.Claim{
+		Made: f.Owned, Reusable: f.Reusable, Pinned: f.Pinned,
+		Session: f.Session, SessionMade: a.sessions.has(key), AttachInterrupted: interrupted,
+	}, a.sharers(d.Name, d.Driver))
 	return &store.Attachment{
 		Driver: d.Driver, Device: f.Device, Identity: f.Identity, Session: f.Session,
-		Owned: owned && !f.Pinned, Pinned: f.Pinned, Source: d.Caps.Key,
+		Owned: owned, Pinned: f.Pinned, Source: d.Caps.Key,
 		Created: f.Created,
 	}
 }

@@ -138,3 +138,21 @@ func (c *conditions) Of(volume string) []api.Condition {
 	})
 	return out
 }
+
+// apply raises typ on volume when p is set and clears it when p is nil;
+// a check that could not tell (err) leaves what was known.
+func (a *Agent) apply(volume, typ string, p *Problem, err error) {
+	switch {
+	case err != nil:
+		a.cfg.Log.Warn("condition check failed; keeping what was known", "volume", volume, "type", typ, "error", err)
+	case p == nil:
+		if a.conds.Clear(volume, typ) {
+			a.cfg.Log.Info("condition cleared", "volume", volume, "type", typ)
+		}
+	default:
+		if !a.conds.Has(volume, typ) {
+			a.cfg.Log.Warn("condition raised", "volume", volume, "type", typ, "reason", p.Reason, "message", p.Message)
+		}
+		a.conds.Set(volume, typ, p.Reason, p.Message)
+	}
+}

@@ -9,76 +9,12 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/google/uuid"
+
+	"github.com/volumed/volumed/agent/decide"
 	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/store"
 )
-
-// Crypt formats, opens and closes the LUKS2 volumes of encrypted
-// volumes (drivers/luks behind an adapter, wired by cmd/volumed). Keys
-// are handed over as the manifest names them; the material never passes
-// through the core.
-type Crypt interface {
-	// Inspect reads the LUKS2 headers on dev, without a key. intentUUID,
-	// when set, is the UUID an interrupted encrypt was writing.
-	Inspect(dev, intentUUID string) (LUKSHeader, error)
-	// Format writes a LUKS2 header with every key enrolled; it refuses
-	// (and writes nothing) unless dev is blank or holds exactly the
-	// half-written header of o.UUID, and only enrols missing keys on a
-	// whole header of o.UUID.
-	Format(ctx context.Context, o CryptFormat) error
-	// Open maps the LUKS2 volume on dev as name, or adopts the mapping
-	// of that name when it is this header's on dev. None of the keys
-	// opening it is an error that Is ErrLocked, whose text names the keys
-	// (never their material) and why each failed.
-	Open(ctx context.Context, o CryptOpen) (CryptOpened, error)
-	// Adopt returns the mapping name when it is open and is the LUKS2
-	// volume on dev (uuid, when set, its header's UUID); false when no
-	// mapping has that name. It never opens anything.
-	Adopt(ctx context.Context, dev, name, uuid string) (CryptOpened, bool, error)
-	// Close removes the mapping name; one already gone is success.
-	Close(ctx context.Context, name string) error
-	// Resize makes the open mapping o.Name fill its device o.Device
-	// again, with the first of o.Keys that opens the header.
-	Resize(ctx context.Context, o CryptOpen) error
-}
-
-// LUKSHeader is what a device's LUKS2 headers say, without a key.
-type LUKSHeader struct {
-	// Found: a LUKS header (whole or not) is on the device.
-	Found bool
-	// Whole: a copy of the header is complete and valid (it can be opened).
-	Whole bool
-	UUID  string
-	// HalfWritten: the device holds exactly the torn header of the
-	// interrupted encrypt's UUID (and nothing of anyone else's).
-	HalfWritten bool
-}
-
-// CryptFormat is what an encrypt writes.
-type CryptFormat struct {
-	Device     string
-	UUID       string
-	Cipher     string
-	SectorSize int
-	PBKDF      string // manifest.PBKDFArgon2id or PBKDFPBKDF2
-	Keys       []manifest.LUKS2Key
-}
-
-// CryptOpen names what to open and as what.
-type CryptOpen struct {
-	Device string
-	Name   string
-	UUID   string // the header UUID expected; "" for any
-	Keys   []manifest.LUKS2Key
-}
-
-// CryptOpened is a mapping in place.
-type CryptOpened struct {
-	Device  string // /dev/mapper/<name>
-	UUID    string // the LUKS2 UUID it maps
-	Adopted bool   // it was open already
-	KeyKind string // the kind of key that opened it; "" when adopted
-}
 
 // ErrLocked marks an open that no key could do: the header is there and
 // untouched, and the volume waits for a key that works.
@@ -95,47 +31,6 @@ func blockDevice(rec *store.Volume) string {
 		return rec.Mapping.Device
 	}
 	return rec.Attachment.Device
-}
-
-// encryptVerdict is what decideEncrypt makes of a device.
-type encryptVerdict int
-
-const (
-	// encryptOpen: a whole LUKS2 header is there: open it, never rewrite it.
-	encryptOpen encryptVerdict = iota
-	// encryptFormat: blank (or the torn header of our own interrupted
-	// encrypt): write the header, then open.
-	encryptFormat
-	// encryptRefuse: something else is on the device; nothing is written.
-	encryptRefuse
-)
-
-// decideEncrypt is the encrypt-or-not decision, made in the open
-// operation over the probe and header read right before, like
-// decideMkfs: only a blank device gets a header, by the same probe
-// (every signature, every offset) that guards mkfs, and a header that
-// is there is opened, never rewritten. interrupted is the UUID of an
-// encrypt a crash left uncertain ("" if none): a torn header of exactly
-// that UUID is written again, and a whole one has its missing keys
-// enrolled (Format does nothing else to it).
-func decideEncrypt(interrupted string, hdr LUKSHeader, sigs []Signature, fs *manifest.Filesystem) (encryptVerdict, error) {
-	switch {
-	case hdr.Whole && interrupted != "" && hdr.UUID == interrupted:
-		return encryptFormat, nil
-	case hdr.Whole:
-		return encryptOpen, nil
-	case hdr.Found && interrupted != "" && hdr.HalfWritten:
-		return encryptFormat, nil
-	case hdr.Found:
-		return encryptRefuse, fmt.Errorf("carries a LUKS header (UUID %q) that is damaged or torn and not the one volumed was writing: volumed never rewrites it", hdr.UUID)
-	}
-	for _, s := range sigs {
-		return encryptRefuse, fmt.Errorf("carries a %s signature (%s, at byte %d): volumed never encrypts over it", s.Type, s.Usage, s.Offset)
-	}
-	if fs != nil && fs.Format == manifest.FormatNever {
-		return encryptRefuse, errors.New("is blank and filesystem.format is never: no LUKS2 header is written")
-	}
-	return encryptFormat, nil
 }
 
 func (a *Agent) crypt() (Crypt, error) {
@@ -176,38 +71,38 @@ func (a *Agent) open(ctx context.Context, d *Desired) error {
 			return fmt.Errorf("probe %s: %w", dev, err)
 		}
 	}
-	verdict, err := decideEncrypt(interrupted, hdr, sigs, d.Spec.Filesystem)
+	verdict, err := decide.Encrypt(interrupted, hdr, sigs, d.Spec.Filesystem)
 	if err != nil {
 		return fmt.Errorf("%s: %w", dev, err)
 	}
-	if err := a.checkIdentity(d, dev, partLUKS, hdr.UUID, verdict == encryptFormat && interrupted == ""); err != nil {
+	if err := a.checkIdentity(d, dev, decide.PartLUKS, hdr.UUID, verdict == decide.EncryptFormat && interrupted == ""); err != nil {
 		return err
 	}
-	uuid := hdr.UUID
-	if verdict == encryptFormat {
-		uuid = interrupted
-		if uuid == "" {
+	header := hdr.UUID
+	if verdict == decide.EncryptFormat {
+		header = interrupted
+		if header == "" {
 			if err := a.checkBlank(ctx, d.Name, dev, a.createdSource(d)); err != nil {
 				return fmt.Errorf("%s: %w", dev, err)
 			}
-			uuid = newUUID()
+			header = uuid.NewString()
 		}
 		err := a.run(ctx, d.Name, d.Driver, OpEncrypt, func(ctx context.Context) error {
-			inputs := map[string]string{"device": dev, "uuid": uuid, "cipher": luks.Cipher, "sectorSize": strconv.Itoa(luks.SectorSize), "pbkdf": luks.PBKDF}
+			inputs := map[string]string{"device": dev, "uuid": header, "cipher": luks.Cipher, "sectorSize": strconv.Itoa(luks.SectorSize), "pbkdf": luks.PBKDF}
 			return a.state.Do(d.Name, d.Driver, OpEncrypt, inputs, func(*store.Volume) error {
 				// The header's UUID is the volume's, as volumed's own
 				// format, before the header is written: the mapping it
 				// opens decrypts the zeros the blank rule passed into
-				// noise, blank only by this record (blankByRecord), and
+				// noise, blank only by this record (decide.BlankByRecord), and
 				// a power cut between the header and a later record
 				// left the volume NotBlank on its own new mapping.
 				// After the intent: a cut before it leaves no header and
 				// no identity, where a recorded one would say the blank
 				// device had lost it.
-				if err := a.idents.learn(d.Name, d.Caps.Key, partLUKS, uuid, howFormatted); err != nil {
+				if err := a.idents.learn(d.Name, d.Caps.Key, decide.PartLUKS, header, decide.HowFormatted); err != nil {
 					return fmt.Errorf("record the LUKS2 header UUID of %s: %w", d.Name, err)
 				}
-				return c.Format(ctx, CryptFormat{Device: dev, UUID: uuid, Cipher: luks.Cipher, SectorSize: luks.SectorSize, PBKDF: luks.PBKDF, Keys: luks.Keys})
+				return c.Format(ctx, CryptFormat{Device: dev, UUID: header, Cipher: luks.Cipher, SectorSize: luks.SectorSize, PBKDF: luks.PBKDF, Keys: luks.Keys})
 			})
 		})
 		if err != nil {
@@ -216,9 +111,9 @@ func (a *Agent) open(ctx context.Context, d *Desired) error {
 	}
 	a.formats.encrypting.clear(d.Name)
 	name := MappingName(d.Name)
-	inputs := map[string]string{"device": dev, "mapping": name, "uuid": uuid}
+	inputs := map[string]string{"device": dev, "mapping": name, "uuid": header}
 	return a.state.Do(d.Name, d.Driver, OpOpen, inputs, func(rec *store.Volume) error {
-		o, err := c.Open(ctx, CryptOpen{Device: dev, Name: name, UUID: uuid, Keys: luks.Keys})
+		o, err := c.Open(ctx, CryptOpen{Device: dev, Name: name, UUID: header, Keys: luks.Keys})
 		if err != nil {
 			return err
 		}

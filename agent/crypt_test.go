@@ -4,15 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/volumed/volumed/agent/api"
 	"github.com/volumed/volumed/agent/manifest"
@@ -146,63 +142,6 @@ func mapped(v *store.Volume) *store.Volume {
 	return v
 }
 
-func TestPlanEncrypted(t *testing.T) {
-	enc := encrypted(want("a", tgt("/t", false)), "/k")
-	gone := mapped(have("a", true, false))
-	rawEnc := &Desired{Name: "a", Driver: "loop", Block: true, Targets: []DesiredTarget{{Path: "/dev-t", Block: true}},
-		Spec: &manifest.VolumeSpec{Encryption: &manifest.Encryption{LUKS2: &manifest.LUKS2{Keys: []manifest.LUKS2Key{{File: "/k"}}}}}}
-	cases := []struct {
-		name    string
-		desired map[string]*Desired
-		actual  map[string]*store.Volume
-		want    []Op
-	}{
-		{"attached: open before mount_device",
-			map[string]*Desired{"a": enc}, map[string]*store.Volume{"a": have("a", true, false)},
-			[]Op{{Volume: "a", Kind: OpOpen}}},
-		{"open: mount_device",
-			map[string]*Desired{"a": enc}, map[string]*store.Volume{"a": mapped(have("a", true, false))},
-			[]Op{{Volume: "a", Kind: OpMountDevice}}},
-		{"not attached: attach first",
-			map[string]*Desired{"a": enc}, nil,
-			[]Op{{Volume: "a", Kind: OpAttach}}},
-		{"converged encrypted volume needs nothing",
-			map[string]*Desired{"a": enc}, map[string]*store.Volume{"a": mapped(have("a", true, true, pub("/t", false)))},
-			nil},
-		{"removed while staged: unmount, no close yet",
-			nil, map[string]*store.Volume{"a": mapped(have("a", true, true))},
-			[]Op{{Volume: "a", Kind: OpUnmountDevice}}},
-		{"removed, unmounted: close before detach",
-			nil, map[string]*store.Volume{"a": gone},
-			[]Op{{Volume: "a", Kind: OpClose}}},
-		{"removed, closed: detach",
-			nil, map[string]*store.Volume{"a": have("a", true, false)},
-			[]Op{{Volume: "a", Kind: OpDetach}}},
-		{"encryption added to a mounted volume: no open over its filesystem",
-			map[string]*Desired{"a": enc}, map[string]*store.Volume{"a": have("a", true, true, pub("/t", false))},
-			nil},
-		{"raw block: open before publish",
-			map[string]*Desired{"a": rawEnc}, map[string]*store.Volume{"a": have("a", true, false)},
-			[]Op{{Volume: "a", Kind: OpOpen}}},
-		{"raw block, open: publish the mapping",
-			map[string]*Desired{"a": rawEnc}, map[string]*store.Volume{"a": mapped(have("a", true, false))},
-			[]Op{{Volume: "a", Kind: OpPublish, Target: rawEnc.Targets[0]}}},
-		{"encryption added to a published raw block volume: no open under its consumer",
-			map[string]*Desired{"a": rawEnc}, map[string]*store.Volume{"a": have("a", true, false, store.MountRecord{Path: "/dev-t", Owned: true, Options: bindWords(bindOptions(rawEnc, rawEnc.Targets[0]))})},
-			nil},
-		{"close is teardown: after the setup of others",
-			map[string]*Desired{"b": want("b")}, map[string]*store.Volume{"a": mapped(have("a", true, false))},
-			[]Op{{Volume: "b", Kind: OpAttach}, {Volume: "a", Kind: OpClose}}},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			if got := Plan(c.desired, c.actual); !reflect.DeepEqual(got, c.want) {
-				t.Errorf("Plan = %+v, want %+v", got, c.want)
-			}
-		})
-	}
-}
-
 // A raw block volume's consumer gets the plaintext: the mapping once it
 // is open, never the ciphertext under it.
 func TestRawBlockDevice(t *testing.T) {
@@ -225,51 +164,6 @@ func TestRawBlockDevice(t *testing.T) {
 		if dev != c.dev || ok != c.wantOK {
 			t.Errorf("%s: rawBlockDevice = %q, %v; want %q, %v", c.name, dev, ok, c.dev, c.wantOK)
 		}
-	}
-}
-
-func TestDecideEncrypt(t *testing.T) {
-	ifBlank := &manifest.Filesystem{Type: "ext4", Format: manifest.FormatIfBlank}
-	never := &manifest.Filesystem{Type: "ext4", Format: manifest.FormatNever}
-	ext4 := []Signature{{Type: "ext4", Usage: "filesystem", Offset: 1080}}
-	gpt := []Signature{{Type: "gpt", Usage: "partition_table", Offset: 512}}
-	whole := LUKSHeader{Found: true, Whole: true, UUID: "u1"}
-	torn := LUKSHeader{Found: true, UUID: "u1", HalfWritten: true}
-	foreignTorn := LUKSHeader{Found: true, UUID: "u2"}
-	cases := []struct {
-		name        string
-		interrupted string
-		hdr         LUKSHeader
-		sigs        []Signature
-		fs          *manifest.Filesystem
-		want        encryptVerdict
-		err         string
-	}{
-		{"blank: format", "", LUKSHeader{}, nil, ifBlank, encryptFormat, ""},
-		{"blank, format never: refused", "", LUKSHeader{}, nil, never, encryptRefuse, "filesystem.format is never"},
-		{"a filesystem: refused", "", LUKSHeader{}, ext4, ifBlank, encryptRefuse, "carries a ext4 signature (filesystem, at byte 1080)"},
-		{"a partition table: refused", "", LUKSHeader{}, gpt, ifBlank, encryptRefuse, "gpt signature"},
-		{"a whole header: opened, never formatted", "", whole, nil, ifBlank, encryptOpen, ""},
-		{"a whole header with format never: opened", "", whole, nil, never, encryptOpen, ""},
-		{"a whole header another encrypt was making: opened", "u9", whole, nil, ifBlank, encryptOpen, ""},
-		{"our interrupted encrypt's whole header: its keys completed", "u1", whole, nil, ifBlank, encryptFormat, ""},
-		{"our interrupted encrypt's torn header: written again", "u1", torn, nil, ifBlank, encryptFormat, ""},
-		{"a torn header, no encrypt interrupted: refused", "", torn, nil, ifBlank, encryptRefuse, "damaged or torn"},
-		{"another torn header: refused", "u1", foreignTorn, nil, ifBlank, encryptRefuse, `UUID "u2"`},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			got, err := decideEncrypt(c.interrupted, c.hdr, c.sigs, c.fs)
-			if got != c.want {
-				t.Errorf("verdict %d, want %d", got, c.want)
-			}
-			switch {
-			case c.err == "" && err != nil:
-				t.Errorf("error %v, want none", err)
-			case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
-				t.Errorf("error %v, want one saying %q", err, c.err)
-			}
-		})
 	}
 }
 
@@ -385,54 +279,8 @@ type probeFS struct {
 
 func (p *probeFS) Probe(context.Context, string) ([]Signature, error) { return p.sigs, nil }
 
-// Start-up adopts an open mapping of ours without reopening it; one that
-// is gone (a reboot) is opened again by the next pass.
-func TestReconstructAdoptsMapping(t *testing.T) {
-	ctx := context.Background()
-	a, f := cryptAgent(t)
-	d := encrypted(netVolume("a"), "/etc/k")
-	if err := a.opAttach(ctx, d); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.opOpen(ctx, d); err != nil {
-		t.Fatal(err)
-	}
-	rec := a.state.Get("a")
-	v := &store.Volume{Name: "a", Attachment: rec.Attachment}
-	a.adoptMapping(ctx, "a", v, rec, rec.Mapping.UUID)
-	if v.Mapping == nil || *v.Mapping != *rec.Mapping {
-		t.Fatalf("adopted %+v, want the record's %+v", v.Mapping, rec.Mapping)
-	}
-	if f.opens != 1 {
-		t.Errorf("%d opens, want 1: adoption reopened", f.opens)
-	}
-	// A mapping of another header than the one recorded is not adopted.
-	v = &store.Volume{Name: "a", Attachment: rec.Attachment}
-	a.adoptMapping(ctx, "a", v, rec, "another-uuid")
-	if v.Mapping != nil {
-		t.Errorf("a mapping of another LUKS2 volume was adopted: %+v", v.Mapping)
-	}
-	// The UUID an uncertain open was opening counts when no record says.
-	intents := []store.Intent{{Volume: "a", Op: OpOpen, Inputs: map[string]string{"uuid": "u-open"}}}
-	if got := mappingUUID("a", &store.Volume{Name: "a"}, intents); got != "u-open" {
-		t.Errorf("mappingUUID from an open intent = %q, want u-open", got)
-	}
-	if got := mappingUUID("a", rec, intents); got != rec.Mapping.UUID {
-		t.Errorf("mappingUUID with a record = %q, want the record's %q", got, rec.Mapping.UUID)
-	}
-	f.Close(ctx, "volumed-a")
-	v = &store.Volume{Name: "a", Attachment: rec.Attachment}
-	a.adoptMapping(ctx, "a", v, rec, rec.Mapping.UUID)
-	if v.Mapping != nil {
-		t.Errorf("a closed mapping was adopted: %+v", v.Mapping)
-	}
-	if ops := Plan(map[string]*Desired{"a": d}, map[string]*store.Volume{"a": v}); len(ops) != 1 || ops[0].Kind != OpOpen {
-		t.Errorf("after a reboot the plan is %+v, want open", ops)
-	}
-}
-
 func TestEncryptionStatus(t *testing.T) {
-	enc := encrypted(want("a"), "/k")
+	enc := encrypted(wantA(), "/k")
 	locked := []api.Condition{{Type: CondLocked}}
 	cases := []struct {
 		name  string
@@ -441,7 +289,7 @@ func TestEncryptionStatus(t *testing.T) {
 		conds []api.Condition
 		want  *api.Encryption
 	}{
-		{"not encrypted", want("a"), have("a", true, true), nil, nil},
+		{"not encrypted", wantA(), have("a", true, true), nil, nil},
 		{"open", enc, mapped(have("a", true, true)), nil,
 			&api.Encryption{State: "open", Mapping: "/dev/mapper/volumed-a", UUID: "u", KeyKind: "file"}},
 		{"open, manifest gone", nil, mapped(have("a", true, false)), nil,
@@ -455,199 +303,5 @@ func TestEncryptionStatus(t *testing.T) {
 				t.Errorf("got %+v, want %+v", got, c.want)
 			}
 		})
-	}
-}
-
-// An encrypt cut short by a crash is redone with the UUID its intent
-// recorded, over its own torn header; a torn header of another UUID is
-// never written over.
-func TestInterruptedEncryptIsRedoneWithItsUUID(t *testing.T) {
-	ctx := context.Background()
-	for _, c := range []struct {
-		name      string
-		torn      string // the UUID of the torn header on the device
-		wantUUID  string
-		wantError string
-	}{
-		{"its own torn header", "u-intent", "u-intent", ""},
-		{"another torn header", "u-other", "u-other", "damaged or torn"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			a, f := cryptAgent(t)
-			d := encrypted(netVolume("a"), "/etc/k")
-			if err := a.opAttach(ctx, d); err != nil {
-				t.Fatal(err)
-			}
-			f.headers["/dev/fake-a"] = fakeHeader{uuid: c.torn, torn: true}
-			a.formats.encrypting.set("a", "u-intent") // as reconstruct does from the intent
-			err := a.opOpen(ctx, d)
-			if c.wantError == "" && err != nil || c.wantError != "" && (err == nil || !strings.Contains(err.Error(), c.wantError)) {
-				t.Fatalf("open: %v, want %q", err, c.wantError)
-			}
-			if h := f.headers["/dev/fake-a"]; h.uuid != c.wantUUID {
-				t.Errorf("header UUID %q, want %q", h.uuid, c.wantUUID)
-			}
-			if c.wantError != "" && f.formats != 0 {
-				t.Errorf("%d formats over another volume's torn header", f.formats)
-			}
-		})
-	}
-}
-
-// verifyingTarget is a fakeTarget whose attachments verify at the device
-// they were recorded with.
-type verifyingTarget struct{ fakeTarget }
-
-func (*verifyingTarget) Verify(_ context.Context, at store.Attachment) (string, bool, error) {
-	return at.Device, true, nil
-}
-
-// Start-up: an open mapping of a volume's record is adopted with the key
-// kind the record kept, nothing opened; a mapping that is gone leaves the
-// volume to be opened; an encrypt left uncertain is remembered with its
-// UUID for the open that redoes it.
-func TestReconstructEncrypted(t *testing.T) {
-	ctx := context.Background()
-	a, f := cryptAgent(t)
-	a.cfg.Attachers = map[string]Attacher{"fake": &verifyingTarget{}}
-	st := a.cfg.Store
-	at := func(name string) *store.Attachment {
-		return &store.Attachment{Driver: "fake", Device: "/dev/fake-" + name, Identity: "fake:" + name, Owned: true}
-	}
-	open := &store.Volume{Name: "open", Driver: "fake", Attachment: at("open"),
-		Mapping: &store.Mapping{Name: "volumed-open", UUID: "u-open", Device: "/dev/mapper/volumed-open", KeyKind: "file"}}
-	rebooted := &store.Volume{Name: "rebooted", Driver: "fake", Attachment: at("rebooted"),
-		Mapping: &store.Mapping{Name: "volumed-rebooted", UUID: "u-reb", Device: "/dev/mapper/volumed-rebooted", KeyKind: "file"}}
-	encrypting := &store.Volume{Name: "encrypting", Driver: "fake", Attachment: at("encrypting")}
-	for _, v := range []*store.Volume{open, rebooted, encrypting} {
-		if err := st.Put(v); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := st.Begin(store.Intent{Volume: "encrypting", Op: OpEncrypt, Inputs: map[string]string{"uuid": "u-intent"}}); err != nil {
-		t.Fatal(err)
-	}
-	f.headers["/dev/fake-open"] = fakeHeader{uuid: "u-open", keys: []string{"/k"}}
-	f.headers["/dev/fake-rebooted"] = fakeHeader{uuid: "u-reb", keys: []string{"/k"}}
-	f.open["volumed-open"] = "/dev/fake-open"
-	desired := map[string]*Desired{}
-	for _, n := range []string{"open", "rebooted", "encrypting"} {
-		desired[n] = encrypted(netVolume(n), "/k")
-	}
-	a.manifests.replace(desired, nil)
-	if err := a.reconstruct(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if got := a.state.Get("open").Mapping; got == nil || *got != *open.Mapping {
-		t.Errorf("open's mapping %+v, want the record's %+v adopted", got, open.Mapping)
-	}
-	if got := a.state.Get("rebooted").Mapping; got != nil {
-		t.Errorf("rebooted's mapping is gone from the kernel but recorded: %+v", got)
-	}
-	if uuid, ok := a.formats.encrypting.of("encrypting"); !ok || uuid != "u-intent" {
-		t.Errorf("interrupted encrypt remembered as %q, %v; want u-intent", uuid, ok)
-	}
-	if f.opens != 0 {
-		t.Errorf("%d opens at start-up, want none", f.opens)
-	}
-	ops := Plan(desired, a.state.Snapshot())
-	want := []Op{{Volume: "encrypting", Kind: OpOpen}, {Volume: "open", Kind: OpMountDevice}, {Volume: "rebooted", Kind: OpOpen}}
-	if !reflect.DeepEqual(ops, want) {
-		t.Errorf("plan after start-up %+v, want %+v", ops, want)
-	}
-}
-
-// sizedFS has devices of the sizes in its map.
-type sizedFS struct {
-	fakeFS
-	sizes map[string]int64
-	grown []string
-}
-
-func (f *sizedFS) DeviceSize(dev string) (int64, error) {
-	n, ok := f.sizes[dev]
-	if !ok {
-		return 0, fmt.Errorf("no device %s", dev)
-	}
-	return n, nil
-}
-
-func (f *sizedFS) Grow(_ context.Context, _, dev, _ string) error {
-	f.grown = append(f.grown, dev)
-	return nil
-}
-
-// An encrypted volume whose device grew: the growth check sees it through
-// the mapping (the device less the LUKS2 header), and the grow resizes
-// the mapping with a key before growing the filesystem on it.
-func TestGrowEncrypted(t *testing.T) {
-	const mi = 1 << 20
-	ctx := context.Background()
-	a, f := cryptAgent(t)
-	sizes := map[string]int64{"/dev/fake-a": 64 * mi}
-	fs := &sizedFS{sizes: sizes}
-	a.cfg.FS, f.sizes = fs, sizes
-	d := encrypted(netVolume("a"), "/etc/k")
-	d.Spec.Filesystem.Grow = true
-	if err := a.opAttach(ctx, d); err != nil {
-		t.Fatal(err)
-	}
-	sizes["/dev/mapper/volumed-a"] = 64*mi - fakeHeaderBytes // what the open maps
-	if err := a.opOpen(ctx, d); err != nil {
-		t.Fatal(err)
-	}
-	rec := a.state.Get("a")
-	if rec.Mapping.HeaderBytes != fakeHeaderBytes {
-		t.Fatalf("header bytes %d, want %d", rec.Mapping.HeaderBytes, fakeHeaderBytes)
-	}
-	rec.Staging = &store.MountRecord{Path: a.stagingPath("a"), Device: rec.Mapping.Device, DeviceBytes: 48 * mi, Owned: true}
-	if err := a.state.Adopt(rec); err != nil {
-		t.Fatal(err)
-	}
-	now, err := a.observeSizes(d, rec)
-	if err != nil || growNeeded(d, rec, now) {
-		t.Fatalf("as opened: sizes %+v (%v), grow needed %v; want none", now, err, growNeeded(d, rec, now))
-	}
-	sizes["/dev/fake-a"] = 96 * mi // the LUN grew
-	if now, err = a.observeSizes(d, rec); err != nil || now.device != 80*mi || !growNeeded(d, rec, now) {
-		t.Fatalf("grown: sizes %+v (%v); want 80 MiB through the mapping, and a grow", now, err)
-	}
-	if err := a.opGrow(ctx, d); err != nil {
-		t.Fatal(err)
-	}
-	if f.resizes != 1 || !slices.Equal(fs.grown, []string{"/dev/mapper/volumed-a"}) {
-		t.Errorf("resizes %d, filesystems grown on %v; want one resize, then the filesystem on the mapping", f.resizes, fs.grown)
-	}
-	if got := a.state.Get("a").Staging.DeviceBytes; got != 80*mi {
-		t.Errorf("fitted to %d, want 80 MiB", got)
-	}
-}
-
-// ext4 names its sysfs directory after the kernel's name of the device,
-// which a mapping's path (/dev/mapper/volumed-x, for dm-N) is not: the
-// error count of an encrypted volume was read from a directory that
-// never exists, so its errors were never seen.
-func TestExt4SysByKernelName(t *testing.T) {
-	// Any block device the kernel knows will do; a node of it under
-	// another name stands for the mapping's path.
-	ents, err := os.ReadDir("/sys/dev/block")
-	if err != nil || len(ents) == 0 {
-		t.Fatalf("no block device in /sys/dev/block to name by another path: %v", err)
-	}
-	var major, minor uint32
-	if _, err := fmt.Sscanf(ents[0].Name(), "%d:%d", &major, &minor); err != nil {
-		t.Fatalf("/sys/dev/block/%s: %v", ents[0].Name(), err)
-	}
-	target, err := os.Readlink(filepath.Join("/sys/dev/block", ents[0].Name()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	node := filepath.Join(t.TempDir(), "volumed-x")
-	if err := unix.Mknod(node, unix.S_IFBLK|0o600, int(unix.Mkdev(major, minor))); err != nil {
-		t.Fatalf("mknod %s (root is needed): %v", node, err)
-	}
-	want := "/sys/fs/ext4/" + filepath.Base(target)
-	if got := ext4Sys(node); got != want {
-		t.Errorf("ext4Sys(%s, block %d:%d) = %s, want %s", node, major, minor, got, want)
 	}
 }

@@ -10,65 +10,6 @@ import (
 	"github.com/volumed/volumed/agent/manifest"
 )
 
-// Desired is what the manifests want of one volume.
-type Desired struct {
-	Name   string
-	Driver string
-	File   string // the manifest file that declares it
-	Spec   *manifest.VolumeSpec
-	// Caps is what the source's kind said of it: the core decides by
-	// these, never by the kind's name or fields.
-	Caps manifest.Caps
-	// Absent: the manifest says `state: absent`; the volume is torn down
-	// but stays listed.
-	Absent  bool
-	Targets []DesiredTarget
-	// Generation changes whenever anything about the volume's manifest
-	// (or a Mount pointing at it) changes; it resets backoff.
-	Generation string
-	// StagingPath, when set, is where the volume is staged instead of
-	// <state-dir>/staging/<name>: the kubelet names it for a CSI volume.
-	StagingPath string
-	// Block: a raw block volume (a block source with no filesystem): it
-	// is attached but never staged, and its targets bind the device node.
-	Block bool
-}
-
-// DesiredTarget is one place the volume is published.
-type DesiredTarget struct {
-	Path     string
-	ReadOnly bool
-	SubPath  string
-	// NestedIn names the volume whose target this one lies inside.
-	NestedIn string
-	// AllowNonEmpty: the target may hide what its directory holds.
-	AllowNonEmpty bool
-	// Block: the device node is bound at Path, a file.
-	Block bool
-	From  string // "Volume/name" or "Mount/name", for messages
-}
-
-// Wanted reports whether the volume should be set up (not torn down).
-func (d *Desired) Wanted() bool { return d != nil && !d.Absent }
-
-// Encrypted: the volume's filesystem lives inside a LUKS2 volume.
-func (d *Desired) Encrypted() bool {
-	return d != nil && d.Spec != nil && d.Spec.Encryption != nil && d.Spec.Encryption.LUKS2 != nil
-}
-
-// Target returns the desired target at path, if any.
-func (d *Desired) Target(p string) (DesiredTarget, bool) {
-	if d == nil {
-		return DesiredTarget{}, false
-	}
-	for _, t := range d.Targets {
-		if t.Path == p {
-			return t, true
-		}
-	}
-	return DesiredTarget{}, false
-}
-
 // buildDesired turns the accepted manifest objects into the desired state.
 func buildDesired(res *manifest.Result) map[string]*Desired {
 	out := make(map[string]*Desired, len(res.Volumes))

@@ -1,7 +1,10 @@
+// Health checks the resync runs against the kernel: a loop image
+// replaced, its filesystem full, a volume filesystem the kernel gave up
+// on; each raises or clears a condition.
+
 package agent
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -9,43 +12,17 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/volumed/volumed/internal/holders"
+	"github.com/volumed/volumed/agent/decide"
 	"github.com/volumed/volumed/store"
 )
-
-// busyWait bounds how long an unmount waits for a busy mount to be let
-// go: the mount driver would wait forever, and a holder that never
-// leaves must show as a failure (a condition naming it, retries), not as
-// a volume stuck "Unmounting". Detaches are not bounded here: a network
-// logout may rightly take longer, and each attacher bounds its own.
-const busyWait = 5 * time.Second
 
 // lowSpaceBytes: below this much free space (or 1% of the filesystem, if
 // less) the filesystem holding a sparse loop image counts as full: the
 // next burst of writes into the volume fails.
 const lowSpaceBytes = 16 << 20
-
-// apply raises typ on volume when p is set and clears it when p is nil;
-// a check that could not tell (err) leaves what was known.
-func (a *Agent) apply(volume, typ string, p *Problem, err error) {
-	switch {
-	case err != nil:
-		a.cfg.Log.Warn("condition check failed; keeping what was known", "volume", volume, "type", typ, "error", err)
-	case p == nil:
-		if a.conds.Clear(volume, typ) {
-			a.cfg.Log.Info("condition cleared", "volume", volume, "type", typ)
-		}
-	default:
-		if !a.conds.Has(volume, typ) {
-			a.cfg.Log.Warn("condition raised", "volume", volume, "type", typ, "reason", p.Reason, "message", p.Message)
-		}
-		a.conds.Set(volume, typ, p.Reason, p.Message)
-	}
-}
 
 // detect runs the checks that need the kernel, at the resync's drift
 // check and at start-up, never in a reconcile pass: a stat per volume,
@@ -181,7 +158,7 @@ func shutDown(root string) bool {
 }
 
 func wantsWritable(d *Desired) bool {
-	return !readOnlySource(d) && !slices.Contains(d.Spec.Filesystem.MountOptions, "ro")
+	return !decide.ReadOnlySource(d) && !slices.Contains(d.Spec.Filesystem.MountOptions, "ro")
 }
 
 // ext4Sys is ext4's sysfs directory of the filesystem on dev, named by
@@ -212,50 +189,4 @@ func ext4Errors(dev string) (int, error) {
 		return 0, fmt.Errorf("ext4 error count of %s: %w", dev, err)
 	}
 	return n, nil
-}
-
-// teardownStep runs one unmount or detach, waiting at most wait (0: as
-// long as the step does) for a holder to let go; a refusal as busy
-// raises TeardownBlocked naming the holders of path, and success clears it.
-func (a *Agent) teardownStep(ctx context.Context, name, what, path string, wait time.Duration, step func(context.Context) error) error {
-	if wait > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, wait)
-		defer cancel()
-	}
-	err := step(ctx)
-	switch {
-	case err == nil:
-		a.apply(name, CondTeardownBlocked, nil, nil)
-	case errors.Is(err, ErrBusy):
-		a.apply(name, CondTeardownBlocked, busyProblem(what, path, err), nil)
-	}
-	return err
-}
-
-func busyProblem(what, path string, err error) *Problem {
-	hs, herr := holders.Find("/proc", path)
-	held := "held by " + holders.Describe(hs)
-	switch {
-	case herr != nil:
-		held = "the holders could not be listed: " + herr.Error()
-	case len(hs) == 0:
-		held = "no process holds it through a path (look for mounts inside it, or users in other mount namespaces or in the kernel)"
-	}
-	return &Problem{Reason: "Busy", Message: fmt.Sprintf(
-		"%s of %s refused: %v; %s; stop them or move them out, and volumed retries", what, path, err, held)}
-}
-
-// growResult records the outcome of an online grow as a condition: a
-// failed grow keeps the volume working at its old size, so without one
-// the only trace would be a log line at every resync.
-func (a *Agent) growResult(name string, err error) {
-	switch {
-	case errors.Is(err, errRetryNow):
-	case err != nil:
-		a.apply(name, CondGrowFailed, &Problem{Reason: "GrowError", Message: fmt.Sprintf(
-			"growing the volume to what the manifest asks failed: %v; the filesystem keeps its old size and volumed retries at each resync", err)}, nil)
-	default:
-		a.apply(name, CondGrowFailed, nil, nil)
-	}
 }

@@ -4,14 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/moby/sys/mountinfo"
+	"golang.org/x/sys/unix"
 
 	"github.com/volumed/volumed/agent/api"
+	"github.com/volumed/volumed/agent/decide"
 	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/drivers/mount"
 	"github.com/volumed/volumed/internal/blank"
@@ -101,7 +105,7 @@ func TestGrowFailedRaisedAndCleared(t *testing.T) {
 	a.manifests.replace(map[string]*Desired{"g": d}, nil)
 	rec := &store.Volume{Name: "g", Driver: "fake",
 		Attachment: &store.Attachment{Driver: "fake", Device: "/dev/fake-g", Identity: "fake:g"},
-		Staging:    &store.MountRecord{Path: "/s/g", Owned: true, DeviceBytes: 64 << 20, Options: stagingOptions(d)}}
+		Staging:    &store.MountRecord{Path: "/s/g", Owned: true, DeviceBytes: 64 << 20, Options: decide.StagingOptions(d)}}
 	if err := a.state.Adopt(rec); err != nil {
 		t.Fatal(err)
 	}
@@ -179,5 +183,34 @@ func TestLowSpace(t *testing.T) {
 		if got := (dirSpace{avail: c.avail, size: c.size}).low(); got != c.want {
 			t.Errorf("low(avail %d, size %d) = %v, want %v", c.avail, c.size, got, c.want)
 		}
+	}
+}
+
+// ext4 names its sysfs directory after the kernel's name of the device,
+// which a mapping's path (/dev/mapper/volumed-x, for dm-N) is not: the
+// error count of an encrypted volume was read from a directory that
+// never exists, so its errors were never seen.
+func TestExt4SysByKernelName(t *testing.T) {
+	// Any block device the kernel knows will do; a node of it under
+	// another name stands for the mapping's path.
+	ents, err := os.ReadDir("/sys/dev/block")
+	if err != nil || len(ents) == 0 {
+		t.Fatalf("no block device in /sys/dev/block to name by another path: %v", err)
+	}
+	var major, minor uint32
+	if _, err := fmt.Sscanf(ents[0].Name(), "%d:%d", &major, &minor); err != nil {
+		t.Fatalf("/sys/dev/block/%s: %v", ents[0].Name(), err)
+	}
+	target, err := os.Readlink(filepath.Join("/sys/dev/block", ents[0].Name()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := filepath.Join(t.TempDir(), "volumed-x")
+	if err := unix.Mknod(node, unix.S_IFBLK|0o600, int(unix.Mkdev(major, minor))); err != nil {
+		t.Fatalf("mknod %s (root is needed): %v", node, err)
+	}
+	want := "/sys/fs/ext4/" + filepath.Base(target)
+	if got := ext4Sys(node); got != want {
+		t.Errorf("ext4Sys(%s, block %d:%d) = %s, want %s", node, major, minor, got, want)
 	}
 }

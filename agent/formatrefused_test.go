@@ -48,7 +48,7 @@ func TestFailedMkfsIsNotRetried(t *testing.T) {
 	if err := a.state.Adopt(have("a", true, false)); err != nil {
 		t.Fatal(err)
 	}
-	d := want("a")
+	d := wantA()
 	d.Generation = "g1"
 
 	err := a.opMountDevice(ctx, d)
@@ -73,7 +73,7 @@ func TestFailedMkfsIsNotRetried(t *testing.T) {
 		t.Errorf("second try touched the device: %d mkfs, %d probes (was %d)", fs.mkfss, fs.probes, probes)
 	}
 
-	d2 := want("a")
+	d2 := wantA()
 	d2.Generation = "g2"
 	_ = a.opMountDevice(ctx, d2)
 	if a.conds.Has("a", CondFormatRefused) {

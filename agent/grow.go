@@ -2,46 +2,12 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
+	"github.com/volumed/volumed/agent/decide"
 	"github.com/volumed/volumed/store"
 )
-
-// Refresher is implemented by attachers whose devices can change size on
-// the far side (an iSCSI LUN, an NVMe namespace grown on the target):
-// Refresh asks the kernel to read the size again.
-type Refresher interface {
-	Refresh(ctx context.Context, a store.Attachment) error
-}
-
-// sizes is what a growth check saw of one volume.
-type sizes struct {
-	device int64 // the block device now
-	image  int64 // a loop image file now, -1 when not a loop image
-}
-
-// growNeeded decides, from what the manifest wants, what was recorded and
-// what the kernel says now, whether a converged volume should grow: its
-// loop image is smaller than the manifest's size, or its device is larger
-// than when the filesystem was last grown and the manifest asks for
-// growth. It never asks for shrinking.
-func growNeeded(d *Desired, rec *store.Volume, now sizes) bool {
-	if !d.Wanted() || !placed(d, rec) {
-		return false
-	}
-	if d.Caps.Size > 0 && now.image >= 0 && now.image < d.Caps.Size {
-		return true
-	}
-	fs := d.Spec.Filesystem
-	return fs != nil && fs.Grow && now.device > 0 && now.device > rec.Staging.DeviceBytes
-}
-
-// placed: the volume is where growing it makes sense: attached and
-// staged, or attached when it is a raw block volume (its loop image
-// grows; there is no filesystem).
-func placed(d *Desired, rec *store.Volume) bool {
-	return rec != nil && rec.Attachment != nil && (rec.Staging != nil || d != nil && d.Block)
-}
 
 // refreshSizes asks the kernel, once per shared session or controller, to
 // re-read sizes that a target may have changed. It costs a round trip to
@@ -66,18 +32,18 @@ func (a *Agent) refreshSizes(ctx context.Context) {
 	}
 }
 
-// observeSizes reads the sizes growNeeded compares; cheap (a stat and a
+// observeSizes reads the sizes decide.GrowNeeded compares; cheap (a stat and a
 // sysfs read), but only done at resync, on device events and on
 // manifest changes. A size that cannot be read is left unknown (0, -1),
 // which never asks for growth, and the error is returned.
-func (a *Agent) observeSizes(d *Desired, rec *store.Volume) (sizes, error) {
-	s := sizes{image: -1}
-	if !placed(d, rec) {
+func (a *Agent) observeSizes(d *Desired, rec *store.Volume) (decide.Sizes, error) {
+	s := decide.Sizes{Image: -1}
+	if !decide.Placed(d, rec) {
 		return s, nil
 	}
 	if d.Caps.Size > 0 {
 		if n, err := fileSize(d.Caps.ImageFile); err == nil {
-			s.image = n
+			s.Image = n
 		}
 	}
 	if _, staged := a.cfg.Attachers[rec.Attachment.Driver].(Stager); !staged {
@@ -85,7 +51,7 @@ func (a *Agent) observeSizes(d *Desired, rec *store.Volume) (sizes, error) {
 		if err != nil {
 			return s, err
 		}
-		s.device = n
+		s.Device = n
 	}
 	return s, nil
 }
@@ -100,7 +66,7 @@ func (a *Agent) opGrow(ctx context.Context, d *Desired) error {
 
 func (a *Agent) grow(ctx context.Context, d *Desired) error {
 	rec := a.state.Get(d.Name)
-	if !placed(d, rec) {
+	if !decide.Placed(d, rec) {
 		return errRetryNow
 	}
 	dev := blockDevice(rec)
@@ -134,4 +100,18 @@ func (a *Agent) grow(ctx context.Context, d *Desired) error {
 		}
 		return nil
 	})
+}
+
+// growResult records the outcome of an online grow as a condition: a
+// failed grow keeps the volume working at its old size, so without one
+// the only trace would be a log line at every resync.
+func (a *Agent) growResult(name string, err error) {
+	switch {
+	case errors.Is(err, errRetryNow):
+	case err != nil:
+		a.apply(name, CondGrowFailed, &Problem{Reason: "GrowError", Message: fmt.Sprintf(
+			"growing the volume to what the manifest asks failed: %v; the filesystem keeps its old size and volumed retries at each resync", err)}, nil)
+	default:
+		a.apply(name, CondGrowFailed, nil, nil)
+	}
 }

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/volumed/volumed/agent/decide"
 	"github.com/volumed/volumed/store"
 )
 
@@ -21,88 +21,6 @@ import (
 // ErrIdentityChanged marks an operation refused because the device holds
 // another filesystem or LUKS header than the volume's.
 var ErrIdentityChanged = errors.New("identity changed")
-
-// identityPart is which of a volume's identities a check is about.
-type identityPart int
-
-const (
-	partFilesystem identityPart = iota
-	partLUKS
-)
-
-func (p identityPart) String() string {
-	if p == partLUKS {
-		return "LUKS2 header"
-	}
-	return "filesystem"
-}
-
-func (p identityPart) of(id store.Identity) string {
-	if p == partLUKS {
-		return id.LUKS
-	}
-	return id.Filesystem
-}
-
-func (p identityPart) set(id *store.Identity, uuid string) {
-	if p == partLUKS {
-		id.LUKS = uuid
-	} else {
-		id.Filesystem = uuid
-	}
-}
-
-// identityVerdict is what to make of the UUID seen on a device.
-type identityVerdict int
-
-const (
-	// identityMatches: the volume's own.
-	identityMatches identityVerdict = iota
-	// identityLearn: nothing recorded for this source (a new volume, a
-	// state written by a volumed that kept none, an edited source): what
-	// is there is the volume's from now on.
-	identityLearn
-	// identityUnknown: nothing to compare (no UUID read, or a blank device
-	// of a volume with nothing recorded): go on, record nothing.
-	identityUnknown
-	// identityChanged: another filesystem or header than the volume's, or
-	// none where the volume had one: refused.
-	identityChanged
-)
-
-// decideIdentity is the one rule: known is the volume's recorded
-// identity (nil when none), source the attachment key the device was
-// found for, seen the UUID read on it ("" when none could be read) and
-// blank whether the device holds nothing at all (it would be formatted).
-func decideIdentity(known *store.Identity, source string, part identityPart, seen string, blank bool) identityVerdict {
-	recorded := recordedFor(known, source, part)
-	switch {
-	case blank && recorded != "":
-		return identityChanged
-	case blank, seen == "":
-		return identityUnknown
-	case recorded == "":
-		return identityLearn
-	case strings.EqualFold(recorded, seen):
-		return identityMatches
-	}
-	return identityChanged
-}
-
-// recordedFor is the UUID known records for part of source, "" if none.
-func recordedFor(known *store.Identity, source string, part identityPart) string {
-	if known == nil || known.Source != source {
-		return ""
-	}
-	return part.of(*known)
-}
-
-// identityStore keeps identities durably (store.Store).
-type identityStore interface {
-	Identities() (map[string]store.Identity, error)
-	PutIdentity(id store.Identity) error
-	DeleteIdentity(name string) error
-}
 
 // identities is the volumes' recorded identities: loaded at start-up,
 // each change written durably before it is taken into memory.
@@ -137,21 +55,15 @@ func (ids *identities) get(name string) *store.Identity {
 	return nil
 }
 
-// How an identity was learnt (store.Identity.How).
-const (
-	howFormatted = "formatted" // volumed wrote it
-	howAdopted   = "adopted"   // found on the device
-)
-
-// learn records uuid as the volume's part on source (how: howFormatted
-// or howAdopted); an identity of another source is replaced whole.
-func (ids *identities) learn(name, source string, part identityPart, uuid, how string) error {
+// learn records uuid as the volume's part on source (how: decide.HowFormatted
+// or decide.HowAdopted); an identity of another source is replaced whole.
+func (ids *identities) learn(name, source string, part decide.IdentityPart, uuid, how string) error {
 	id := store.Identity{Volume: name, Source: source}
 	if old := ids.get(name); old != nil && old.Source == source {
 		id = *old
 		id.UpdatedAt = time.Time{} // stamped anew by the store
 	}
-	part.set(&id, uuid)
+	part.Set(&id, uuid)
 	id.How = how
 	// Durable before it is taken into memory and acted on: queued to
 	// ride a later commit, a crash right after (a volume adopted at
@@ -192,23 +104,23 @@ func (ids *identities) forget(name string) error {
 // volume's recorded identity: it learns what is there when nothing is
 // recorded, and refuses another one (or a blank device where the volume
 // had one) with the IdentityChanged condition naming both.
-func (a *Agent) checkIdentity(d *Desired, dev string, part identityPart, seen string, blank bool) error {
+func (a *Agent) checkIdentity(d *Desired, dev string, part decide.IdentityPart, seen string, blank bool) error {
 	known := a.idents.get(d.Name)
-	switch decideIdentity(known, d.Caps.Key, part, seen, blank) {
-	case identityLearn:
-		if err := a.idents.learn(d.Name, d.Caps.Key, part, seen, howAdopted); err != nil {
+	switch decide.Identity(known, d.Caps.Key, part, seen, blank) {
+	case decide.IdentityLearn:
+		if err := a.idents.learn(d.Name, d.Caps.Key, part, seen, decide.HowAdopted); err != nil {
 			return fmt.Errorf("record the %s UUID of %s: %w", part, d.Name, err)
 		}
 		a.cfg.Log.Info("identity recorded", "volume", d.Name, "what", part.String(), "uuid", seen, "device", dev)
-	case identityChanged:
-		was := part.of(*known)
+	case decide.IdentityChanged:
+		was := part.Of(*known)
 		now := "none (the device is blank)"
 		if !blank {
 			now = seen
 		}
 		msg := fmt.Sprintf("%s (%s) holds %s UUID %s, but volume %s's %s is UUID %s (%s %s): another disk or image sits where the volume's was; volumed neither mounts, opens nor formats it. Put the volume's own back; or, if this one is meant, take the volume down (state: absent, or remove its manifest), then bring it back, and it is adopted",
 			dev, d.Caps.Key, part, now, d.Name, part, was, known.How, known.UpdatedAt.Format("2006-01-02 15:04:05 MST"))
-		a.conds.Set(d.Name, CondIdentityChanged, part.reason(), msg)
+		a.conds.Set(d.Name, CondIdentityChanged, part.Reason(), msg)
 		return fmt.Errorf("%s: %w: %s UUID %s is not the volume's %s", dev, ErrIdentityChanged, part, now, was)
 	}
 	a.conds.Clear(d.Name, CondIdentityChanged)
@@ -226,7 +138,7 @@ func (a *Agent) checkFilesystemIdentity(ctx context.Context, d *Desired, dev str
 		}
 		seen = info.UUID
 	}
-	return a.checkIdentity(d, dev, partFilesystem, seen, blank)
+	return a.checkIdentity(d, dev, decide.PartFilesystem, seen, blank)
 }
 
 // inspectBound bounds the blkid run of learnMounted.
@@ -241,11 +153,11 @@ func (a *Agent) learnMounted(d *Desired, rec *store.Volume) {
 		return
 	}
 	known := a.idents.get(d.Name)
-	if m := rec.Mapping; m != nil && recordedFor(known, d.Caps.Key, partLUKS) == "" {
-		_ = a.checkIdentity(d, rec.Attachment.Device, partLUKS, m.UUID, false)
+	if m := rec.Mapping; m != nil && decide.RecordedFor(known, d.Caps.Key, decide.PartLUKS) == "" {
+		_ = a.checkIdentity(d, rec.Attachment.Device, decide.PartLUKS, m.UUID, false)
 	}
 	st := rec.Staging
-	if st == nil || d.Spec.Filesystem == nil || recordedFor(known, d.Caps.Key, partFilesystem) != "" {
+	if st == nil || d.Spec.Filesystem == nil || decide.RecordedFor(known, d.Caps.Key, decide.PartFilesystem) != "" {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), inspectBound)
@@ -255,14 +167,14 @@ func (a *Agent) learnMounted(d *Desired, rec *store.Volume) {
 		a.cfg.Log.Warn("filesystem UUID of a mounted volume unread; tried again at the next check", "volume", d.Name, "device", st.Device, "error", err)
 		return
 	}
-	_ = a.checkIdentity(d, st.Device, partFilesystem, info.UUID, false)
+	_ = a.checkIdentity(d, st.Device, decide.PartFilesystem, info.UUID, false)
 }
 
 // learnFormatted records the UUID volumed just gave a new filesystem or
 // header. A failure is logged, not returned: the format is done, and the
 // next mount learns what is there.
-func (a *Agent) learnFormatted(d *Desired, part identityPart, uuid string) {
-	if err := a.idents.learn(d.Name, d.Caps.Key, part, uuid, howFormatted); err != nil {
+func (a *Agent) learnFormatted(d *Desired, part decide.IdentityPart, uuid string) {
+	if err := a.idents.learn(d.Name, d.Caps.Key, part, uuid, decide.HowFormatted); err != nil {
 		a.cfg.Log.Warn("identity not recorded; it is learnt at the next mount", "volume", d.Name, "what", part.String(), "error", err)
 	}
 }
@@ -278,11 +190,4 @@ func (a *Agent) forgetIdentityIfGone(name string) {
 	if err := a.idents.forget(name); err != nil {
 		a.cfg.Log.Warn("identity of a volume taken down not forgotten", "volume", name, "error", err)
 	}
-}
-
-func (p identityPart) reason() string {
-	if p == partLUKS {
-		return "LUKSHeaderChanged"
-	}
-	return "FilesystemChanged"
 }

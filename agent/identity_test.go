@@ -8,41 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/volumed/volumed/agent/decide"
 	"github.com/volumed/volumed/store"
 )
-
-func TestDecideIdentity(t *testing.T) {
-	const src, other = "device /dev/loop3", "device /dev/loop4"
-	fs := &store.Identity{Volume: "v", Source: src, Filesystem: "aaaa-1111"}
-	luks := &store.Identity{Volume: "v", Source: src, LUKS: "cccc-3333", Filesystem: "aaaa-1111"}
-	for _, c := range []struct {
-		name  string
-		known *store.Identity
-		src   string
-		part  identityPart
-		seen  string
-		blank bool
-		want  identityVerdict
-	}{
-		{"nothing recorded (a state from an older volumed): learn", nil, src, partFilesystem, "bbbb-2222", false, identityLearn},
-		{"the same filesystem", fs, src, partFilesystem, "aaaa-1111", false, identityMatches},
-		{"the same, other case (blkid prints lower case; a record may not)", fs, src, partFilesystem, "AAAA-1111", false, identityMatches},
-		{"another filesystem at the same path: refused", fs, src, partFilesystem, "bbbb-2222", false, identityChanged},
-		{"a blank device where the volume had a filesystem: refused", fs, src, partFilesystem, "", true, identityChanged},
-		{"a blank device of a new volume: formatted, nothing yet", nil, src, partFilesystem, "", true, identityUnknown},
-		{"no UUID read on a device that is not blank: go on", fs, src, partFilesystem, "", false, identityUnknown},
-		{"recorded for another source (an edited manifest): learn", fs, other, partFilesystem, "bbbb-2222", false, identityLearn},
-		{"a blank device of an edited source: formatted", fs, other, partFilesystem, "", true, identityUnknown},
-		{"LUKS header the same", luks, src, partLUKS, "cccc-3333", false, identityMatches},
-		{"LUKS header another", luks, src, partLUKS, "dddd-4444", false, identityChanged},
-		{"LUKS never recorded, filesystem was: learn the header", fs, src, partLUKS, "cccc-3333", false, identityLearn},
-		{"LUKS recorded, device blank: refused", luks, src, partLUKS, "", true, identityChanged},
-	} {
-		if got := decideIdentity(c.known, c.src, c.part, c.seen, c.blank); got != c.want {
-			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
-		}
-	}
-}
 
 // Identities outlive the store being closed and opened again (a
 // reboot); learning one part keeps the other; another source replaces
@@ -67,15 +35,15 @@ func TestIdentitiesKeptAcrossReopen(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(ids.learn("v", "k1", partLUKS, "cccc", "formatted"))
-	must(ids.learn("v", "k1", partFilesystem, "aaaa", "formatted"))
+	must(ids.learn("v", "k1", decide.PartLUKS, "cccc", "formatted"))
+	must(ids.learn("v", "k1", decide.PartFilesystem, "aaaa", "formatted"))
 	must(st.Close())
 
 	st, ids = open()
 	if got := ids.get("v"); got == nil || got.Source != "k1" || got.LUKS != "cccc" || got.Filesystem != "aaaa" || got.How != "formatted" || got.UpdatedAt.IsZero() {
 		t.Fatalf("after reopen: %+v", got)
 	}
-	must(ids.learn("v", "k2", partFilesystem, "bbbb", "adopted"))
+	must(ids.learn("v", "k2", decide.PartFilesystem, "bbbb", "adopted"))
 	if got := ids.get("v"); got.LUKS != "" || got.Filesystem != "bbbb" || got.Source != "k2" {
 		t.Errorf("another source: %+v", got)
 	}
@@ -176,7 +144,7 @@ func TestLearntIdentitySurvivesACrashRightAfter(t *testing.T) {
 	if err := ids.load(); err != nil {
 		t.Fatal(err)
 	}
-	if err := ids.learn("v", "k1", partFilesystem, "aaaa", "adopted"); err != nil {
+	if err := ids.learn("v", "k1", decide.PartFilesystem, "aaaa", "adopted"); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(path)

@@ -13,6 +13,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/volumed/volumed/agent/api"
+	"github.com/volumed/volumed/agent/decide"
 	"github.com/volumed/volumed/store"
 )
 
@@ -31,22 +32,13 @@ const manifestSettle = 20 * time.Millisecond
 // reconciles until ctx is cancelled. On return every mount is left in
 // place: stopping the agent never tears anything down.
 func (a *Agent) Run(ctx context.Context) error {
-	// Watch before the first read, so that an edit made while the agent
-	// starts is never missed.
-	watcher := a.watch()
+	watcher, err := a.start(ctx)
 	if watcher != nil {
 		defer watcher.Close()
 	}
-	start := a.cfg.Now()
-	a.loadManifests()
-	loaded := a.cfg.Now()
-	if err := a.reconstruct(ctx); err != nil {
-		return fmt.Errorf("reconstruct actual state: %w", err)
+	if err != nil {
+		return err
 	}
-	close(a.startedc)
-	a.cfg.Log.Info("actual state reconstructed", "volumes", len(a.state.Snapshot()),
-		"manifests", loaded.Sub(start), "reconstruct", a.cfg.Now().Sub(loaded))
-
 	go a.settleLoop(ctx)
 
 	// Operations get a context of their own so that SIGTERM lets them
@@ -91,12 +83,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			case <-a.trigger:
 			case <-retry.C:
 			case <-resync.C:
-				a.loadManifests()
-				a.verify(ctx)
-				a.refreshSizes(ctx)
-				a.askGrowthCheck()
-				a.addWatches(watcher)
-				a.refreshUsage()
+				a.resync(ctx, watcher)
 			case w := <-a.cfg.Wake:
 				idle = !a.wake(ctx, w)
 			case <-watchdog:
@@ -118,6 +105,34 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// start reads the manifests and reconstructs the actual state; the
+// manifests are watched before the first read, so that an edit made
+// while the agent starts is never missed.
+func (a *Agent) start(ctx context.Context) (*fsnotify.Watcher, error) {
+	watcher := a.watch()
+	start := a.cfg.Now()
+	a.loadManifests()
+	loaded := a.cfg.Now()
+	if err := a.reconstruct(ctx); err != nil {
+		return watcher, fmt.Errorf("reconstruct actual state: %w", err)
+	}
+	close(a.startedc)
+	a.cfg.Log.Info("actual state reconstructed", "volumes", len(a.state.Snapshot()),
+		"manifests", loaded.Sub(start), "reconstruct", a.cfg.Now().Sub(loaded))
+	return watcher, nil
+}
+
+// resync is the periodic look at everything: the manifests read again,
+// the records checked against the kernel, sizes and usage refreshed.
+func (a *Agent) resync(ctx context.Context, watcher *fsnotify.Watcher) {
+	a.loadManifests()
+	a.verify(ctx)
+	a.refreshSizes(ctx)
+	a.askGrowthCheck()
+	a.addWatches(watcher)
+	a.refreshUsage()
 }
 
 func (a *Agent) shutdown(cancelOps context.CancelFunc) error {
@@ -144,15 +159,15 @@ func (a *Agent) shutdown(cancelOps context.CancelFunc) error {
 	return nil
 }
 
-// pass is one reconcile pass: observe, then decide (Decide, pure), then
+// pass is one reconcile pass: observe, then decide (decide.Decide, pure), then
 // act (the executor starts what is not already running or backing off).
 func (a *Agent) pass(ctx context.Context) {
 	start := a.cfg.Now()
 	desired := a.desiredSnapshot()
 	actual, versions := a.state.VersionedSnapshot()
 	obs := a.observe(desired, actual)
-	dec := Decide(desired, actual, obs)
-	a.updatePending(desired, actual)
+	dec := decide.Decide(desired, actual, obs)
+	a.updatePending(desired, actual, dec.Pending)
 	started := a.act(ctx, dec, desired, actual, versions)
 	if a.cfg.Metrics != nil {
 		a.cfg.Metrics.reconcile.Observe(a.cfg.Now().Sub(start).Seconds())
@@ -188,7 +203,7 @@ func (a *Agent) pass(ctx context.Context) {
 // from (versions): an operation that finished meanwhile would otherwise
 // be run again (a second mount_device, which adopts its own mount and
 // then remounts it), at the cost of an intent and its fsync.
-func (a *Agent) act(ctx context.Context, dec Decision, desired map[string]*Desired, actual map[string]*store.Volume, versions map[string]uint64) int {
+func (a *Agent) act(ctx context.Context, dec decide.Decision, desired map[string]*Desired, actual map[string]*store.Volume, versions map[string]uint64) int {
 	for _, n := range dec.GrowSettled {
 		// Nothing to grow (the size asked for was lowered back): a
 		// failure of an earlier grow no longer matters.

@@ -40,7 +40,7 @@ func TestUnknownDataIsNotFormatted(t *testing.T) {
 	if err := a.state.Adopt(have("a", true, false)); err != nil {
 		t.Fatal(err)
 	}
-	d := want("a")
+	d := wantA()
 	err := a.opMountDevice(ctx, d)
 	if err == nil || !strings.Contains(err.Error(), "offset 0") || fs.mkfss != 0 {
 		t.Fatalf("opMountDevice = %v after %d mkfs; want a refusal naming offset 0 and no mkfs", err, fs.mkfss)
@@ -126,38 +126,5 @@ func TestFreshMappingIsFormattedAfterReboot(t *testing.T) {
 	}
 	if cs := a.conds.Of("a"); len(cs) != 0 {
 		t.Errorf("conditions %+v; want none", cs)
-	}
-}
-
-func TestBlankByRecord(t *testing.T) {
-	const src, hdr = "loop:/i", "0b1e1a6e-0000-4000-8000-0000000000aa"
-	att := func(created bool) *store.Attachment { return &store.Attachment{Device: "/dev/loop1", Created: created} }
-	mapped := func(created bool) *store.Volume {
-		return &store.Volume{Attachment: att(created), Mapping: &store.Mapping{Name: "volumed-a", UUID: hdr}}
-	}
-	ours := &store.Identity{Source: src, LUKS: hdr, How: howFormatted}
-	cases := []struct {
-		name string
-		rec  *store.Volume
-		id   *store.Identity
-		want bool
-	}{
-		{"no record", nil, nil, false},
-		{"not attached", &store.Volume{}, nil, false},
-		{"an image volumed created", &store.Volume{Attachment: att(true)}, nil, true},
-		{"an image found", &store.Volume{Attachment: att(false)}, nil, false},
-		{"a header volumed wrote", mapped(false), ours, true},
-		{"a header volumed wrote, any attachment", mapped(true), ours, true},
-		{"no identity", mapped(true), nil, false},
-		{"a header found", mapped(false), &store.Identity{Source: src, LUKS: hdr, How: howAdopted}, false},
-		{"another header", mapped(false), &store.Identity{Source: src, LUKS: "0b1e1a6e-0000-4000-8000-0000000000bb", How: howFormatted}, false},
-		{"another source's", mapped(false), &store.Identity{Source: "loop:/other", LUKS: hdr, How: howFormatted}, false},
-		{"a filesystem made on it", mapped(false), &store.Identity{Source: src, LUKS: hdr, Filesystem: "f", How: howFormatted}, false},
-		{"the header's case", mapped(false), &store.Identity{Source: src, LUKS: strings.ToUpper(hdr), How: howFormatted}, true},
-	}
-	for _, c := range cases {
-		if got := blankByRecord(c.rec, c.id, src); got != c.want {
-			t.Errorf("%s: blankByRecord = %v, want %v", c.name, got, c.want)
-		}
 	}
 }

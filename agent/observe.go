@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/volumed/volumed/agent/decide"
 	"github.com/volumed/volumed/store"
 )
 
@@ -47,13 +48,13 @@ func (a *Agent) askGrowthCheckOf(device string) { a.growth.ask(device) }
 // observe gathers what a pass decides on besides the records: which
 // volumes are busy, and the sizes of those whose growth check was asked
 // for (a stat and a sysfs read each). It decides nothing.
-func (a *Agent) observe(desired map[string]*Desired, actual map[string]*store.Volume) Observations {
-	obs := Observations{Running: map[string]bool{}, BackingChanged: map[string]bool{}}
+func (a *Agent) observe(desired map[string]*Desired, actual map[string]*store.Volume) decide.Observations {
+	obs := decide.Observations{Running: map[string]bool{}, BackingChanged: map[string]bool{}}
 	all, devices := a.growth.take()
 	if !all && len(devices) == 0 {
 		return obs
 	}
-	obs.Sizes = map[string]sizes{}
+	obs.Sizes = map[string]decide.Sizes{}
 	for n, d := range desired {
 		rec := actual[n]
 		if _, running := a.exec.Running(n); running {

@@ -5,17 +5,9 @@ import (
 
 	"github.com/moby/sys/mountinfo"
 
+	"github.com/volumed/volumed/agent/decide"
 	"github.com/volumed/volumed/store"
 )
-
-// OrphanLister is implemented by attachers that can list every
-// attachment carrying volumed's marker, so that one left behind by a
-// crash for a volume nobody wants any more can be torn down. What it
-// lists is in the kernel as Verify would find it: a recorded attachment
-// listed with the same identity and device is verified by the list.
-type OrphanLister interface {
-	ListOwned(ctx context.Context) ([]store.Attachment, error)
-}
 
 // mayHaveUnrecorded: a volume with no recorded attachment may still have
 // one in the kernel, unless its driver lists what is owned and all of that
@@ -52,7 +44,7 @@ func (a *Agent) detachOrphans(ctx context.Context, ownedLists map[string][]store
 	for driver, list := range ownedLists {
 		att := a.cfg.Attachers[driver]
 		for _, o := range list {
-			if claimed[o.Identity] || !mayRelease(o, nil, false) {
+			if claimed[o.Identity] || !decide.MayRelease(o, nil, false) {
 				continue
 			}
 			if inUse(mounts, o.Device) {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/volumed/volumed/agent/decide"
 	"github.com/volumed/volumed/store"
 )
 
@@ -17,7 +18,7 @@ import (
 // start-up (probeVolume) that the bind there is ours to take down.
 func (a *Agent) opPublish(d *Desired, t DesiredTarget) error {
 	return a.state.Do(d.Name, d.Driver, OpPublish, publishInputs(t), func(rec *store.Volume) error {
-		if hasTarget(rec, t.Path) {
+		if decide.HasTarget(rec, t.Path) {
 			// Planned from a snapshot taken before the publish that
 			// recorded it finished: recording it twice would leave a
 			// stale twin behind.
@@ -47,7 +48,7 @@ func (a *Agent) opPublish(d *Desired, t DesiredTarget) error {
 		if err := a.cfg.Mounter.EnsureDir(t.Path); err != nil {
 			return err
 		}
-		o := bindOptions(d, t)
+		o := decide.BindOptionsFor(d, t)
 		if err := a.cfg.Mounter.Bind(rec.Staging.Path, t.SubPath, t.Path, o); err != nil {
 			return err
 		}
@@ -58,7 +59,7 @@ func (a *Agent) opPublish(d *Desired, t DesiredTarget) error {
 		if !tp.Root || !tp.SameFile(src) {
 			return fmt.Errorf("bind mount at %s succeeded but the kernel does not show it", t.Path)
 		}
-		rec.Targets = append(rec.Targets, targetRecord(tp.MountID, t, bindWords(o)))
+		rec.Targets = append(rec.Targets, targetRecord(tp.MountID, t, decide.BindWords(o)))
 		return nil
 	})
 }
@@ -103,7 +104,7 @@ func (a *Agent) publishBlock(d *Desired, t DesiredTarget, rec *store.Volume) err
 		}
 		return fmt.Errorf("target %s already has a mount%s that volumed did not make; left alone", t.Path, a.describeMount(t.Path))
 	}
-	o := bindOptions(d, t)
+	o := decide.BindOptionsFor(d, t)
 	if err := a.cfg.Mounter.BindDevice(dev, t.Path, o); err != nil {
 		return err
 	}
@@ -114,7 +115,7 @@ func (a *Agent) publishBlock(d *Desired, t DesiredTarget, rec *store.Volume) err
 	if !tp.Root || !tp.SameFile(src) {
 		return fmt.Errorf("bind mount of %s at %s succeeded but the kernel does not show it", dev, t.Path)
 	}
-	rec.Targets = append(rec.Targets, targetRecord(tp.MountID, t, bindWords(o)))
+	rec.Targets = append(rec.Targets, targetRecord(tp.MountID, t, decide.BindWords(o)))
 	return nil
 }
 
@@ -155,17 +156,6 @@ func (a *Agent) refuseEntries(what, p, advice string) error {
 		entries = "entry"
 	}
 	return fmt.Errorf("%s %s is %w: mounting would hide %d %s; %s", what, p, ErrNotEmpty, n, entries, advice)
-}
-
-// bindOptions: nosuid and nodev unless the manifest allows them; a
-// volume without a filesystem block (directory, tmpfs) gets the defaults.
-func bindOptions(d *Desired, t DesiredTarget) BindOptions {
-	o := BindOptions{ReadOnly: t.ReadOnly || readOnlySource(d), NoSuid: true, NoDev: !t.Block}
-	if fs := d.Spec.Filesystem; fs != nil {
-		o.NoSuid, o.NoDev = !fs.AllowSuid, !fs.AllowDev
-		o.NoExec = slices.Contains(fs.MountOptions, "noexec")
-	}
-	return o
 }
 
 var errStagingGone = errors.New("staging mount gone")

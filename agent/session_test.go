@@ -50,7 +50,7 @@ func (f *fakeTarget) Verify(context.Context, store.Attachment) (string, bool, er
 }
 
 // Detach tears down whenever called, as the real adapters do: whether a
-// shared session may go is the core's call (mayRelease), which the tests
+// shared session may go is the core's call (decide.MayRelease), which the tests
 // check.
 func (f *fakeTarget) Detach(context.Context, store.Attachment) error {
 	f.mu.Lock()
@@ -149,5 +149,32 @@ func TestForeignSessionNeverReleased(t *testing.T) {
 	}
 	if f.disconnects != 0 || !f.connected {
 		t.Fatal("a session volumed did not make was released")
+	}
+}
+
+// Start-up owns what it finds by the rule an attach owns by
+// (decide.Owns): a volume found on a session another volume's record
+// says volumed made owns its share, so that the last of them to go
+// logs it out (start-up used to record it as someone else's, and the
+// session leaked once its maker was gone).
+func TestFoundOnOurSessionIsOwned(t *testing.T) {
+	ctx := context.Background()
+	f := &fakeTarget{connected: true}
+	a := sessionAgent(t, f)
+	maker := &store.Volume{Name: "a", Driver: "fake",
+		Attachment: &store.Attachment{Driver: "fake", Device: "/dev/fake-a", Identity: "fake:a", Session: "t", Owned: true}}
+	if err := a.cfg.Store.Put(maker); err != nil {
+		t.Fatal(err)
+	}
+	a.manifests.replace(map[string]*Desired{"a": netVolume("a"), "b": netVolume("b")}, nil)
+	if err := a.reconstruct(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rec := a.state.Get("b")
+	if rec == nil || rec.Attachment == nil {
+		t.Fatalf("b after the restart: %+v, want its attachment adopted", rec)
+	}
+	if !rec.Attachment.Owned {
+		t.Error("b's share of volumed's session was adopted as another tool's")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/volumed/volumed/agent/api"
+	"github.com/volumed/volumed/agent/decide"
 	"github.com/volumed/volumed/store"
 )
 
@@ -33,7 +34,7 @@ func (a *Agent) Status() []api.Volume {
 	desired := a.desiredSnapshot()
 	actual := a.state.Snapshot()
 	next := map[string]Op{}
-	for _, op := range Plan(desired, actual) {
+	for _, op := range decide.Plan(desired, actual) {
 		next[op.Volume] = op
 	}
 	names := make([]string, 0, len(desired)+len(actual))
@@ -64,7 +65,7 @@ func (a *Agent) volumeStatus(name string, d *Desired, rec *store.Volume, next ma
 	if d != nil {
 		v.Driver, v.File = d.Driver, d.File
 		for _, t := range d.Targets {
-			v.Targets = append(v.Targets, api.Target{Path: t.Path, ReadOnly: t.ReadOnly, SubPath: t.SubPath, Mounted: rec != nil && hasTarget(rec, t.Path)})
+			v.Targets = append(v.Targets, api.Target{Path: t.Path, ReadOnly: t.ReadOnly, SubPath: t.SubPath, Mounted: rec != nil && decide.HasTarget(rec, t.Path)})
 		}
 	}
 	if rec != nil {

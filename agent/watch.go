@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/fsnotify/fsnotify"
+
 	"github.com/volumed/volumed/store"
 )
 

@@ -10,27 +10,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"go.etcd.io/bbolt"
 )
 
 var bucketIdentities = []byte("identities")
-
-// Identity is the filesystem (and LUKS header) a volume's data lives in.
-type Identity struct {
-	Volume string `json:"volume"`
-	// Source is the attachment key of the source it was found on: an
-	// identity of another source (the manifest was edited) says nothing.
-	Source string `json:"source"`
-	// Filesystem is the filesystem UUID; "" when not known yet.
-	Filesystem string `json:"filesystem,omitempty"`
-	// LUKS is the LUKS2 header's UUID of an encrypted volume.
-	LUKS string `json:"luks,omitempty"`
-	// How says how it was learnt: "formatted" or "adopted".
-	How       string    `json:"how"`
-	UpdatedAt time.Time `json:"updatedAt"`
-}
 
 // Identities reads every volume's identity.
 func (s *Store) Identities() (map[string]Identity, error) {

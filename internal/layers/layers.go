@@ -72,3 +72,55 @@ func Violations(rules []Layer, imports map[string][]string) []string {
 	sort.Strings(out)
 	return out
 }
+
+// A Pure package cannot reach the kernel, the store or the agent by
+// construction: of the module it imports only MayUse, and of the rest
+// only the standard library, less Forbidden.
+type Pure struct {
+	Package string
+	MayUse  []string // module packages (below Module)
+}
+
+// Forbidden are the standard packages (and their subpackages) that reach
+// the kernel, a process or the network, or step around the type system.
+var Forbidden = []string{"os", "syscall", "net", "io/fs", "unsafe", "plugin", "runtime/cgo", "runtime/debug", "log", "log/slog"}
+
+// PureRules names volumed's pure packages: the decisions, and the records
+// they read.
+func PureRules() []Pure {
+	return []Pure{
+		{Package: "agent/decide", MayUse: []string{"agent/manifest", "store/record"}},
+		{Package: "store/record"},
+	}
+}
+
+// PureViolations lists every import (package → its non-test imports) by
+// which a pure package could reach beyond its data, as "pkg imports dep".
+func PureViolations(rules []Pure, imports map[string][]string) []string {
+	var out []string
+	for _, r := range rules {
+		for _, dep := range imports[Module+"/"+r.Package] {
+			if pureImport(r, dep) {
+				continue
+			}
+			out = append(out, fmt.Sprintf("%s (pure) imports %s", r.Package, dep))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func pureImport(r Pure, dep string) bool {
+	if rel, ok := strings.CutPrefix(dep, Module+"/"); ok {
+		return slices.Contains(r.MayUse, rel)
+	}
+	if first, _, _ := strings.Cut(dep, "/"); strings.Contains(first, ".") {
+		return false // outside the standard library: golang.org/x/sys, bbolt, ...
+	}
+	for _, f := range Forbidden {
+		if dep == f || strings.HasPrefix(dep, f+"/") {
+			return false
+		}
+	}
+	return true
+}

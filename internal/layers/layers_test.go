@@ -33,6 +33,33 @@ func TestViolations(t *testing.T) {
 	}
 }
 
+func TestPureViolations(t *testing.T) {
+	m := Module + "/"
+	imports := map[string][]string{
+		m + "agent/decide": {"fmt", "slices", "os", "os/exec", "syscall", "golang.org/x/sys/unix", "go.etcd.io/bbolt",
+			m + "agent/manifest", m + "store/record", m + "store", m + "agent", m + "internal/uevent", m + "drivers/loop", m + "kinds/loop"},
+		m + "store/record": {"time", m + "agent/manifest"},
+		m + "agent":        {"os", m + "store"},
+	}
+	got := PureViolations(PureRules(), imports)
+	want := []string{
+		"agent/decide (pure) imports github.com/volumed/volumed/agent",
+		"agent/decide (pure) imports github.com/volumed/volumed/drivers/loop",
+		"agent/decide (pure) imports github.com/volumed/volumed/internal/uevent",
+		"agent/decide (pure) imports github.com/volumed/volumed/kinds/loop",
+		"agent/decide (pure) imports github.com/volumed/volumed/store",
+		"agent/decide (pure) imports go.etcd.io/bbolt",
+		"agent/decide (pure) imports golang.org/x/sys/unix",
+		"agent/decide (pure) imports os",
+		"agent/decide (pure) imports os/exec",
+		"agent/decide (pure) imports syscall",
+		"store/record (pure) imports github.com/volumed/volumed/agent/manifest",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("violations:\n got %q\nwant %q", got, want)
+	}
+}
+
 // TestImportRules checks the module as it is: a change that makes the core
 // import a driver (or a driver the core) fails here, not in review.
 func TestImportRules(t *testing.T) {
@@ -60,6 +87,15 @@ func TestImportRules(t *testing.T) {
 		t.Fatalf("only %d packages fall under a layer; the rules no longer match the tree", layered)
 	}
 	for _, v := range Violations(Rules(), imports) {
+		t.Error(v)
+	}
+	// The pure packages must be there for their rule to hold anything.
+	for _, r := range PureRules() {
+		if _, ok := imports[Module+"/"+r.Package]; !ok {
+			t.Errorf("pure package %s is not in the module: the rule checks nothing", r.Package)
+		}
+	}
+	for _, v := range PureViolations(PureRules(), imports) {
 		t.Error(v)
 	}
 }

@@ -1,3 +1,9 @@
+// The core's ports: every interface the agent is handed (attachers and
+// their optional parts, filesystems, mounts, encryption, the store, the
+// manifests) and what crosses them, in one file. cmd/volumed wires the
+// kinds' adapters and drivers/* behind them; the core never imports a
+// driver.
+
 package agent
 
 import (
@@ -25,7 +31,7 @@ type Attacher interface {
 	Verify(ctx context.Context, a store.Attachment) (device string, ok bool, err error)
 	// Detach tears a recorded attachment down after checking its
 	// identity. The core calls it only when the kernel object may go
-	// (mayRelease: what volumed made, and a session no other volume rides).
+	// (decide.MayRelease: what volumed made, and a session no other volume rides).
 	Detach(ctx context.Context, a store.Attachment) error
 }
 
@@ -37,8 +43,10 @@ type Found struct {
 	// of the same driver (an iSCSI session, an NVMe controller); "" if none.
 	Session string
 	// Owned: volumed made the kernel object (it carries volumed's marker,
-	// e.g. a loop device's tag, or this Attach made it), so volumed may
-	// tear it down, even if the state file was lost.
+	// e.g. a loop device's tag, or this Attach made it). It is a fact the
+	// adapter reports, not a verdict: whether the volume owns the
+	// attachment (may tear it down) is decide.Owns's call, which weighs
+	// it with the session, the pin and a crash mid-attach.
 	Owned bool
 	// Reusable: an attachment found in place may be used as it is (a
 	// session another tool or the firmware made, a local disk). Unless it
@@ -91,10 +99,6 @@ type InUseChecker interface {
 	InUse(device string) (*Problem, error)
 }
 
-// Problem is something wrong that a check found: a condition's reason
-// and message.
-type Problem struct{ Reason, Message string }
-
 // ErrBusy marks a teardown step the kernel refused because something
 // still uses the mount or device; adapters wrap their drivers' busy
 // errors with it so the core can name the holders.
@@ -143,14 +147,6 @@ type Filesystems interface {
 	DeviceSize(device string) (int64, error)
 }
 
-// FSInfo is what a filesystem says of itself without being mounted.
-type FSInfo struct {
-	UUID string
-	// EverMounted: the filesystem records a mount (false also when its
-	// type keeps no such record).
-	EverMounted bool
-}
-
 // FSCheck is a read-only checker's verdict.
 type FSCheck int
 
@@ -164,13 +160,6 @@ const (
 // ErrMountConfig marks a mount refused because of how it was asked for
 // (an option, a permission, a path), never because of the filesystem.
 var ErrMountConfig = errors.New("mount refused by its configuration")
-
-// Signature is one thing found on a device.
-type Signature struct {
-	Type   string // ext4, xfs, gpt, crypto_LUKS, ...
-	Usage  string // filesystem, partition_table, crypto, raid, other
-	Offset int64
-}
 
 // Mounter does mounts and reads the kernel's mount table.
 type Mounter interface {
@@ -225,9 +214,6 @@ type MountPoint struct {
 // SameFile: a bind mount's root is the same file as its source dir.
 func (p MountPoint) SameFile(q MountPoint) bool { return p.Dev == q.Dev && p.Ino == q.Ino }
 
-// BindOptions are the flags a publish applies to its bind mount.
-type BindOptions struct{ ReadOnly, NoSuid, NoDev, NoExec bool }
-
 // Store is the persistence behind the actual state (package store).
 type Store interface {
 	Load() (map[string]*store.Volume, []store.Intent, error)
@@ -252,4 +238,82 @@ type Store interface {
 // Manifests is the desired-state populator's source (manifest.Builder).
 type Manifests interface {
 	Load() *manifest.Result
+}
+
+// Crypt formats, opens and closes the LUKS2 volumes of encrypted
+// volumes (drivers/luks behind an adapter, wired by cmd/volumed). Keys
+// are handed over as the manifest names them; the material never passes
+// through the core.
+type Crypt interface {
+	// Inspect reads the LUKS2 headers on dev, without a key. intentUUID,
+	// when set, is the UUID an interrupted encrypt was writing.
+	Inspect(dev, intentUUID string) (LUKSHeader, error)
+	// Format writes a LUKS2 header with every key enrolled; it refuses
+	// (and writes nothing) unless dev is blank or holds exactly the
+	// half-written header of o.UUID, and only enrols missing keys on a
+	// whole header of o.UUID.
+	Format(ctx context.Context, o CryptFormat) error
+	// Open maps the LUKS2 volume on dev as name, or adopts the mapping
+	// of that name when it is this header's on dev. None of the keys
+	// opening it is an error that Is ErrLocked, whose text names the keys
+	// (never their material) and why each failed.
+	Open(ctx context.Context, o CryptOpen) (CryptOpened, error)
+	// Adopt returns the mapping name when it is open and is the LUKS2
+	// volume on dev (uuid, when set, its header's UUID); false when no
+	// mapping has that name. It never opens anything.
+	Adopt(ctx context.Context, dev, name, uuid string) (CryptOpened, bool, error)
+	// Close removes the mapping name; one already gone is success.
+	Close(ctx context.Context, name string) error
+	// Resize makes the open mapping o.Name fill its device o.Device
+	// again, with the first of o.Keys that opens the header.
+	Resize(ctx context.Context, o CryptOpen) error
+}
+
+// CryptFormat is what an encrypt writes.
+type CryptFormat struct {
+	Device     string
+	UUID       string
+	Cipher     string
+	SectorSize int
+	PBKDF      string // manifest.PBKDFArgon2id or PBKDFPBKDF2
+	Keys       []manifest.LUKS2Key
+}
+
+// CryptOpen names what to open and as what.
+type CryptOpen struct {
+	Device string
+	Name   string
+	UUID   string // the header UUID expected; "" for any
+	Keys   []manifest.LUKS2Key
+}
+
+// CryptOpened is a mapping in place.
+type CryptOpened struct {
+	Device  string // /dev/mapper/<name>
+	UUID    string // the LUKS2 UUID it maps
+	Adopted bool   // it was open already
+	KeyKind string // the kind of key that opened it; "" when adopted
+}
+
+// Refresher is implemented by attachers whose devices can change size on
+// the far side (an iSCSI LUN, an NVMe namespace grown on the target):
+// Refresh asks the kernel to read the size again.
+type Refresher interface {
+	Refresh(ctx context.Context, a store.Attachment) error
+}
+
+// OrphanLister is implemented by attachers that can list every
+// attachment carrying volumed's marker, so that one left behind by a
+// crash for a volume nobody wants any more can be torn down. What it
+// lists is in the kernel as Verify would find it: a recorded attachment
+// listed with the same identity and device is verified by the list.
+type OrphanLister interface {
+	ListOwned(ctx context.Context) ([]store.Attachment, error)
+}
+
+// identityStore keeps identities durably (store.Store).
+type identityStore interface {
+	Identities() (map[string]store.Identity, error)
+	PutIdentity(id store.Identity) error
+	DeleteIdentity(name string) error
 }

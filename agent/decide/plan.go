@@ -1,31 +1,11 @@
-package agent
+package decide
 
 import (
 	"path"
 	"sort"
 	"strings"
 
-	"github.com/volumed/volumed/store"
-)
-
-// Operation names, as they appear in intents, logs and metrics.
-const (
-	OpAttach = "attach"
-	// OpOpen opens an encrypted volume's dm-crypt mapping; inside it,
-	// OpEncrypt writes the LUKS2 header of a blank device first.
-	OpOpen          = "open"
-	OpEncrypt       = "encrypt"
-	OpClose         = "close"
-	OpFormat        = "format"
-	OpMountDevice   = "mount_device"
-	OpPublish       = "publish"
-	OpUnpublish     = "unpublish"
-	OpUnmountDevice = "unmount_device"
-	OpDetach        = "detach"
-	OpGrow          = "grow"
-	// OpRemount applies changed mount options in place: to the staging
-	// mount (Op.Target.Path empty) or to one target.
-	OpRemount = "remount"
+	"github.com/volumed/volumed/store/record"
 )
 
 // Op is the next step for one volume.
@@ -53,7 +33,7 @@ func (o Op) Stage() int {
 // of every volume that is not where the manifests want it. It is pure:
 // the executor acts, Plan only looks. At most one operation per volume is
 // returned because a volume's operations never run concurrently.
-func Plan(desired map[string]*Desired, actual map[string]*store.Volume) []Op {
+func Plan(desired map[string]*Desired, actual map[string]*record.Volume) []Op {
 	// Paths that some volume holds right now: a publish onto one of them
 	// waits until its holder has unpublished.
 	held := heldPaths{by: map[string]string{}}
@@ -85,9 +65,9 @@ func Plan(desired map[string]*Desired, actual map[string]*store.Volume) []Op {
 	return ops
 }
 
-func nextOp(name string, d *Desired, a *store.Volume, held heldPaths) (Op, bool) {
+func nextOp(name string, d *Desired, a *record.Volume, held heldPaths) (Op, bool) {
 	if a == nil {
-		a = &store.Volume{Name: name}
+		a = &record.Volume{Name: name}
 	}
 	if !d.Wanted() {
 		if a.Attachment != nil && a.Attachment.Pinned {
@@ -106,17 +86,14 @@ func nextOp(name string, d *Desired, a *store.Volume, held heldPaths) (Op, bool)
 	if a.Attachment == nil {
 		return Op{Volume: name, Kind: OpAttach}, true
 	}
-	// Only before its mount (or a raw block volume's first bind):
-	// encryption added to a volume in use is a pending change
-	// (pendingChanges), never an open under its consumer.
-	if d.Encrypted() && a.Mapping == nil && a.Staging == nil && len(a.Targets) == 0 {
+	if open, _ := EncryptionChange(d, a); open {
 		return Op{Volume: name, Kind: OpOpen}, true
 	}
 	if a.Staging == nil && !d.Block {
 		return Op{Volume: name, Kind: OpMountDevice}, true
 	}
 	for _, t := range d.Targets {
-		if hasTarget(a, t.Path) {
+		if HasTarget(a, t.Path) {
 			continue
 		}
 		if holder, ok := held.by[t.Path]; ok && holder != name {
@@ -130,7 +107,7 @@ func nextOp(name string, d *Desired, a *store.Volume, held heldPaths) (Op, bool)
 	return remountOp(name, d, a)
 }
 
-func teardownOp(name string, a *store.Volume, held heldPaths) (Op, bool) {
+func teardownOp(name string, a *record.Volume, held heldPaths) (Op, bool) {
 	for _, t := range a.Targets {
 		if !coversHeld(t.Path, held) {
 			return Op{Volume: name, Kind: OpUnpublish, Target: DesiredTarget{Path: t.Path}}, true
@@ -151,7 +128,7 @@ func teardownOp(name string, a *store.Volume, held heldPaths) (Op, bool) {
 	return Op{}, false
 }
 
-func hasTarget(a *store.Volume, p string) bool {
+func HasTarget(a *record.Volume, p string) bool {
 	for _, t := range a.Targets {
 		if t.Path == p {
 			return true
@@ -186,3 +163,23 @@ func enclosedBy(p, volume string, held heldPaths) bool {
 	}
 	return false
 }
+
+// Operation names, as they appear in intents, logs and metrics.
+const (
+	OpAttach = "attach"
+	// OpOpen opens an encrypted volume's dm-crypt mapping; inside it,
+	// OpEncrypt writes the LUKS2 header of a blank device first.
+	OpOpen          = "open"
+	OpEncrypt       = "encrypt"
+	OpClose         = "close"
+	OpFormat        = "format"
+	OpMountDevice   = "mount_device"
+	OpPublish       = "publish"
+	OpUnpublish     = "unpublish"
+	OpUnmountDevice = "unmount_device"
+	OpDetach        = "detach"
+	OpGrow          = "grow"
+	// OpRemount applies changed mount options in place: to the staging
+	// mount (Op.Target.Path empty) or to one target.
+	OpRemount = "remount"
+)

@@ -1,48 +1,20 @@
+// The mount_device operation: probe, format when the rules allow, mount
+// the filesystem at the staging path (or stage a source that is not a
+// block device).
+
 package agent
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"slices"
 
+	"github.com/google/uuid"
 	"github.com/moby/sys/mountinfo"
-	"golang.org/x/sys/unix"
 
+	"github.com/volumed/volumed/agent/decide"
 	"github.com/volumed/volumed/store"
 )
-
-// errRetryNow marks an operation that found the world different from its
-// record (e.g. the staging mount vanished) and fixed the record: the next
-// pass picks the right operation, no backoff is due.
-var errRetryNow = errors.New("record corrected")
-
-func (a *Agent) stagingPath(name string) string {
-	return filepath.Join(a.cfg.StateDir, "staging", name)
-}
-
-// stagingPathOf is where the volume is staged: the path its desired
-// entry names (the kubelet's, for a CSI volume), else the one its record
-// names (a volume no longer wanted), else <state-dir>/staging/<name>.
-func (a *Agent) stagingPathOf(name string, d *Desired, rec *store.Volume) string {
-	switch {
-	case d != nil && d.StagingPath != "":
-		return d.StagingPath
-	case d == nil && rec != nil && rec.Staging != nil:
-		return rec.Staging.Path
-	}
-	return a.stagingPath(name)
-}
-
-func (a *Agent) attacher(driver string) (Attacher, error) {
-	att := a.cfg.Attachers[driver]
-	if att == nil {
-		return nil, fmt.Errorf("driver %q is not available in this build", driver)
-	}
-	return att, nil
-}
 
 // opMountDevice probes the device, formats it only when it is blank and
 // the manifest allows, and mounts it at the staging path. A filesystem
@@ -79,15 +51,15 @@ func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
 	if err != nil {
 		return fmt.Errorf("probe %s: %w", dev, err)
 	}
-	uuid := newUUID()
+	fsUUID := uuid.NewString()
 	format := func(force bool) error {
 		return a.run(ctx, d.Name, d.Driver, OpFormat, func(ctx context.Context) error {
-			inputs := map[string]string{"device": dev, "fsType": fs.Type, "uuid": uuid}
+			inputs := map[string]string{"device": dev, "fsType": fs.Type, "uuid": fsUUID}
 			return a.state.Do(d.Name, d.Driver, OpFormat, inputs, func(rec *store.Volume) error {
 				if rec.Attachment != nil {
 					rec.Attachment.Created = false // formatted: no longer blank by the record
 				}
-				return a.cfg.FS.Mkfs(ctx, dev, fs.Type, uuid, mkfsArgs(fs, force))
+				return a.cfg.FS.Mkfs(ctx, dev, fs.Type, fsUUID, mkfsArgs(fs, force))
 			})
 		})
 	}
@@ -95,7 +67,7 @@ func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
 	if err != nil {
 		return err
 	}
-	mkfs, force, err := decideMkfs(redo, sigs, fs, readOnlySource(d))
+	mkfs, force, err := decide.Mkfs(redo, sigs, fs, decide.ReadOnlySource(d))
 	if err != nil {
 		return fmt.Errorf("%s: %w", dev, err)
 	}
@@ -113,7 +85,7 @@ func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
 		if err := format(force); err != nil {
 			return a.formatFailed(ctx, d, dev, err)
 		}
-		a.learnFormatted(d, partFilesystem, uuid)
+		a.learnFormatted(d, decide.PartFilesystem, fsUUID)
 	}
 	a.formats.interrupted.clear(d.Name)
 	err = a.mountStaging(d, dev, mkfs)
@@ -174,7 +146,7 @@ func (a *Agent) mountStaging(d *Desired, dev string, formatted bool) error {
 		if err := a.cfg.Mounter.EnsureDir(p); err != nil {
 			return err
 		}
-		opts := stagingOptions(d)
+		opts := decide.StagingOptions(d)
 		if err := a.cfg.Mounter.MountDevice(dev, p, fs.Type, opts); err != nil {
 			return err
 		}
@@ -246,143 +218,6 @@ func (a *Agent) mountInfoAt(p string) (*mountinfo.Info, error) {
 	return mounts.Top(p), nil
 }
 
-func readOnlySource(d *Desired) bool {
-	return d.Caps.ReadOnly
-}
-
-// stagingOptions are the options of the staging mount. suid and dev are
-// spelled out when allowed: the list is then never empty, so a record
-// of it can be told from one that predates recording (nil).
-func stagingOptions(d *Desired) []string {
-	fs := d.Spec.Filesystem
-	opts := slices.Clone(fs.MountOptions)
-	opts = append(opts, flagWord(!fs.AllowSuid, "nosuid", "suid"), flagWord(!fs.AllowDev, "nodev", "dev"))
-	if readOnlySource(d) {
-		opts = append(opts, "ro")
-	}
-	return opts
-}
-
-func flagWord(on bool, yes, no string) string {
-	if on {
-		return yes
-	}
-	return no
-}
-
 func stagingRecord(p string, id int, dev, fstype string, opts []string) *store.MountRecord {
 	return &store.MountRecord{Path: p, Device: dev, FSType: fstype, MountID: id, Owned: true, Options: opts}
-}
-
-func (a *Agent) unmount(ctx context.Context, name, path string) error {
-	unmount := func(ctx context.Context) error { return a.cfg.Mounter.Unmount(ctx, path) }
-	return a.teardownStep(ctx, name, "unmount", path, busyWait, unmount)
-}
-
-func (a *Agent) opUnmountDevice(ctx context.Context, name, driver string) error {
-	// staging/<volume> names itself: no intent.
-	return a.state.DoNamed(name, driver, OpUnmountDevice, func(rec *store.Volume) error {
-		if rec.Staging == nil {
-			return nil
-		}
-		p := rec.Staging.Path
-		if sp, err := a.cfg.Mounter.At(p); err == nil && sp.Root {
-			if sp.MountID != rec.Staging.MountID {
-				top, err := a.mountInfoAt(p)
-				if err != nil {
-					return err
-				}
-				if top == nil || !sameDevice(top, rec.Staging.Device) {
-					return fmt.Errorf("something else%s is mounted on top of %s; left alone", a.describeMount(p), p)
-				}
-			}
-			if err := a.unmount(ctx, name, p); err != nil {
-				return err
-			}
-		}
-		// The empty staging dir stays until the next start
-		// (sweepStaging): its rmdir waited on the state filesystem's
-		// journal, as long as the unmount, with the slot held.
-		rec.Staging = nil
-		return nil
-	})
-}
-
-func (a *Agent) opDetach(ctx context.Context, name, driver string) error {
-	do := func(act func(rec *store.Volume) error) error { return a.state.Do(name, driver, OpDetach, nil, act) }
-	if _, ok := a.cfg.Attachers[driver].(SelfNamedDetacher); ok {
-		do = func(act func(rec *store.Volume) error) error { return a.state.DoNamed(name, driver, OpDetach, act) }
-	}
-	return do(func(rec *store.Volume) error {
-		if rec.Attachment == nil {
-			return nil
-		}
-		at := *rec.Attachment
-		key := sessionKey(at.Driver, at.Session)
-		// Observed here, under the volume's intent, not at planning: a
-		// volume that joined the session since the pass began keeps it.
-		sharers := a.sharers(name, at.Driver)
-		if mayRelease(at, sharers, a.sessions.has(key)) {
-			att, err := a.attacher(at.Driver)
-			if err != nil {
-				return err
-			}
-			at.Owned = true
-			detach := func(ctx context.Context) error { return att.Detach(ctx, at) }
-			if err := a.teardownStep(ctx, name, "detach", at.Device, 0, detach); err != nil {
-				return err
-			}
-			if key != "" {
-				a.sessions.drop(key)
-			}
-		}
-		rec.Attachment = nil
-		return nil
-	})
-}
-
-// stagingInfo is the recorded staging mount as the table shows it, nil
-// when it is gone.
-func stagingInfo(mounts MountTable, rec *store.Volume) *mountinfo.Info {
-	if rec == nil || rec.Staging == nil {
-		return nil
-	}
-	top := mounts.Top(rec.Staging.Path)
-	if top == nil || (top.ID != rec.Staging.MountID && !sameDevice(top, rec.Staging.Device)) {
-		return nil
-	}
-	return top
-}
-
-// sameDevice: m is a mount of the block device dev.
-func sameDevice(m *mountinfo.Info, dev string) bool {
-	if dev == "" {
-		return false
-	}
-	if m.Source == dev {
-		return true
-	}
-	var st unix.Stat_t
-	if err := unix.Stat(dev, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFBLK {
-		return false
-	}
-	return int(unix.Major(st.Rdev)) == m.Major && int(unix.Minor(st.Rdev)) == m.Minor
-}
-
-// boundDevice: the file at p is the block device dev (a raw block
-// target binds the device node).
-func boundDevice(p, dev string) bool {
-	var pst, dst unix.Stat_t
-	if unix.Stat(p, &pst) != nil || unix.Stat(dev, &dst) != nil {
-		return false
-	}
-	return pst.Mode&unix.S_IFMT == unix.S_IFBLK && dst.Mode&unix.S_IFMT == unix.S_IFBLK && pst.Rdev == dst.Rdev
-}
-
-func fileSize(p string) (int64, error) {
-	fi, err := os.Stat(p)
-	if err != nil {
-		return 0, err
-	}
-	return fi.Size(), nil
 }

@@ -1,0 +1,107 @@
+package decide
+
+import (
+	"sort"
+
+	"github.com/volumed/volumed/store/record"
+)
+
+// Observations are what a pass read of the world besides the records,
+// before deciding anything: reading decides nothing, and deciding reads
+// nothing.
+type Observations struct {
+	// Running and BackingChanged are noted of the volumes a growth check
+	// was asked for. Running: an operation is in flight. BackingChanged:
+	// the image file is no longer the one the device reads, so growing
+	// it would grow the wrong file.
+	Running        map[string]bool
+	BackingChanged map[string]bool
+	// Sizes: the volumes whose growth was checked this pass (a check is
+	// asked for at resync, on device events and on manifest changes).
+	Sizes map[string]Sizes
+}
+
+// Decision is everything one pass does.
+type Decision struct {
+	// Ops are the operations, in the order to start them.
+	Ops []Op
+	// GrowSettled: volumes checked and found needing no growth; a
+	// failure of an earlier grow no longer matters.
+	GrowSettled []string
+	// Pending: the manifest changes that are not in effect, by volume
+	// (PendingChanges); a wanted volume missing here has none.
+	Pending map[string][]Pending
+}
+
+// Decide is the whole of a pass's decision, from desired and actual
+// state and what was observed: Plan's next step of every volume, the
+// manifest changes that wait (PendingChanges), then a grow of each
+// converged volume whose sizes say so. Like Plan it is pure. Four
+// decisions are taken inside their operations instead, because each
+// rests on what was read right before acting, under the volume's intent:
+// format-or-not (Mkfs and Resume, over the probe), encrypt-or-not
+// (Encrypt, over the probe and the LUKS2 header), whose data the device
+// holds (Identity, over the UUID read before a mount or open) and
+// release-or-not of a shared kernel object (MayRelease, before a
+// detach). They are in this package all the same.
+func Decide(desired map[string]*Desired, actual map[string]*record.Volume, obs Observations) Decision {
+	dec := Decision{Ops: Plan(desired, actual), Pending: map[string][]Pending{}}
+	for n, d := range desired {
+		if p := PendingChanges(d, actual[n]); len(p) > 0 {
+			dec.Pending[n] = p
+		}
+	}
+	if len(obs.Sizes) == 0 {
+		return dec
+	}
+	planned := map[string]bool{}
+	for _, op := range dec.Ops {
+		planned[op.Volume] = true
+	}
+	names := make([]string, 0, len(obs.Sizes))
+	for n := range obs.Sizes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		d := desired[n]
+		if d == nil || planned[n] || obs.Running[n] || obs.BackingChanged[n] {
+			continue
+		}
+		if GrowNeeded(d, actual[n], obs.Sizes[n]) {
+			dec.Ops = append(dec.Ops, Op{Volume: n, Kind: OpGrow})
+		} else {
+			dec.GrowSettled = append(dec.GrowSettled, n)
+		}
+	}
+	return dec
+}
+
+// Sizes is what a growth check saw of one volume.
+type Sizes struct {
+	Device int64 // the block device now
+	Image  int64 // a loop image file now, -1 when not a loop image
+}
+
+// GrowNeeded decides, from what the manifest wants, what was recorded and
+// what the kernel says now, whether a converged volume should grow: its
+// loop image is smaller than the manifest's size, or its device is larger
+// than when the filesystem was last grown and the manifest asks for
+// growth. It never asks for shrinking.
+func GrowNeeded(d *Desired, rec *record.Volume, now Sizes) bool {
+	if !d.Wanted() || !Placed(d, rec) {
+		return false
+	}
+	if d.Caps.Size > 0 && now.Image >= 0 && now.Image < d.Caps.Size {
+		return true
+	}
+	fs := d.Spec.Filesystem
+	return fs != nil && fs.Grow && now.Device > 0 && now.Device > rec.Staging.DeviceBytes
+}
+
+// Placed: the volume is where growing it makes sense: attached and
+// staged, or attached when it is a raw block volume (its loop image
+// grows; there is no filesystem).
+func Placed(d *Desired, rec *record.Volume) bool {
+	return rec != nil && rec.Attachment != nil && (rec.Staging != nil || d != nil && d.Block)
+}
