@@ -107,7 +107,7 @@ func (a attacher) Detach(ctx context.Context, at store.Attachment) error {
 	if err != nil {
 		return err
 	}
-	// The core decides (mayRelease) and calls Detach only to tear down;
+	// The core decides (decide.MayRelease) and calls Detach only to tear down;
 	// this refuses once more what the firmware booted from, which a record
 	// written before pinning existed would not mark.
 	if firmware.PinnedISCSI(a.boot, t.IQN) {
