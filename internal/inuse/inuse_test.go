@@ -136,3 +136,21 @@ func TestClaimNamesDMHolders(t *testing.T) {
 		t.Errorf("ClaimAt = %+v, %v: %q; want held by dm-0 (LVM vgwipe-lv0, of vdb1)", u, err, why)
 	}
 }
+
+// A device mounted only in another mount namespace is in use: the
+// exclusive open is refused though this namespace shows no mount.
+func TestMountedInAnotherNamespace(t *testing.T) {
+	dev := loopDevice(t)
+	if out, err := exec.Command("mkfs.ext4", "-q", dev).CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.ext4: %v: %s", err, out)
+	}
+	testtool.MountElsewhere(t, dev)
+	f, u, err := Claim("", dev)
+	if f != nil {
+		f.Close()
+	}
+	busy, why := Busy(u)
+	if err != nil || f != nil || !busy || !u.Claimed || len(u.Mounts) != 0 || !strings.Contains(why, "another mount namespace") {
+		t.Errorf("Claim = %+v, %v (%s); want busy, claimed elsewhere, no mount here", u, err, why)
+	}
+}
