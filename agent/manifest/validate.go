@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/volumed/volumed/internal/filesystem"
 	"github.com/volumed/volumed/internal/safepath"
 	"github.com/volumed/volumed/internal/secret"
 	"github.com/volumed/volumed/internal/size"
@@ -100,7 +101,7 @@ func (v *validator) volume(s *VolumeSpec) {
 	staged := v.source(src)
 	v.blockOrFilesystem(s, staged)
 	if fs := s.Filesystem; fs != nil {
-		v.filesystem(fs)
+		v.filesystem(fs, src)
 	}
 	if e := s.Encryption; e != nil && len(src.more) > 0 {
 		v.encryption(e, src, staged)
@@ -145,7 +146,7 @@ func (v *validator) blockOrFilesystem(s *VolumeSpec, staged bool) {
 	case fs == nil && !staged && len(s.Mounts) == 0:
 		// A block source with no filesystem and nowhere to publish it is
 		// almost always a forgotten filesystem block.
-		v.report("spec.filesystem", fmt.Sprintf("required with source.%s, a block device: add one with type ext4, xfs or btrfs, or publish the raw device with mounts: [{path: ..., block: true}]", src.Kind))
+		v.report("spec.filesystem", fmt.Sprintf("required with source.%s, a block device: add one with type %s, or publish the raw device with mounts: [{path: ..., block: true}]", src.Kind, filesystem.List()))
 	}
 	rawBlock := len(src.more) > 0 && s.Filesystem == nil && !staged
 	for i, m := range s.Mounts {
@@ -158,13 +159,17 @@ func (v *validator) blockOrFilesystem(s *VolumeSpec, staged bool) {
 	}
 }
 
-func (v *validator) filesystem(fs *Filesystem) {
-	switch fs.Type {
-	case "ext4", "xfs", "btrfs":
-	case "":
-		v.report("spec.filesystem.type", "required (ext4, xfs or btrfs)")
+func (v *validator) filesystem(fs *Filesystem, src *Source) {
+	t, known := filesystem.Lookup(fs.Type)
+	switch {
+	case known && src.Caps.Size > 0 && src.Caps.Size < t.MinSize:
+		v.report("spec.filesystem.type", fmt.Sprintf("%s needs a device of at least %s, and source.%s is made %s: raise its size or choose another type",
+			fs.Type, size.Format(t.MinSize), src.Kind, size.Format(src.Caps.Size)))
+	case known:
+	case fs.Type == "":
+		v.report("spec.filesystem.type", "required ("+filesystem.List()+")")
 	default:
-		v.report("spec.filesystem.type", fmt.Sprintf("must be ext4, xfs or btrfs, got %q", fs.Type))
+		v.report("spec.filesystem.type", fmt.Sprintf("must be %s, got %q", filesystem.List(), fs.Type))
 	}
 	switch fs.Format {
 	case "":

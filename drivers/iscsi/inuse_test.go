@@ -3,9 +3,7 @@ package iscsi
 import (
 	"context"
 	"errors"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -21,10 +19,7 @@ func mountedElsewhere(t *testing.T) (major, minor uint32) {
 	t.Helper()
 	testtool.Need(t, "util-linux", "losetup")
 	testtool.Need(t, "e2fsprogs", "mkfs.ext4")
-	img := filepath.Join(t.TempDir(), "lun.img")
-	must(t, os.WriteFile(img, nil, 0o600))
-	must(t, os.Truncate(img, 32<<20))
-	dev := testtool.Losetup(t, img)
+	dev := testtool.Losetup(t, testtool.Image(t, 32<<20))
 	if out, err := exec.Command("mkfs.ext4", "-q", dev).CombinedOutput(); err != nil {
 		t.Fatalf("mkfs.ext4: %v: %s", err, out)
 	}

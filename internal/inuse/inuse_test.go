@@ -39,13 +39,7 @@ func TestBusy(t *testing.T) {
 func loopDevice(t *testing.T) string {
 	t.Helper()
 	testtool.Need(t, "util-linux e2fsprogs", "losetup", "mkfs.ext4")
-	img := filepath.Join(t.TempDir(), "disk.img")
-	if err := os.WriteFile(img, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(img, 32<<20); err != nil {
-		t.Fatal(err)
-	}
+	img := testtool.Image(t, 32<<20)
 	return testtool.Losetup(t, img)
 }
 

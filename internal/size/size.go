@@ -101,3 +101,15 @@ func Constants() map[string]int64 {
 	}
 	return out
 }
+
+// Format writes n as a manifest would: in the largest binary unit that
+// divides it exactly ("300Mi", "104Ki"), else in bytes.
+func Format(n int64) string {
+	us := Units()
+	for i := len(us) - 1; i >= 0; i-- {
+		if u := us[i]; u.Binary && n != 0 && n%u.Bytes == 0 {
+			return strconv.FormatInt(n/u.Bytes, 10) + u.Suffix
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}

@@ -72,3 +72,28 @@ func TestConstants(t *testing.T) {
 		t.Errorf("Constants = %v, want %v", got, want)
 	}
 }
+
+func TestFormat(t *testing.T) {
+	tests := []struct {
+		n    int64
+		want string
+	}{
+		{300 << 20, "300Mi"},
+		{104 << 10, "104Ki"},
+		{1 << 40, "1Ti"},
+		{3 << 50, "3Pi"},
+		{1536 << 20, "1536Mi"},
+		{1000, "1000"},
+		{0, "0"},
+		{-2048, "-2Ki"},
+	}
+	for _, tt := range tests {
+		got := Format(tt.n)
+		if got != tt.want {
+			t.Errorf("Format(%d) = %q, want %q", tt.n, got, tt.want)
+		}
+		if n, err := Parse(got); tt.n >= 0 && (err != nil || n != tt.n) {
+			t.Errorf("Parse(Format(%d)) = %d, %v", tt.n, n, err)
+		}
+	}
+}

@@ -2,7 +2,6 @@ package sysfs_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -23,13 +22,7 @@ func TestMain(m *testing.M) { testns.Main(m) }
 // has a partition, that partition.
 func TestLoopDeviceOnTheKernel(t *testing.T) {
 	testtool.Need(t, "util-linux", "losetup")
-	img := filepath.Join(t.TempDir(), "disk.img")
-	if err := os.WriteFile(img, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(img, 48<<20); err != nil {
-		t.Fatal(err)
-	}
+	img := testtool.Image(t, 48<<20)
 	dev := testtool.Losetup(t, img, "-P")
 	// The kernel is told of the partition (BLKPG), as volumed tells it.
 	if _, err := partition.Apply(context.Background(), dev, []partition.Want{{Label: "data", Size: 8 << 20}}); err != nil {
@@ -58,6 +51,9 @@ func TestLoopDeviceOnTheKernel(t *testing.T) {
 	}
 	if hs, err := sysfs.Holders(dir); err != nil || len(hs) != 0 {
 		t.Errorf("Holders of a fresh loop device = %q, %v", hs, err)
+	}
+	if name, err := sysfs.Name("", dev); err != nil || name != filepath.Base(dev) {
+		t.Errorf("Name(%s) = %q, %v", dev, name, err)
 	}
 	if ro, err := sysfs.Attr(dir, "ro"); err != nil || ro != "0" {
 		t.Errorf("ro = %q, %v", ro, err)

@@ -129,6 +129,21 @@ func BlockDir(root, dev string) (string, error) {
 	return NumberDir(root, unix.Major(st.Rdev), unix.Minor(st.Rdev)), nil
 }
 
+// Name is the kernel's name of the block device whose node is dev (a
+// device-mapper node /dev/mapper/x is dm-N to the kernel), read from
+// where its sysfs directory links.
+func Name(root, dev string) (string, error) {
+	dir, err := BlockDir(root, dev)
+	if err != nil {
+		return "", err
+	}
+	p, err := os.Readlink(dir)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Base(p), nil
+}
+
 // NumberDir is the sysfs directory of the block device major:minor.
 func NumberDir(root string, major, minor uint32) string {
 	return filepath.Join(RootOr(root), "dev", "block", fmt.Sprintf("%d:%d", major, minor))

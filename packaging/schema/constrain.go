@@ -11,6 +11,7 @@ import (
 	"github.com/invopop/jsonschema"
 
 	"github.com/volumed/volumed/agent/manifest"
+	"github.com/volumed/volumed/internal/filesystem"
 	"github.com/volumed/volumed/internal/size"
 	"github.com/volumed/volumed/kinds/kind"
 )
@@ -41,7 +42,7 @@ var manifestRules = []rule{
 	{"MountSpec", "volume", name},
 	{"VolumeSpec", "state", enum("present", "absent")},
 	{"Source", "", exactlyOneProperty},
-	{"Filesystem", "type", enum("ext4", "xfs", "btrfs")},
+	{"Filesystem", "type", enum(filesystem.Names()...)},
 	{"Filesystem", "format", enum(manifest.FormatIfBlank, manifest.FormatNever)},
 	{"Target", "path", stringPattern(absPattern)},
 	{"MountSpec", "path", stringPattern(absPattern)},
