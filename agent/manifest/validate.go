@@ -101,7 +101,7 @@ func (v *validator) volume(s *VolumeSpec) {
 	staged := v.source(src)
 	v.blockOrFilesystem(s, staged)
 	if fs := s.Filesystem; fs != nil {
-		v.filesystem(fs, src)
+		v.filesystem(fs)
 	}
 	if e := s.Encryption; e != nil && len(src.more) > 0 {
 		v.encryption(e, src, staged)
@@ -159,12 +159,8 @@ func (v *validator) blockOrFilesystem(s *VolumeSpec, staged bool) {
 	}
 }
 
-func (v *validator) filesystem(fs *Filesystem, src *Source) {
-	t, known := filesystem.Lookup(fs.Type)
-	switch {
-	case known && src.Caps.Size > 0 && src.Caps.Size < t.MinSize:
-		v.report("spec.filesystem.type", fmt.Sprintf("%s needs a device of at least %s, and source.%s is made %s: raise its size or choose another type",
-			fs.Type, size.Format(t.MinSize), src.Kind, size.Format(src.Caps.Size)))
+func (v *validator) filesystem(fs *Filesystem) {
+	switch _, known := filesystem.Lookup(fs.Type); {
 	case known:
 	case fs.Type == "":
 		v.report("spec.filesystem.type", "required ("+filesystem.List()+")")

@@ -4,13 +4,15 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 
 	"github.com/volumed/volumed/internal/filesystem"
+	"github.com/volumed/volumed/internal/size"
 )
 
-// Mkfs creates a filesystem of type fstype (one internal/fstype knows)
+// Mkfs creates a filesystem of type fstype (one internal/filesystem knows)
 // on device, with the given UUID when uuid is not "" (so that the
 // filesystem a format was making can be recognised after a crash), and
 // extra (a manifest's mkfsOptions) after volumed's own arguments.
@@ -20,6 +22,11 @@ func Mkfs(ctx context.Context, device, fstype, uuid string, extra []string) erro
 	t, ok := filesystem.Lookup(fstype)
 	if !ok {
 		return fmt.Errorf("mkfs %s: unsupported filesystem type %q", device, fstype)
+	}
+	// The tools refuse a device too small in words of their own (xfs in
+	// decimal MB); this says it in a manifest's units, before running one.
+	if n, err := sizeOf(device); err == nil && n < t.MinSize {
+		return fmt.Errorf("mkfs %s on %s: the device holds %s, and %s needs at least %s", fstype, device, size.Format(n), fstype, size.Format(t.MinSize))
 	}
 	if err := run(ctx, t.Mkfs.Program, t.Mkfs.Command(device, uuid, false, extra)...); err != nil {
 		return fmt.Errorf("mkfs %s on %s: %w", fstype, device, err)
@@ -39,6 +46,18 @@ func Grow(ctx context.Context, fstype, device, mountpoint string) error {
 		return fmt.Errorf("grow %s %s at %s: %w", fstype, device, mountpoint, err)
 	}
 	return nil
+}
+
+// sizeOf is the size of a block device or an image file.
+func sizeOf(path string) (int64, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0, err
+	}
+	if fi.Mode().IsRegular() {
+		return fi.Size(), nil
+	}
+	return DeviceSize(path)
 }
 
 // run runs prog with args (no shell) and puts its stderr in the error.
