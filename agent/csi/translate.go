@@ -14,11 +14,12 @@ import (
 
 	"github.com/volumed/volumed/agent"
 	"github.com/volumed/volumed/agent/manifest"
+	"github.com/volumed/volumed/internal/filesystem"
 )
 
 // defaultFSType is the filesystem of a mount volume whose capability
 // names none.
-const defaultFSType = "ext4"
+const defaultFSType = filesystem.Default
 
 // VolumeName is the volumed name of a CSI volume: "csi-" and the volume
 // ID when that is a valid name, else "csi-" and a hash of the ID (CSI

@@ -455,40 +455,6 @@ func TestParseBytesLimits(t *testing.T) {
 	}
 }
 
-func TestParseSize(t *testing.T) {
-	tests := []struct {
-		in   string
-		want int64
-		err  bool
-	}{
-		{"1048576", 1 << 20, false},
-		{"64Mi", 64 << 20, false},
-		{"10Gi", 10 << 30, false},
-		{"1Ti", 1 << 40, false},
-		{"2Ki", 2048, false},
-		{"1G", 1e9, false},
-		{"512M", 512e6, false},
-		{"3k", 3000, false},
-		{"1P", 1e15, false},
-		{"0", 0, false},
-		{"", 0, true},
-		{"Gi", 0, true},
-		{"1.5Gi", 0, true},
-		{"-1Mi", 0, true},
-		{"10GB", 0, true},
-		{"10 Gi", 0, true},
-		{"9223372036854775807", 1<<63 - 1, false},
-		{"9223372036854775808", 0, true},
-		{"8388608Ti", 0, true},
-	}
-	for _, tt := range tests {
-		got, err := ParseSize(tt.in)
-		if (err != nil) != tt.err || got != tt.want {
-			t.Errorf("ParseSize(%q) = %d, %v; want %d, error %v", tt.in, got, err, tt.want, tt.err)
-		}
-	}
-}
-
 func TestProblemError(t *testing.T) {
 	tests := []struct {
 		p    Problem

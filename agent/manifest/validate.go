@@ -2,7 +2,6 @@ package manifest
 
 import (
 	"fmt"
-	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -12,8 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/volumed/volumed/internal/filesystem"
 	"github.com/volumed/volumed/internal/safepath"
 	"github.com/volumed/volumed/internal/secret"
+	"github.com/volumed/volumed/internal/size"
 )
 
 var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
@@ -145,7 +146,7 @@ func (v *validator) blockOrFilesystem(s *VolumeSpec, staged bool) {
 	case fs == nil && !staged && len(s.Mounts) == 0:
 		// A block source with no filesystem and nowhere to publish it is
 		// almost always a forgotten filesystem block.
-		v.report("spec.filesystem", fmt.Sprintf("required with source.%s, a block device: add one with type ext4, xfs or btrfs, or publish the raw device with mounts: [{path: ..., block: true}]", src.Kind))
+		v.report("spec.filesystem", fmt.Sprintf("required with source.%s, a block device: add one with type %s, or publish the raw device with mounts: [{path: ..., block: true}]", src.Kind, filesystem.List()))
 	}
 	rawBlock := len(src.more) > 0 && s.Filesystem == nil && !staged
 	for i, m := range s.Mounts {
@@ -159,12 +160,12 @@ func (v *validator) blockOrFilesystem(s *VolumeSpec, staged bool) {
 }
 
 func (v *validator) filesystem(fs *Filesystem) {
-	switch fs.Type {
-	case "ext4", "xfs", "btrfs":
-	case "":
-		v.report("spec.filesystem.type", "required (ext4, xfs or btrfs)")
+	switch _, known := filesystem.Lookup(fs.Type); {
+	case known:
+	case fs.Type == "":
+		v.report("spec.filesystem.type", "required ("+filesystem.List()+")")
 	default:
-		v.report("spec.filesystem.type", fmt.Sprintf("must be ext4, xfs or btrfs, got %q", fs.Type))
+		v.report("spec.filesystem.type", fmt.Sprintf("must be %s, got %q", filesystem.List(), fs.Type))
 	}
 	switch fs.Format {
 	case "":
@@ -333,7 +334,7 @@ func (v *validator) size(field, s string) int64 {
 		v.report(field, "required")
 		return 0
 	}
-	n, err := ParseSize(s)
+	n, err := size.Parse(s)
 	if err != nil {
 		v.report(field, err.Error())
 		return 0
@@ -436,40 +437,6 @@ func checkHostPort(s string) string {
 		return fmt.Sprintf("port must be 1 to 65535, got %q", port)
 	}
 	return ""
-}
-
-var sizeUnits = map[string]int64{
-	"":   1,
-	"k":  1e3,
-	"K":  1e3,
-	"M":  1e6,
-	"G":  1e9,
-	"T":  1e12,
-	"P":  1e15,
-	"Ki": 1 << 10,
-	"Mi": 1 << 20,
-	"Gi": 1 << 30,
-	"Ti": 1 << 40,
-	"Pi": 1 << 50,
-}
-
-// ParseSize parses a size as written in a manifest: a whole number of bytes
-// with an optional decimal (k, K, M, G, T, P) or binary (Ki, Mi, Gi, Ti, Pi)
-// suffix, e.g. "64Mi", "10Gi", "1G", "1048576".
-func ParseSize(s string) (int64, error) {
-	i := 0
-	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-		i++
-	}
-	unit, ok := sizeUnits[s[i:]]
-	if i == 0 || !ok {
-		return 0, fmt.Errorf("invalid size %q: want a whole number with an optional suffix Ki, Mi, Gi, Ti, Pi, k, M, G, T or P", s)
-	}
-	n, err := strconv.ParseInt(s[:i], 10, 64)
-	if err != nil || n > math.MaxInt64/unit {
-		return 0, fmt.Errorf("invalid size %q: too large", s)
-	}
-	return n * unit, nil
 }
 
 // ParseMode parses a directory mode written as octal digits, e.g. "0750".

@@ -52,7 +52,7 @@ func TestValidateWarnsOfMissingTools(t *testing.T) {
 
 func TestValidateQuietWhenHostHasTools(t *testing.T) {
 	bin := t.TempDir()
-	for _, p := range []string{"mkfs.xfs", "xfs_growfs"} {
+	for _, p := range []string{"mkfs.xfs", "xfs_growfs", "xfs_repair"} {
 		if err := os.WriteFile(filepath.Join(bin, p), []byte("#!/bin/sh\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -181,7 +181,7 @@ func ext4Host(t *testing.T, files ...string) string {
 		}
 	}
 	bin := t.TempDir()
-	for _, p := range []string{"mkfs.ext4", "resize2fs"} {
+	for _, p := range []string{"mkfs.ext4", "resize2fs", "e2fsck"} {
 		if err := os.WriteFile(filepath.Join(bin, p), []byte("#!/bin/sh\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}

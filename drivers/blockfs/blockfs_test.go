@@ -447,6 +447,18 @@ func TestMkfs(t *testing.T) {
 			t.Fatalf("unsupported Mkfs wrote something: %+v", sigs)
 		}
 	})
+	// A device below the type's minimum is refused before mkfs runs, in
+	// a manifest's units.
+	t.Run("too-small", func(t *testing.T) {
+		img := image(t, "fs.img", 64*mib)
+		err := Mkfs(ctx, img, "xfs", "", nil)
+		if err == nil || !strings.Contains(err.Error(), "the device holds 64Mi, and xfs needs at least 300Mi") {
+			t.Fatalf("Mkfs xfs on 64 MiB: %v", err)
+		}
+		if sigs := probeFile(t, img); len(sigs) != 0 {
+			t.Fatalf("a refused Mkfs wrote something: %+v", sigs)
+		}
+	})
 	// The tools' own "existing filesystem" checks must stay on.
 	for _, c := range []struct{ fstype, tool string }{{"xfs", "mkfs.xfs"}, {"btrfs", "mkfs.btrfs"}} {
 		t.Run(c.fstype+"-refuses-existing-ext4", func(t *testing.T) {

@@ -14,6 +14,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/volumed/volumed/internal/sysfs"
 )
 
 // blkidNothingFound is blkid's exit status for "no signature".
@@ -229,21 +231,9 @@ func parseBlkidExport(out []byte) []Signature {
 // kernel sees it now, read from sysfs: the device is never opened, so a
 // device whose transport is down cannot hang the caller.
 func DeviceSize(path string) (int64, error) {
-	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
-		return 0, &os.PathError{Op: "stat", Path: path, Err: err}
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFBLK {
-		return 0, fmt.Errorf("%s: not a block device", path)
-	}
-	p := fmt.Sprintf("/sys/dev/block/%d:%d/size", unix.Major(st.Rdev), unix.Minor(st.Rdev))
-	b, err := os.ReadFile(p)
+	dir, err := sysfs.BlockDir("", path)
 	if err != nil {
 		return 0, err
 	}
-	sectors, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	if err != nil || sectors < 0 || sectors > 1<<53 {
-		return 0, fmt.Errorf("%s: bad size %q", p, strings.TrimSpace(string(b)))
-	}
-	return sectors * 512, nil
+	return sysfs.Size(dir)
 }

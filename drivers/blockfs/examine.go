@@ -2,9 +2,7 @@ package blockfs
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/volumed/volumed/internal/blank"
 	"github.com/volumed/volumed/internal/inuse"
+	"github.com/volumed/volumed/internal/sysfs"
 )
 
 // ExamineOptions tune Examine.
@@ -77,62 +76,25 @@ func KernelUsers(sysRoot, path string) (parts, holders []string, err error) {
 	if st.Mode&unix.S_IFMT != unix.S_IFBLK {
 		return nil, nil, nil
 	}
-	if sysRoot == "" {
-		sysRoot = "/sys"
-	}
-	dir := filepath.Join(sysRoot, "dev", "block", fmt.Sprintf("%d:%d", unix.Major(st.Rdev), unix.Minor(st.Rdev)))
-	return SysfsUsers(dir)
+	return SysfsUsers(sysfs.NumberDir(sysRoot, unix.Major(st.Rdev), unix.Minor(st.Rdev)))
 }
 
 // SysfsUsers is KernelUsers from the device's sysfs directory.
 func SysfsUsers(dir string) (parts, holders []string, err error) {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
+	if parts, err = sysfs.Partitions(dir); err != nil {
 		return nil, nil, err
 	}
-	if holders, err = holdersOf(dir, ""); err != nil {
-		return nil, nil, err
-	}
-	for _, e := range ents {
-		sub := filepath.Join(dir, e.Name())
-		if _, err := os.Stat(filepath.Join(sub, "partition")); err != nil {
-			continue
-		}
-		parts = append(parts, e.Name())
-		hs, err := holdersOf(sub, e.Name())
+	for _, node := range append([]string{""}, parts...) {
+		hs, err := sysfs.Holders(filepath.Join(dir, node))
 		if err != nil {
 			return nil, nil, err
 		}
-		holders = append(holders, hs...)
+		for _, h := range hs {
+			holders = append(holders, inuse.Describe(filepath.Join(dir, node, "holders", h), node))
+		}
 	}
-	sort.Strings(parts)
 	sort.Strings(holders)
 	return parts, holders, nil
-}
-
-// holdersOf names what holds the device at dir (part is its name when
-// it is a partition), as the in-use check names them.
-func holdersOf(dir, part string) ([]string, error) {
-	hs, err := names(filepath.Join(dir, "holders"))
-	for i, h := range hs {
-		hs[i] = inuse.Describe(filepath.Join(dir, "holders", h), part)
-	}
-	return hs, err
-}
-
-func names(dir string) ([]string, error) {
-	ents, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	out := make([]string, 0, len(ents))
-	for _, e := range ents {
-		out = append(out, e.Name())
-	}
-	return out, nil
 }
 
 // IsBlank examines path and applies the blank rule.

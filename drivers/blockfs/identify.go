@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+
+	"github.com/volumed/volumed/internal/filesystem"
 )
 
 // Info is what a filesystem says of itself without being mounted.
@@ -41,7 +43,7 @@ func Inspect(ctx context.Context, device string) (Info, error) {
 			typ = v
 		}
 	}
-	if typ == "ext2" || typ == "ext3" || typ == "ext4" {
+	if t, ok := filesystem.Of(typ); ok && t.MountRecord {
 		mounted, err := extEverMounted(device)
 		if err != nil {
 			return Info{}, err
@@ -89,24 +91,11 @@ const (
 // reads its verdict from the exit status. The error carries the tool's
 // output when the verdict is not Clean.
 func CheckReadOnly(ctx context.Context, fstype, device string) (CheckResult, error) {
-	var prog string
-	var args []string
-	// damaged reports whether an exit status means "found damage".
-	var damaged func(code int) bool
-	switch fstype {
-	case "ext2", "ext3", "ext4":
-		prog, args = "e2fsck", []string{"-n", "-f", device}
-		damaged = func(code int) bool { return code&4 != 0 && code&8 == 0 }
-	case "xfs":
-		// 2 is a dirty log: a filesystem that was mounted, not a broken one.
-		prog, args = "xfs_repair", []string{"-n", device}
-		damaged = func(code int) bool { return code == 1 }
-	case "btrfs":
-		prog, args = "btrfs", []string{"check", "--readonly", device}
-		damaged = func(code int) bool { return code == 1 }
-	default:
+	t, ok := filesystem.Of(fstype)
+	if !ok {
 		return CheckUnknown, fmt.Errorf("no read-only checker for %q", fstype)
 	}
+	prog, args, damaged := t.Check.Program, t.Check.Command(device), t.Check.Damaged
 	var out bytes.Buffer
 	cmd := exec.CommandContext(ctx, prog, args...)
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -128,15 +117,4 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "; ")
-}
-
-// uuidArgs are the mkfs arguments that give the new filesystem uuid.
-func uuidArgs(fstype, uuid string) []string {
-	if uuid == "" {
-		return nil
-	}
-	if fstype == "xfs" {
-		return []string{"-m", "uuid=" + uuid}
-	}
-	return []string{"-U", uuid}
 }

@@ -20,10 +20,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/volumed/volumed/internal/sysfs"
 )
 
 // Selector names one disk. Exactly one field is set.
@@ -114,11 +115,7 @@ type Finder struct {
 }
 
 func (f Finder) sys(elem ...string) string {
-	root := f.SysRoot
-	if root == "" {
-		root = "/sys"
-	}
-	return filepath.Join(append([]string{root}, elem...)...)
+	return filepath.Join(append([]string{sysfs.RootOr(f.SysRoot)}, elem...)...)
 }
 
 func (f Finder) dev(name string) string {
@@ -178,7 +175,7 @@ func (f Finder) byPath(p string) (Disk, bool, error) {
 	}
 	// A partition's identifiers are its disk's.
 	idDir := dir
-	if _, err := os.Stat(filepath.Join(dir, "partition")); err == nil {
+	if sysfs.IsPartition(dir) {
 		idDir = filepath.Dir(dir)
 	}
 	ids, err := readIDs(idDir)
@@ -273,7 +270,7 @@ type match struct {
 
 // probe reads the disk at dir and reports whether s selects it.
 func probe(dir string, s Selector) (match, bool, error) {
-	if hidden, err := readAttr(dir, "hidden"); err == nil && hidden == "1" {
+	if hidden, err := sysfs.Attr(dir, "hidden"); err == nil && hidden == "1" {
 		return match{}, false, nil
 	}
 	ids, err := readIDs(dir)
@@ -300,14 +297,14 @@ func (f Finder) collapseMultipath(ms []match) ([]match, error) {
 	}
 	holder := ""
 	for _, m := range ms {
-		hs, err := os.ReadDir(filepath.Join(m.dir, "holders"))
-		if err != nil || len(hs) != 1 || (holder != "" && hs[0].Name() != holder) {
+		hs, err := sysfs.Holders(m.dir)
+		if err != nil || len(hs) != 1 || (holder != "" && hs[0] != holder) {
 			return ms, nil
 		}
-		holder = hs[0].Name()
+		holder = hs[0]
 	}
 	dir := f.sys("block", holder)
-	uuid, err := readAttr(dir, "dm", "uuid")
+	uuid, err := sysfs.Attr(dir, "dm", "uuid")
 	if err != nil || !strings.HasPrefix(uuid, "mpath-") {
 		return ms, nil
 	}
@@ -322,26 +319,13 @@ func (f Finder) collapseMultipath(ms []match) ([]match, error) {
 // readDisk reads the name, numbers and size of the block device at dir.
 func readDisk(dir string) (Disk, error) {
 	d := Disk{Name: filepath.Base(dir)}
-	dev, err := readAttr(dir, "dev")
-	if err != nil {
+	var err error
+	if d.Major, d.Minor, err = sysfs.DevNumber(dir); err != nil {
 		return Disk{}, err
 	}
-	maj, min, ok := strings.Cut(dev, ":")
-	major, err1 := strconv.ParseUint(maj, 10, 32)
-	minor, err2 := strconv.ParseUint(min, 10, 32)
-	if !ok || err1 != nil || err2 != nil {
-		return Disk{}, fmt.Errorf("%s/dev: %q is not major:minor", dir, dev)
-	}
-	d.Major, d.Minor = uint32(major), uint32(minor)
-	size, err := readAttr(dir, "size")
-	if err != nil {
+	if d.SizeBytes, err = sysfs.Size(dir); err != nil {
 		return Disk{}, err
 	}
-	sectors, err := strconv.ParseInt(size, 10, 64)
-	if err != nil || sectors < 0 || sectors > 1<<54 {
-		return Disk{}, fmt.Errorf("%s/size: %q is not a sector count", dir, size)
-	}
-	d.SizeBytes = sectors * 512 // sysfs counts 512-byte sectors whatever the block size
 	return d, nil
 }
 
@@ -356,13 +340,4 @@ func devName(dir, name string) string {
 		}
 	}
 	return strings.ReplaceAll(name, "!", "/")
-}
-
-// readAttr reads a sysfs attribute, trimmed of the newline and padding.
-func readAttr(dir string, elem ...string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(append([]string{dir}, elem...)...))
-	if err != nil {
-		return "", err
-	}
-	return trimID(string(b)), nil
 }

@@ -2,12 +2,12 @@ package device
 
 import (
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
+
+	"github.com/volumed/volumed/internal/sysfs"
 )
 
 // Partition is a partition the kernel has on a disk.
@@ -31,9 +31,9 @@ func Partitions(dir string) ([]Partition, error) {
 			continue
 		}
 		sub := filepath.Join(dir, e.Name())
-		num, err1 := readCount(sub, "partition")
-		start, err2 := readCount(sub, "start")
-		size, err3 := readCount(sub, "size")
+		num, err1 := sysfs.Count(sub, "partition")
+		start, err2 := sysfs.Count(sub, "start")
+		size, err3 := sysfs.Size(sub)
 		err := errors.Join(err1, err2, err3)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // not a partition, or one removed while being read
@@ -41,21 +41,8 @@ func Partitions(dir string) ([]Partition, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, Partition{Number: int(num), Name: e.Name(), Node: NodeName(sub), Start: start * 512, Size: size * 512})
+		out = append(out, Partition{Number: int(num), Name: e.Name(), Node: NodeName(sub), Start: start * sysfs.SectorSize, Size: size})
 	}
 	slices.SortFunc(out, func(a, b Partition) int { return a.Number - b.Number })
 	return out, nil
-}
-
-// readCount reads a sysfs attribute that holds a count.
-func readCount(dir, name string) (int64, error) {
-	s, err := readAttr(dir, name)
-	if err != nil {
-		return 0, err
-	}
-	v, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || v < 0 || v > 1<<54 {
-		return 0, fmt.Errorf("%s/%s: %q is not a count", dir, name, s)
-	}
-	return v, nil
 }

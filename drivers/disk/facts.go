@@ -27,6 +27,7 @@ import (
 	"github.com/volumed/volumed/drivers/device"
 	"github.com/volumed/volumed/drivers/gpt"
 	"github.com/volumed/volumed/internal/blank"
+	"github.com/volumed/volumed/internal/sysfs"
 )
 
 // Facts are what a selector sees of one whole disk. The json names are
@@ -86,11 +87,7 @@ type Lister struct {
 }
 
 func (l Lister) sys(elem ...string) string {
-	root := l.SysRoot
-	if root == "" {
-		root = "/sys"
-	}
-	return filepath.Join(append([]string{root}, elem...)...)
+	return filepath.Join(append([]string{sysfs.RootOr(l.SysRoot)}, elem...)...)
 }
 
 func (l Lister) dev(name string) string {
@@ -128,28 +125,28 @@ func (l Lister) List(ctx context.Context) ([]Facts, error) {
 
 func (l Lister) read(ctx context.Context, name string) (Facts, bool, error) {
 	dir := l.sys("block", name)
-	if skipName(name) || attr(dir, "hidden") == "1" {
+	if skipName(name) || sysfs.AttrOr(dir, "hidden") == "1" {
 		return Facts{}, false, nil
 	}
-	if uuid := attr(dir, "dm", "uuid"); fileExists(filepath.Join(dir, "dm")) && !strings.HasPrefix(uuid, "mpath-") {
+	if uuid := sysfs.AttrOr(dir, "dm", "uuid"); fileExists(filepath.Join(dir, "dm")) && !strings.HasPrefix(uuid, "mpath-") {
 		return Facts{}, false, nil
 	}
 	if l.multipathMember(dir) {
 		return Facts{}, false, nil
 	}
-	sectors, err := strconv.ParseInt(attr(dir, "size"), 10, 64)
-	if err != nil || sectors < 0 || sectors > 1<<54 {
-		return Facts{}, false, fmt.Errorf("size %q is not a sector count", attr(dir, "size"))
+	size, err := sysfs.Size(dir)
+	if err != nil {
+		return Facts{}, false, err
 	}
-	if sectors == 0 {
+	if size == 0 {
 		return Facts{}, false, nil
 	}
 	f := Facts{
-		Name: name, Path: l.dev(device.NodeName(dir)), Size: sectors * 512,
-		Model: attr(dir, "device", "model"), Vendor: attr(dir, "device", "vendor"),
-		Rotational: attr(dir, "queue", "rotational") == "1",
-		Removable:  attr(dir, "removable") == "1",
-		ReadOnly:   attr(dir, "ro") == "1",
+		Name: name, Path: l.dev(device.NodeName(dir)), Size: size,
+		Model: sysfs.AttrOr(dir, "device", "model"), Vendor: sysfs.AttrOr(dir, "device", "vendor"),
+		Rotational: sysfs.AttrOr(dir, "queue", "rotational") == "1",
+		Removable:  sysfs.AttrOr(dir, "removable") == "1",
+		ReadOnly:   sysfs.AttrOr(dir, "ro") == "1",
 		Transport:  l.transport(dir, name),
 		Signatures: []string{}, Partitions: []Partition{},
 	}
@@ -165,7 +162,7 @@ func (l Lister) read(ctx context.Context, name string) (Facts, bool, error) {
 	if f.Partitions, err = l.partitions(dir); err != nil {
 		return Facts{}, false, err
 	}
-	ss, err := strconv.Atoi(attr(dir, "queue", "logical_block_size"))
+	ss, err := strconv.Atoi(sysfs.AttrOr(dir, "queue", "logical_block_size"))
 	if err != nil {
 		ss = 512
 	}
@@ -227,9 +224,9 @@ func skipName(name string) bool {
 
 // multipathMember: a path of a dm-multipath map; the map is the disk.
 func (l Lister) multipathMember(dir string) bool {
-	hs, _ := os.ReadDir(filepath.Join(dir, "holders"))
+	hs, _ := sysfs.Holders(dir)
 	for _, h := range hs {
-		if strings.HasPrefix(attr(l.sys("block", h.Name()), "dm", "uuid"), "mpath-") {
+		if strings.HasPrefix(sysfs.AttrOr(l.sys("block", h), "dm", "uuid"), "mpath-") {
 			return true
 		}
 	}
@@ -260,13 +257,13 @@ func (l Lister) transport(dir, name string) string {
 	case has("/virtio"):
 		return "virtio"
 	case strings.HasPrefix(name, "nvme") || has("/nvme"):
-		t := attr(dir, "device", "transport")
+		t := sysfs.AttrOr(dir, "device", "transport")
 		if t == "" {
 			// Native multipath: device is the subsystem, which links
 			// its controllers; they share one transport.
 			ctrls, _ := filepath.Glob(filepath.Join(dir, "device", "nvme[0-9]*", "transport"))
 			if len(ctrls) > 0 {
-				t = attr(filepath.Dir(ctrls[0]), "transport")
+				t = sysfs.AttrOr(filepath.Dir(ctrls[0]), "transport")
 			}
 		}
 		switch t {
@@ -320,14 +317,6 @@ func LookAt(ctx context.Context, path string, size int64, sectorSize int) (Look,
 		lk.Table = t
 	}
 	return lk, nil
-}
-
-func attr(dir string, elem ...string) string {
-	b, err := os.ReadFile(filepath.Join(append([]string{dir}, elem...)...))
-	if err != nil {
-		return ""
-	}
-	return strings.Trim(string(b), " \t\r\n\x00")
 }
 
 func fileExists(p string) bool {

@@ -11,10 +11,9 @@ import (
 	"cel.dev/cel-go/common/ast"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/ext"
-)
 
-// Size units for expressions: disk.size >= 100 * GiB.
-var units = map[string]int64{"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+	"github.com/volumed/volumed/internal/size"
+)
 
 // costLimit bounds one evaluation (comprehensions over partitions are
 // the only loops a selector has); far above any sensible selector.
@@ -58,14 +57,15 @@ func newEnv() (*cel.Env, error) {
 		cel.Variable("disk", cel.ObjectType("disk.Facts")),
 		ext.Strings(),
 	}
-	for name, v := range units {
+	// Size units for expressions: disk.size >= 100 * GiB.
+	for name, v := range size.Constants() {
 		opts = append(opts, cel.Constant(name, cel.IntType, types.Int(v)))
 	}
 	return cel.NewEnv(opts...)
 }
 
 // Compile checks expr, a CEL expression over `disk` (see Facts for its
-// fields; KiB, MiB, GiB and TiB are defined) that must be a bool. Errors
+// fields; KiB, MiB, GiB, TiB and PiB are defined) that must be a bool. Errors
 // are CompileErrors.
 func Compile(expr string) (*Selector, error) {
 	env, err := newEnv()

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/volumed/volumed/internal/keyed"
+	"github.com/volumed/volumed/internal/sysfs"
 )
 
 const (
@@ -285,7 +286,7 @@ type Client struct {
 	locks keyed.Mutex // per Target.Key; a host has few targets
 }
 
-func (c *Client) sysRoot() string { return orDefault(c.SysRoot, "/sys") }
+func (c *Client) sysRoot() string { return sysfs.RootOr(c.SysRoot) }
 func (c *Client) devRoot() string { return orDefault(c.DevRoot, "/dev") }
 
 func (c *Client) timeout() time.Duration {

@@ -3,8 +3,6 @@
 package iscsi
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -141,30 +139,7 @@ func patchFile(dir, path string, want map[string]string) error {
 	if err != nil {
 		return err
 	}
-	var rnd [8]byte
-	if _, err := rand.Read(rnd[:]); err != nil {
-		return err
-	}
-	tmp := filepath.Join(dir, ".volumed-"+hex.EncodeToString(rnd[:]))
-	tf, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = tf.Write(patched)
-	if err == nil {
-		err = tf.Sync()
-	}
-	if cerr := tf.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return durable.SyncDir(filepath.Dir(path))
+	return durable.WriteFileVia(dir, path, patched, 0o600)
 }
 
 // patchRecord replaces the lines of the keys in want (dropping those whose

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/volumed/volumed/internal/sysfs"
 )
 
 // Sysfs layout (Linux 6.x, iscsi_tcp):
@@ -292,11 +294,8 @@ func (c *Client) devNodeMatches(d Disk) (bool, error) {
 // readAttr reads a sysfs attribute, trimmed; "(null)" (an unset string
 // parameter on some kernels) reads as "".
 func readAttr(dir, name string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(dir, name))
-	if err != nil {
-		return "", err
-	}
-	return cleanAttr(string(b)), nil
+	s, err := sysfs.Attr(dir, name)
+	return cleanAttr(s), err
 }
 
 func readAttrOr(dir, name string) string {

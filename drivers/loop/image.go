@@ -14,6 +14,7 @@ import (
 
 	"github.com/volumed/volumed/internal/durable"
 	"github.com/volumed/volumed/internal/safepath"
+	"github.com/volumed/volumed/internal/sysfs"
 )
 
 // EnsureImage creates a sparse image file of size bytes (mode 0600,
@@ -252,9 +253,5 @@ func grow(ctx context.Context, dev Device, size int64) (int64, error) {
 	if err := unix.IoctlSetInt(fd, unix.LOOP_SET_CAPACITY, 0); err != nil {
 		return 0, fmt.Errorf("LOOP_SET_CAPACITY: %w", err)
 	}
-	sectors, err := readUint(sysPath(dev.Number, "size"))
-	if err != nil {
-		return 0, err
-	}
-	return int64(sectors) * 512, nil
+	return sysfs.Size(sysPath(dev.Number))
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/volumed/volumed/internal/sysfs"
 )
 
 // Index answers Find for many files at once from one pass over sysfs:
@@ -61,11 +63,11 @@ func (x *Index) candidates(real string) ([]int, error) {
 			if err != nil || !strings.HasPrefix(e.Name(), "loop") {
 				continue
 			}
-			b, err := os.ReadFile(sysPath(n, "loop", "backing_file"))
+			b, err := sysfs.Text(sysPath(n), "loop", "backing_file")
 			if err != nil {
 				continue // unbound
 			}
-			p := strings.TrimSuffix(strings.TrimSpace(string(b)), deletedSuffix)
+			p := strings.TrimSuffix(b, deletedSuffix)
 			by[p] = append(by[p], n)
 		}
 		x.byPath, x.at = by, time.Now()

@@ -46,3 +46,18 @@ func TestIndexFind(t *testing.T) {
 		t.Fatalf("a detached device was reported: %v", devs)
 	}
 }
+
+// An image whose name ends in a blank is found through the index as
+// through Find: sysfs's backing_file is a path, and only its newline is
+// the kernel's.
+func TestIndexFindsANameEndingInABlank(t *testing.T) {
+	img := newImage(t, t.TempDir(), "data.img ", mib)
+	d := attachT(t, Options{File: img})
+	if d.BackingFile != img {
+		t.Errorf("BackingFile = %q, want %q", d.BackingFile, img)
+	}
+	devs, err := (&Index{MaxAge: time.Hour}).Find(img)
+	if err != nil || len(devs) != 1 || devs[0].Number != d.Number {
+		t.Fatalf("Index.Find(%q) = %v, %v; want %s", img, devs, err, d.Path)
+	}
+}

@@ -31,6 +31,7 @@ import (
 
 	"github.com/volumed/volumed/internal/keyed"
 	"github.com/volumed/volumed/internal/safepath"
+	"github.com/volumed/volumed/internal/sysfs"
 )
 
 var (
@@ -292,26 +293,26 @@ func readDevice(n, fd int) (*Device, error) {
 	if err != nil {
 		return nil, fmt.Errorf("LOOP_GET_STATUS64 %s: %w", devPath(n), err)
 	}
-	backing, err := os.ReadFile(sysPath(n, "loop", "backing_file"))
+	backing, err := sysfs.Text(sysPath(n), "loop", "backing_file")
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	sectors, err := readUint(sysPath(n, "size"))
+	size, err := sysfs.Size(sysPath(n))
 	if err != nil {
 		return nil, err
 	}
 	d := &Device{
 		Path:        devPath(n),
 		Number:      n,
-		BackingFile: strings.TrimSuffix(string(backing), "\n"),
+		BackingFile: backing,
 		BackingDev:  info.Device,
 		BackingIno:  info.Inode,
 		ReadOnly:    info.Flags&unix.LO_FLAGS_READ_ONLY != 0,
 		Tag:         tagFromName(info.File_name[:]),
-		SizeBytes:   int64(sectors) * 512,
+		SizeBytes:   size,
 	}
 	if f, ok := strings.CutSuffix(d.BackingFile, deletedSuffix); ok {
 		d.BackingFile, d.Deleted = f, true
@@ -387,18 +388,6 @@ func List() ([]Device, error) {
 // therefore not found.) An image renamed away and replaced by another
 // file of the same name is a different image: the identity check says so.
 func Find(file string) ([]Device, error) { return new(Index).Find(file) }
-
-func readUint(path string) (uint64, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", path, err)
-	}
-	return v, nil
-}
 
 func sleep(ctx context.Context, d time.Duration) error { return keyed.Sleep(ctx, d) }
 

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/volumed/volumed/internal/sysfs"
 )
 
 // Mapping is a device-mapper device as sysfs shows it.
@@ -35,12 +37,7 @@ func (m Mapping) LUKSUUID() string {
 	return hex[:8] + "-" + hex[8:12] + "-" + hex[12:16] + "-" + hex[16:20] + "-" + hex[20:]
 }
 
-func (c *Client) sys() string {
-	if c.SysRoot != "" {
-		return c.SysRoot
-	}
-	return "/sys"
-}
+func (c *Client) sys() string { return sysfs.RootOr(c.SysRoot) }
 
 // Mappings lists every device-mapper device, for reconstruction after a
 // restart: a crypt mapping named like a volume's is adopted, not reopened.
@@ -80,13 +77,13 @@ func (c *Client) Mapping(name string) (Mapping, bool, error) {
 func readMapping(dir string) (Mapping, error) {
 	m := Mapping{Node: filepath.Base(dir)}
 	var err error
-	if m.Name, err = readLine(filepath.Join(dir, "dm", "name")); err != nil {
+	if m.Name, err = sysfs.Attr(filepath.Join(dir, "dm", "name")); err != nil {
 		return m, err
 	}
-	if m.UUID, err = readLine(filepath.Join(dir, "dm", "uuid")); err != nil {
+	if m.UUID, err = sysfs.Attr(filepath.Join(dir, "dm", "uuid")); err != nil {
 		return m, err
 	}
-	if m.Dev, err = readLine(filepath.Join(dir, "dev")); err != nil {
+	if m.Dev, err = sysfs.Attr(filepath.Join(dir, "dev")); err != nil {
 		return m, err
 	}
 	slaves, err := os.ReadDir(filepath.Join(dir, "slaves"))
@@ -94,16 +91,11 @@ func readMapping(dir string) (Mapping, error) {
 		return m, err
 	}
 	for _, s := range slaves {
-		dev, err := readLine(filepath.Join(dir, "slaves", s.Name(), "dev"))
+		dev, err := sysfs.Attr(filepath.Join(dir, "slaves", s.Name(), "dev"))
 		if err != nil {
 			return m, fmt.Errorf("%s: slave %s: %w", m.Node, s.Name(), err)
 		}
 		m.Slaves = append(m.Slaves, dev)
 	}
 	return m, nil
-}
-
-func readLine(p string) (string, error) {
-	b, err := os.ReadFile(p)
-	return strings.TrimSpace(string(b)), err
 }

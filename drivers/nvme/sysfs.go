@@ -3,14 +3,14 @@ package nvme
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
+
+	"github.com/volumed/volumed/internal/sysfs"
 )
 
 // Controller is an NVMe controller as /sys/class/nvme/nvmeN shows it.
@@ -72,12 +72,7 @@ func (c Controller) connectedTo(t Target) bool {
 	return a == b
 }
 
-func (c *Client) sysRoot() string {
-	if c.SysRoot == "" {
-		return "/sys"
-	}
-	return c.SysRoot
-}
+func (c *Client) sysRoot() string { return sysfs.RootOr(c.SysRoot) }
 
 func (c *Client) devRoot() string {
 	if c.DevRoot == "" {
@@ -140,7 +135,7 @@ func (c *Client) readController(name string) (Controller, error) {
 		attr string
 		dst  *string
 	}{{"transport", &ctrl.Transport}, {"state", &ctrl.State}, {"subsysnqn", &ctrl.SubsysNQN}} {
-		if *a.dst, err = readAttr(filepath.Join(dir, a.attr)); err != nil {
+		if *a.dst, err = sysfs.Attr(filepath.Join(dir, a.attr)); err != nil {
 			return ctrl, err
 		}
 	}
@@ -148,11 +143,11 @@ func (c *Client) readController(name string) (Controller, error) {
 		attr string
 		dst  *string
 	}{{"address", &ctrl.RawAddress}, {"hostnqn", &ctrl.HostNQN}, {"hostid", &ctrl.HostID}} {
-		if *a.dst, err = readAttr(filepath.Join(dir, a.attr)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if *a.dst, err = sysfs.Attr(filepath.Join(dir, a.attr)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return ctrl, err
 		}
 	}
-	if cntlid, err := readAttr(filepath.Join(dir, "cntlid")); err == nil {
+	if cntlid, err := sysfs.Attr(filepath.Join(dir, "cntlid")); err == nil {
 		ctrl.CntlID, _ = parseUint(cntlid, 0xffff)
 	}
 	if ctrl.Transport != "pcie" {
@@ -241,7 +236,7 @@ func (c *Client) namespace(ctrl Controller, nsid int) (Namespace, bool, error) {
 		return Namespace{}, false, err
 	}
 	for _, d := range dirs {
-		v, err := readAttr(filepath.Join(d.path, "nsid"))
+		v, err := sysfs.Attr(filepath.Join(d.path, "nsid"))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -251,16 +246,12 @@ func (c *Client) namespace(ctrl Controller, nsid int) (Namespace, bool, error) {
 		if n, err := parseUint(v, maxNSID); err != nil || n != nsid {
 			continue
 		}
-		sectors, err := readAttr(filepath.Join(d.path, "size"))
+		size, err := sysfs.Size(d.path)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err != nil {
 			return Namespace{}, false, err
-		}
-		size, err := strconv.ParseInt(sectors, 10, 64)
-		if err != nil || size < 0 || size > 1<<54 {
-			return Namespace{}, false, fmt.Errorf("%s/size: %q is not a sector count", d.path, sectors)
 		}
 		dev := filepath.Join(c.devRoot(), d.name)
 		if _, err := os.Stat(dev); errors.Is(err, fs.ErrNotExist) {
@@ -268,7 +259,7 @@ func (c *Client) namespace(ctrl Controller, nsid int) (Namespace, bool, error) {
 		} else if err != nil {
 			return Namespace{}, false, err
 		}
-		return Namespace{Device: dev, Controller: ctrl.Name, NSID: nsid, SizeBytes: size * 512}, true, nil
+		return Namespace{Device: dev, Controller: ctrl.Name, NSID: nsid, SizeBytes: size}, true, nil
 	}
 	return Namespace{}, false, nil
 }
@@ -299,22 +290,6 @@ func namespaceName(name string) (int, bool) {
 		return 0, false
 	}
 	return xi, true
-}
-
-// readAttr reads a sysfs attribute without its trailing newline.
-func readAttr(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	// sysfs attributes are at most a page; a fixture or a bug larger
-	// than that is not read into memory.
-	b, err := io.ReadAll(io.LimitReader(f, 8192))
-	if err != nil {
-		return "", fmt.Errorf("read %s: %w", path, err)
-	}
-	return strings.TrimSpace(string(b)), nil
 }
 
 // writeAttr writes a value to a sysfs attribute in one write.

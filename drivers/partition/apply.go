@@ -14,6 +14,7 @@ import (
 	"github.com/volumed/volumed/drivers/blockfs"
 	"github.com/volumed/volumed/drivers/gpt"
 	"github.com/volumed/volumed/internal/crashpoint"
+	"github.com/volumed/volumed/internal/sysfs"
 )
 
 // Partition is a wanted partition as it is on disk and in the kernel.
@@ -221,8 +222,8 @@ func (d *disk) init() error {
 	if st.Mode&unix.S_IFMT != unix.S_IFBLK {
 		return fmt.Errorf("%s is not a block device", d.path)
 	}
-	d.sys = fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(st.Rdev), unix.Minor(st.Rdev))
-	if _, err := os.Stat(d.sys + "/partition"); err == nil {
+	d.sys = sysfs.NumberDir("", unix.Major(st.Rdev), unix.Minor(st.Rdev))
+	if sysfs.IsPartition(d.sys) {
 		return fmt.Errorf("%w: %s is a partition, not a whole disk", ErrRefused, d.path)
 	}
 	ss, err := unix.IoctlGetInt(int(d.f.Fd()), unix.BLKSSZGET)

@@ -3,19 +3,16 @@ package wipe
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
-	"strings"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/volumed/volumed/drivers/blockfs"
 	"github.com/volumed/volumed/drivers/device"
 	"github.com/volumed/volumed/firmware"
 	"github.com/volumed/volumed/internal/inuse"
+	"github.com/volumed/volumed/internal/sysfs"
 )
 
 // Options are where Gather looks.
@@ -26,7 +23,7 @@ type Options struct {
 	Boot []firmware.BootVolume
 }
 
-func (o Options) sys() string { return orDefault(o.SysRoot, "/sys") }
+func (o Options) sys() string { return sysfs.RootOr(o.SysRoot) }
 func (o Options) dev() string { return orDefault(o.DevRoot, "/dev") }
 
 func orDefault(s, d string) string {
@@ -44,23 +41,17 @@ func Gather(ctx context.Context, path string, o Options) (Target, error) {
 	if err != nil {
 		return Target{}, err
 	}
-	var st unix.Stat_t
-	if err := unix.Stat(dev, &st); err != nil {
-		return Target{}, &os.PathError{Op: "stat", Path: dev, Err: err}
+	dir, err := sysfs.BlockDir(o.SysRoot, dev)
+	if err != nil {
+		return Target{}, err
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFBLK {
-		return Target{}, fmt.Errorf("%s is not a block device", dev)
-	}
-	dir := filepath.Join(o.sys(), "dev", "block", fmt.Sprintf("%d:%d", unix.Major(st.Rdev), unix.Minor(st.Rdev)))
 	t := Target{Device: dev}
 	if t.Use, err = inuse.CheckAt(dir, dev); err != nil {
 		return t, err
 	}
-	sectors, err := strconv.ParseInt(attr(dir, "size"), 10, 64)
-	if err != nil {
+	if t.Size, err = sysfs.Size(dir); err != nil {
 		return t, fmt.Errorf("%s: size: %w", dev, err)
 	}
-	t.Size = sectors * 512
 	parts, err := device.Partitions(dir)
 	if err != nil {
 		return t, err
@@ -100,7 +91,7 @@ func describe(sigs []blockfs.Signature) []string {
 // discards: the device (or, for a partition, its disk) takes discards.
 func discards(dir string) bool {
 	for _, q := range []string{filepath.Join(dir, "queue"), filepath.Join(dir, "..", "queue")} {
-		if n, err := strconv.ParseInt(attr(q, "discard_max_bytes"), 10, 64); err == nil {
+		if n, err := strconv.ParseInt(sysfs.AttrOr(q, "discard_max_bytes"), 10, 64); err == nil {
 			return n > 0
 		}
 	}
@@ -120,21 +111,13 @@ func pinned(o Options, dir string, boot []firmware.BootVolume) string {
 		real = dir
 	}
 	if m := sessionInPath.FindStringSubmatch(real); m != nil {
-		iqn := attr(filepath.Join(o.sys(), "class", "iscsi_session", "session"+m[1]), "targetname")
+		iqn := sysfs.AttrOr(filepath.Join(o.sys(), "class", "iscsi_session", "session"+m[1]), "targetname")
 		if firmware.PinnedISCSI(boot, iqn) {
 			return "iSCSI target " + iqn
 		}
 	}
-	if nqn := attr(dir, "device", "subsysnqn"); firmware.PinnedNVMe(boot, nqn) {
+	if nqn := sysfs.AttrOr(dir, "device", "subsysnqn"); firmware.PinnedNVMe(boot, nqn) {
 		return "NVMe subsystem " + nqn
 	}
 	return ""
-}
-
-func attr(dir string, elem ...string) string {
-	b, err := os.ReadFile(filepath.Join(append([]string{dir}, elem...)...))
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
 }

@@ -31,12 +31,19 @@ func SyncDir(dir string) error {
 // the temporary file; a crash may leave one, named ".volumed-<hex>", which
 // readers of the directory must pass over.
 func WriteFile(path string, data []byte, perm os.FileMode) error {
+	return WriteFileVia(filepath.Dir(path), path, data, perm)
+}
+
+// WriteFileVia is WriteFile with the temporary file in tmpDir, which must
+// be on path's filesystem: for a directory whose readers would take any
+// new name in it as theirs (open-iscsi reads every file of a portal's
+// directory as an interface's record). Both directories are synced.
+func WriteFileVia(tmpDir, path string, data []byte, perm os.FileMode) error {
 	var rnd [8]byte
 	if _, err := rand.Read(rnd[:]); err != nil {
 		return err
 	}
-	dir := filepath.Dir(path)
-	tmp := filepath.Join(dir, ".volumed-"+hex.EncodeToString(rnd[:]))
+	tmp := filepath.Join(tmpDir, ".volumed-"+hex.EncodeToString(rnd[:]))
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, perm)
 	if err != nil {
 		return err
@@ -55,5 +62,10 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 		os.Remove(tmp)
 		return err
 	}
-	return SyncDir(dir)
+	if dir := filepath.Dir(path); filepath.Clean(tmpDir) != dir {
+		if err := SyncDir(tmpDir); err != nil {
+			return err
+		}
+	}
+	return SyncDir(filepath.Dir(path))
 }

@@ -52,3 +52,36 @@ func TestSyncDirNamesAMissingDirectory(t *testing.T) {
 		t.Fatalf("SyncDir of a missing directory: %v, want a not-exist error", err)
 	}
 }
+
+// The temporary file is made where the caller says, and nothing is left
+// there or beside the file.
+func TestWriteFileViaAnotherDirectory(t *testing.T) {
+	tmpDir := t.TempDir()
+	dir := filepath.Join(tmpDir, "portal")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "default")
+	if err := os.WriteFile(p, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFileVia(tmpDir, p, []byte("new"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(p)
+	if fi, serr := os.Stat(p); err != nil || string(got) != "new" || serr != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("read %q (%v), want \"new\" of mode 0600", got, err)
+	}
+	for d, want := range map[string]int{tmpDir: 1, dir: 1} {
+		if ents, _ := os.ReadDir(d); len(ents) != want {
+			t.Errorf("%s holds %d entries, want %d", d, len(ents), want)
+		}
+	}
+	// A failed rename leaves nothing in the temporary directory.
+	if err := WriteFileVia(tmpDir, dir, []byte("x"), 0o600); err == nil {
+		t.Fatal("renamed a file over a non-empty directory")
+	}
+	if ents, _ := os.ReadDir(tmpDir); len(ents) != 1 {
+		t.Errorf("%s holds %d entries after a failed write, want 1", tmpDir, len(ents))
+	}
+}

@@ -19,6 +19,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/volumed/volumed/internal/filesystem"
 )
 
 // Host is the machine to check. The zero value is not useful; use Local.
@@ -88,18 +90,17 @@ func (h Host) Encryption(tpm2 bool) []Lack {
 	return out
 }
 
-// filesystems are the programs blockfs runs per filesystem type.
-var filesystems = map[string][]Program{
-	"ext4":  {{"mkfs.ext4", "formats ext4 volumes", "e2fsprogs"}, {"resize2fs", "grows ext4 filesystems", "e2fsprogs"}},
-	"xfs":   {{"mkfs.xfs", "formats xfs volumes", "xfsprogs"}, {"xfs_growfs", "grows xfs filesystems", "xfsprogs"}},
-	"btrfs": {{"mkfs.btrfs", "formats btrfs volumes", "btrfs-progs"}, {"btrfs", "grows and checks btrfs filesystems", "btrfs-progs"}},
-}
-
-// Filesystem reports what the host lacks to format, mount and grow
-// fstype: its programs, and the filesystem in the kernel (built in, or a
-// module that can be loaded).
+// Filesystem reports what the host lacks to format, mount, grow and
+// check fstype: its programs (internal/filesystem's), and the filesystem
+// in the kernel (built in, or a module that can be loaded).
 func (h Host) Filesystem(fstype string) []Lack {
-	out := h.programs(filesystems[fstype])
+	var ps []Program
+	if t, ok := filesystem.Lookup(fstype); ok {
+		for _, p := range t.Programs() {
+			ps = append(ps, Program{p.Name, p.Why, t.Package})
+		}
+	}
+	out := h.programs(ps)
 	if !h.kernelHasFilesystem(fstype) && !h.hasModule(fstype) {
 		out = append(out, Lack{What: "the " + fstype + " filesystem in its kernel",
 			Why: "not in /proc/filesystems, and no " + fstype + " module in " + h.modulesDir(),

@@ -44,12 +44,12 @@ func whats(lacks []Lack) string {
 }
 
 func TestFilesystem(t *testing.T) {
-	h := fakeHost(t, []string{"mkfs.ext4", "resize2fs", "mkfs.btrfs"},
+	h := fakeHost(t, []string{"mkfs.ext4", "resize2fs", "e2fsck", "mkfs.btrfs"},
 		"nodev\tsysfs\nnodev\ttmpfs\n\text4\n",
 		"kernel/fs/btrfs/btrfs.ko.zst")
 	for _, c := range []struct{ fstype, want string }{
 		{"ext4", ""},
-		{"xfs", "mkfs.xfs, xfs_growfs, the xfs filesystem in its kernel"},
+		{"xfs", "mkfs.xfs, xfs_growfs, xfs_repair, the xfs filesystem in its kernel"},
 		{"btrfs", "btrfs"}, // the module is there, the grow tool is not
 	} {
 		if got := whats(h.Filesystem(c.fstype)); got != c.want {
@@ -63,7 +63,7 @@ func TestFilesystem(t *testing.T) {
 }
 
 func TestFilesystemNotInProcButModule(t *testing.T) {
-	h := fakeHost(t, []string{"mkfs.xfs", "xfs_growfs"}, "\text4\n", "kernel/fs/xfs/xfs.ko")
+	h := fakeHost(t, []string{"mkfs.xfs", "xfs_growfs", "xfs_repair"}, "\text4\n", "kernel/fs/xfs/xfs.ko")
 	if got := h.Filesystem("xfs"); len(got) != 0 {
 		t.Fatalf("xfs as a loadable module: lacks %q, want nothing", whats(got))
 	}

@@ -15,11 +15,12 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
+
+	"github.com/volumed/volumed/internal/sysfs"
 )
 
 // Use is what the check found of one device.
@@ -57,7 +58,7 @@ func Busy(u Use) (bool, string) {
 // until the caller closes the file. f is nil whenever the device is in
 // use or gone. sysRoot is where sysfs is ("" is /sys).
 func Claim(sysRoot, dev string) (f *os.File, u Use, err error) {
-	dir, err := sysDir(sysRoot, dev)
+	dir, err := sysfs.BlockDir(sysRoot, dev)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, Use{Device: dev, Gone: true}, nil
 	}
@@ -121,39 +122,22 @@ func release(f *os.File, u Use, err error) (Use, error) {
 	return u, err
 }
 
-// sysDir is the sysfs directory of the block device node dev.
-func sysDir(sysRoot, dev string) (string, error) {
-	var st unix.Stat_t
-	if err := unix.Stat(dev, &st); err != nil {
-		return "", &os.PathError{Op: "stat", Path: dev, Err: err}
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFBLK {
-		return "", fmt.Errorf("%s is not a block device", dev)
-	}
-	if sysRoot == "" {
-		sysRoot = "/sys"
-	}
-	return filepath.Join(sysRoot, "dev", "block", fmt.Sprintf("%d:%d", unix.Major(st.Rdev), unix.Minor(st.Rdev))), nil
-}
-
 // related reads the device numbers of the device and its partitions,
 // and what holds any of them.
 func related(dir string) (map[uint64]bool, []string, error) {
-	nodes := []string{dir}
-	ents, err := os.ReadDir(dir)
+	parts, err := sysfs.Partitions(dir)
 	if err != nil {
 		return nil, nil, err
 	}
-	for _, e := range ents {
-		if _, err := os.Stat(filepath.Join(dir, e.Name(), "partition")); err == nil {
-			nodes = append(nodes, filepath.Join(dir, e.Name()))
-		}
+	nodes := []string{dir}
+	for _, p := range parts {
+		nodes = append(nodes, filepath.Join(dir, p))
 	}
 	nums := map[uint64]bool{}
 	var holders []string
 	for i, n := range nodes {
-		hs, err := os.ReadDir(filepath.Join(n, "holders"))
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		hs, err := sysfs.Holders(n)
+		if err != nil {
 			return nil, nil, err
 		}
 		for _, h := range hs {
@@ -161,10 +145,10 @@ func related(dir string) (map[uint64]bool, []string, error) {
 			if i > 0 {
 				of = filepath.Base(n)
 			}
-			holders = append(holders, Describe(filepath.Join(n, "holders", h.Name()), of))
+			holders = append(holders, Describe(filepath.Join(n, "holders", h), of))
 		}
-		if num, ok := devNumber(n); ok {
-			nums[num] = true
+		if major, minor, err := sysfs.DevNumber(n); err == nil {
+			nums[unix.Mkdev(major, minor)] = true
 		}
 	}
 	sort.Strings(holders)
@@ -213,25 +197,7 @@ func Describe(link, part string) string {
 
 // dmName reads the dm/ directory of a holder (a link to its sysfs dir).
 func dmName(holder string) DM {
-	read := func(f string) string {
-		b, _ := os.ReadFile(filepath.Join(holder, "dm", f))
-		return strings.TrimSpace(string(b))
-	}
-	return DM{Name: read("name"), UUID: read("uuid")}
-}
-
-func devNumber(node string) (uint64, bool) {
-	b, err := os.ReadFile(filepath.Join(node, "dev"))
-	if err != nil {
-		return 0, false
-	}
-	ma, mi, ok := strings.Cut(strings.TrimSpace(string(b)), ":")
-	major, err1 := strconv.ParseUint(ma, 10, 32)
-	minor, err2 := strconv.ParseUint(mi, 10, 32)
-	if !ok || err1 != nil || err2 != nil {
-		return 0, false
-	}
-	return unix.Mkdev(uint32(major), uint32(minor)), true
+	return DM{Name: sysfs.AttrOr(holder, "dm", "name"), UUID: sysfs.AttrOr(holder, "dm", "uuid")}
 }
 
 // mountsOf lists where, in this mount namespace, any of the devices is

@@ -39,13 +39,7 @@ func TestBusy(t *testing.T) {
 func loopDevice(t *testing.T) string {
 	t.Helper()
 	testtool.Need(t, "util-linux e2fsprogs", "losetup", "mkfs.ext4")
-	img := filepath.Join(t.TempDir(), "disk.img")
-	if err := os.WriteFile(img, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(img, 32<<20); err != nil {
-		t.Fatal(err)
-	}
+	img := testtool.Image(t, 32<<20)
 	return testtool.Losetup(t, img)
 }
 
@@ -134,5 +128,23 @@ func TestClaimNamesDMHolders(t *testing.T) {
 	busy, why := Busy(u)
 	if err != nil || !busy || !strings.Contains(why, "held by dm-0 (LVM vgwipe-lv0, of vdb1)") {
 		t.Errorf("ClaimAt = %+v, %v: %q; want held by dm-0 (LVM vgwipe-lv0, of vdb1)", u, err, why)
+	}
+}
+
+// A device mounted only in another mount namespace is in use: the
+// exclusive open is refused though this namespace shows no mount.
+func TestMountedInAnotherNamespace(t *testing.T) {
+	dev := loopDevice(t)
+	if out, err := exec.Command("mkfs.ext4", "-q", dev).CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.ext4: %v: %s", err, out)
+	}
+	testtool.MountElsewhere(t, dev)
+	f, u, err := Claim("", dev)
+	if f != nil {
+		f.Close()
+	}
+	busy, why := Busy(u)
+	if err != nil || f != nil || !busy || !u.Claimed || len(u.Mounts) != 0 || !strings.Contains(why, "another mount namespace") {
+		t.Errorf("Claim = %+v, %v (%s); want busy, claimed elsewhere, no mount here", u, err, why)
 	}
 }

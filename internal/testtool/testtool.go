@@ -85,3 +85,17 @@ func ModuleRoot(t testing.TB) string {
 	t.Fatalf("no go.mod above %s", dir)
 	return ""
 }
+
+// Image makes a sparse file of size bytes in a temporary directory of
+// the test, to format or to back a loop device.
+func Image(t testing.TB, size int64) string {
+	t.Helper()
+	img := filepath.Join(t.TempDir(), "disk.img")
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, size); err != nil {
+		t.Fatal(err)
+	}
+	return img
+}

@@ -36,7 +36,7 @@ const Name = "disk"
 type Source struct {
 	// Match is a CEL expression over `disk` (path, size, model, vendor,
 	// serial, wwn, transport, rotational, removable, readOnly, blank,
-	// signatures, partitions; KiB..TiB are defined) that must be a bool.
+	// signatures, partitions; KiB..PiB are defined) that must be a bool.
 	Match string `yaml:"match" json:"match"`
 }
 

@@ -25,6 +25,7 @@ import (
 	devicedrv "github.com/volumed/volumed/drivers/device"
 	partdrv "github.com/volumed/volumed/drivers/partition"
 	"github.com/volumed/volumed/internal/hostcheck"
+	"github.com/volumed/volumed/internal/size"
 	"github.com/volumed/volumed/kinds/disk"
 	"github.com/volumed/volumed/kinds/kind"
 	"github.com/volumed/volumed/store"
@@ -253,7 +254,7 @@ func ordered(wants []partdrv.Want) []partdrv.Want {
 func (s *Source) want() (partdrv.Want, error) {
 	w := partdrv.Want{Label: s.Label, Size: s.size, Grow: s.Grow}
 	if w.Size == 0 && !w.Grow {
-		n, err := manifest.ParseSize(s.Size)
+		n, err := size.Parse(s.Size)
 		if err != nil {
 			return partdrv.Want{}, fmt.Errorf("partition %q size: %w", s.Label, err)
 		}

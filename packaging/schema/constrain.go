@@ -11,15 +11,15 @@ import (
 	"github.com/invopop/jsonschema"
 
 	"github.com/volumed/volumed/agent/manifest"
+	"github.com/volumed/volumed/internal/filesystem"
+	"github.com/volumed/volumed/internal/size"
 	"github.com/volumed/volumed/kinds/kind"
 )
 
 // Patterns for what agent/manifest/validate.go checks by hand. The test
 // beside this file holds each against the parser on the same inputs.
 const (
-	namePattern = `^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
-	// ParseSize: a whole number, more than 0, with an optional suffix.
-	sizePattern   = `^0*[1-9][0-9]*(k|K|M|G|T|P|Ki|Mi|Gi|Ti|Pi)?$`
+	namePattern   = `^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	modePattern   = `^[0-7]{3,4}$`
 	absPattern    = `^/`
 	devPattern    = `^/dev/`
@@ -42,7 +42,7 @@ var manifestRules = []rule{
 	{"MountSpec", "volume", name},
 	{"VolumeSpec", "state", enum("present", "absent")},
 	{"Source", "", exactlyOneProperty},
-	{"Filesystem", "type", enum("ext4", "xfs", "btrfs")},
+	{"Filesystem", "type", enum(filesystem.Names()...)},
 	{"Filesystem", "format", enum(manifest.FormatIfBlank, manifest.FormatNever)},
 	{"Target", "path", stringPattern(absPattern)},
 	{"MountSpec", "path", stringPattern(absPattern)},
@@ -76,7 +76,7 @@ func sourceRules(ks []kind.Kind) []rule {
 var checks = map[string]func(*jsonschema.Schema){
 	"abs":    stringPattern(absPattern),
 	"dev":    stringPattern(devPattern),
-	"size":   size,
+	"size":   sizeRule,
 	"mode":   mode,
 	"portal": stringPattern(portalPattern),
 	"iqn":    stringPattern(iqnPattern),
@@ -168,8 +168,8 @@ func name(s *jsonschema.Schema) {
 	s.MaxLength = &n
 }
 
-func size(s *jsonschema.Schema) {
-	s.Pattern = sizePattern
+func sizeRule(s *jsonschema.Schema) {
+	s.Pattern = size.Pattern()
 	s.Minimum = json.Number("1")
 }
 

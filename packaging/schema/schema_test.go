@@ -17,6 +17,7 @@ import (
 
 	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/internal/generated"
+	"github.com/volumed/volumed/internal/size"
 	"github.com/volumed/volumed/kinds"
 )
 
@@ -267,14 +268,14 @@ func TestSchemaAgreesWithParser(t *testing.T) {
 }
 
 // TestSizePatternMatchesParseSize holds the schema's size pattern to the
-// parser's ParseSize, suffix by suffix.
+// parser's size.Parse, suffix by suffix.
 func TestSizePatternMatchesParseSize(t *testing.T) {
-	re := regexp.MustCompile(sizePattern)
+	re := regexp.MustCompile(size.Pattern())
 	for _, num := range []string{"0", "1", "10", "007", ""} {
 		for _, unit := range []string{"", "k", "K", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei",
 			"m", "ki", "KI", "KiB", "GB", "B", "i", " Gi", "Gi "} {
 			s := num + unit
-			n, err := manifest.ParseSize(s)
+			n, err := size.Parse(s)
 			parserOK := err == nil && n > 0
 			if re.MatchString(s) != parserOK {
 				t.Errorf("size %q: pattern matches %v, ParseSize gives %d, %v", s, re.MatchString(s), n, err)
