@@ -7,15 +7,14 @@ package agent
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/volumed/volumed/agent/decide"
+	"github.com/volumed/volumed/internal/filesystem"
 	"github.com/volumed/volumed/store"
 )
 
@@ -126,8 +125,8 @@ func (a *Agent) checkFilesystem(d *Desired, rec *store.Volume, mounts MountTable
 			found = append(found, "the kernel made it read-only, so every write fails")
 		}
 	}
-	if strings.HasPrefix(fstype, "ext") {
-		n, err := ext4Errors(dev)
+	if t, ok := filesystem.Of(fstype); ok {
+		n, path, err := t.ErrorCount("", dev)
 		if err != nil {
 			return nil, err
 		}
@@ -135,7 +134,7 @@ func (a *Agent) checkFilesystem(d *Desired, rec *store.Volume, mounts MountTable
 			if reason == "" {
 				reason = "Errors"
 			}
-			found = append(found, fmt.Sprintf("ext4 has recorded %d errors (%s)", n, filepath.Join(ext4Sys(dev), "errors_count")))
+			found = append(found, fmt.Sprintf("%s has recorded %d errors (%s)", t.Name, n, path))
 		}
 	}
 	if reason == "" {
@@ -159,34 +158,4 @@ func shutDown(root string) bool {
 
 func wantsWritable(d *Desired) bool {
 	return !decide.ReadOnlySource(d) && !slices.Contains(d.Spec.Filesystem.MountOptions, "ro")
-}
-
-// ext4Sys is ext4's sysfs directory of the filesystem on dev, named by
-// the kernel's name of the device: /dev/mapper/volumed-x is dm-N there.
-func ext4Sys(dev string) string {
-	name := filepath.Base(dev)
-	var st unix.Stat_t
-	if unix.Stat(dev, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFBLK {
-		if p, err := os.Readlink(fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(st.Rdev), unix.Minor(st.Rdev))); err == nil {
-			name = filepath.Base(p)
-		}
-	}
-	return filepath.Join("/sys/fs/ext4", name)
-}
-
-// ext4Errors reads the error count ext4 keeps in its superblock; 0 when
-// the device has no ext4 mounted (nothing to report).
-func ext4Errors(dev string) (int, error) {
-	b, err := os.ReadFile(filepath.Join(ext4Sys(dev), "errors_count"))
-	if errors.Is(err, os.ErrNotExist) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("ext4 error count of %s: %w", dev, err)
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		return 0, fmt.Errorf("ext4 error count of %s: %w", dev, err)
-	}
-	return n, nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/drivers/mount"
 	"github.com/volumed/volumed/internal/blank"
+	"github.com/volumed/volumed/internal/filesystem"
 	"github.com/volumed/volumed/store"
 )
 
@@ -209,8 +210,9 @@ func TestExt4SysByKernelName(t *testing.T) {
 	if err := unix.Mknod(node, unix.S_IFBLK|0o600, int(unix.Mkdev(major, minor))); err != nil {
 		t.Fatalf("mknod %s (root is needed): %v", node, err)
 	}
-	want := "/sys/fs/ext4/" + filepath.Base(target)
-	if got := ext4Sys(node); got != want {
-		t.Errorf("ext4Sys(%s, block %d:%d) = %s, want %s", node, major, minor, got, want)
+	want := "/sys/fs/ext4/" + filepath.Base(target) + "/errors_count"
+	ext4, _ := filesystem.Lookup("ext4")
+	if _, got, err := ext4.ErrorCount("", node); err != nil || got != want {
+		t.Errorf("ext4's error count of %s (block %d:%d) read from %s (%v), want %s", node, major, minor, got, err, want)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/volumed/volumed/agent/decide"
 	"github.com/volumed/volumed/agent/manifest"
+	"github.com/volumed/volumed/internal/filesystem"
 )
 
 // resumeFormat settles a format that a crash left uncertain: it reports
@@ -54,8 +55,8 @@ func (a *Agent) resumeFormat(ctx context.Context, d *Desired, dev string, sigs [
 
 func mkfsArgs(fs *manifest.Filesystem, force bool) []string {
 	args := slices.Clone(fs.MkfsOptions)
-	if force && (fs.Type == "xfs" || fs.Type == "btrfs") {
-		args = append(args, "-f")
+	if t, ok := filesystem.Lookup(fs.Type); ok && force && t.Mkfs.Force != "" {
+		args = append(args, t.Mkfs.Force)
 	}
 	return args
 }
