@@ -1,0 +1,96 @@
+package manifest
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+)
+
+// LUKS2 sector sizes cryptsetup accepts.
+var luksSectorSizes = []int{512, 1024, 2048, 4096}
+
+// cipherRE is cryptsetup's cipher-chainmode-ivmode spelling, e.g.
+// aes-xts-plain64 or capi:xts(aes)-plain64; checked only for its shape
+// (the kernel's crypto API has the last word, at luksFormat).
+var cipherRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_:()]*(-[a-z0-9_:()]+)*$`)
+
+// MaxPCR is the highest PCR index of a TPM2 (PC client: 24 PCRs).
+const MaxPCR = 23
+
+// encryption checks spec.encryption: only on a writable block source,
+// LUKS2 with at least one key, each a file or a TPM2 seal.
+func (v *validator) encryption(e *Encryption, src *Source, staged bool) {
+	switch {
+	case staged:
+		v.report("spec.encryption", fmt.Sprintf("not allowed with %s %s source: only a block device is encrypted", article(src.Kind), src.Kind))
+		return
+	case src.Caps.ReadOnly:
+		v.report("spec.encryption", fmt.Sprintf("not allowed on a read-only source (spec.source.%s): a LUKS2 header cannot be written or its keys enrolled", src.Kind))
+		return
+	case e.LUKS2 == nil:
+		v.report("spec.encryption.luks2", "required (the only encryption there is)")
+		return
+	}
+	l := e.LUKS2
+	if len(l.Keys) == 0 {
+		v.report("spec.encryption.luks2.keys", "at least one key is required ({file: PATH} or {tpm2: {pcrs: [...]}})")
+	}
+	files := map[string]int{}
+	tpm2 := -1
+	for i, k := range l.Keys {
+		field := fmt.Sprintf("spec.encryption.luks2.keys[%d]", i)
+		switch {
+		case k.File != "" && k.TPM2 != nil:
+			v.report(field, "exactly one of file, tpm2 is required, got file and tpm2")
+		case k.File == "" && k.TPM2 == nil:
+			v.report(field, "exactly one of file, tpm2 is required, got none")
+		case k.File != "":
+			if j, dup := files[k.File]; dup {
+				v.report(field+".file", fmt.Sprintf("duplicate of spec.encryption.luks2.keys[%d].file", j))
+				continue
+			}
+			files[k.File] = i
+			v.secretFile(field+".file", k.File, true)
+		default:
+			if tpm2 >= 0 {
+				v.report(field+".tpm2", fmt.Sprintf("duplicate of spec.encryption.luks2.keys[%d].tpm2: one TPM2 key per volume", tpm2))
+				continue
+			}
+			tpm2 = i
+			v.pcrs(field+".tpm2.pcrs", k.TPM2.PCRs)
+		}
+	}
+	if l.Cipher != "" && !cipherRE.MatchString(l.Cipher) {
+		v.report("spec.encryption.luks2.cipher", fmt.Sprintf("must be a cryptsetup cipher such as aes-xts-plain64, got %q", l.Cipher))
+	}
+	switch l.PBKDF {
+	case "":
+		l.PBKDF = PBKDFArgon2id
+	case PBKDFArgon2id, PBKDFPBKDF2:
+	default:
+		v.report("spec.encryption.luks2.pbkdf", fmt.Sprintf("must be %s or %s, got %q", PBKDFArgon2id, PBKDFPBKDF2, l.PBKDF))
+	}
+	if l.SectorSize != 0 && !slices.Contains(luksSectorSizes, l.SectorSize) {
+		v.report("spec.encryption.luks2.sectorSize", fmt.Sprintf("must be 512, 1024, 2048 or 4096, got %d", l.SectorSize))
+	}
+}
+
+func (v *validator) pcrs(field string, pcrs []int) {
+	if len(pcrs) == 0 {
+		v.report(field, "at least one PCR is required (e.g. [7]: the Secure Boot state)")
+		return
+	}
+	seen := map[int]int{}
+	for i, p := range pcrs {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		if p < 0 || p > MaxPCR {
+			v.report(f, fmt.Sprintf("must be a PCR index from 0 to %d, got %d", MaxPCR, p))
+			continue
+		}
+		if j, dup := seen[p]; dup {
+			v.report(f, fmt.Sprintf("duplicate of %s[%d]", field, j))
+			continue
+		}
+		seen[p] = i
+	}
+}
