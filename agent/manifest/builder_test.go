@@ -109,15 +109,19 @@ func TestBuilderLastGood(t *testing.T) {
 	file := write(t, etc, "data.yaml", good)
 	first := b.Load()
 	check(t, root, first, want{volumes: []string{"data(etc/data.yaml) /srv/data"}, mounts: []string{"logs(etc/data.yaml) data:/srv/logs"}})
+	// kept: the file is refused with problem, its last good objects stay.
+	kept := func(problem string) want {
+		return want{
+			volumes:  []string{"data(etc/data.yaml) /srv/data"},
+			mounts:   []string{"logs(etc/data.yaml) data:/srv/logs"},
+			problems: []string{problem},
+			bad:      []string{"etc/data.yaml"},
+		}
+	}
 
 	// A broken edit: the file is refused and its volumes stay as they were.
 	write(t, etc, "data.yaml", strings.Replace(good, "/srv/data", "/srv/new", 1)+"  mountz: []\n")
-	check(t, root, b.Load(), want{
-		volumes:  []string{"data(etc/data.yaml) /srv/data"},
-		mounts:   []string{"logs(etc/data.yaml) data:/srv/logs"},
-		problems: []string{`etc/data.yaml:17:3: spec.mountz: unknown field`},
-		bad:      []string{"etc/data.yaml"},
-	})
+	check(t, root, b.Load(), kept(`etc/data.yaml:17:3: spec.mountz: unknown field`))
 
 	// Still broken on the next pass: still the last good objects.
 	second := b.Load()
@@ -127,23 +131,13 @@ func TestBuilderLastGood(t *testing.T) {
 
 	// Made writable by others: refused as well, nothing torn down.
 	chmod(t, file, 0o646)
-	check(t, root, b.Load(), want{
-		volumes:  []string{"data(etc/data.yaml) /srv/data"},
-		mounts:   []string{"logs(etc/data.yaml) data:/srv/logs"},
-		problems: []string{`etc/data.yaml: refused: mode 0646 lets group or others write it`},
-		bad:      []string{"etc/data.yaml"},
-	})
+	check(t, root, b.Load(), kept(`etc/data.yaml: refused: mode 0646 lets group or others write it`))
 
 	// The directory made writable by others: every file in it is refused
 	// (reported once), and nothing is torn down.
 	chmod(t, file, 0o644)
 	chmod(t, etc, 0o777)
-	check(t, root, b.Load(), want{
-		volumes:  []string{"data(etc/data.yaml) /srv/data"},
-		mounts:   []string{"logs(etc/data.yaml) data:/srv/logs"},
-		problems: []string{`etc: refused: mode 0777 lets group or others write it`},
-		bad:      []string{"etc/data.yaml"},
-	})
+	check(t, root, b.Load(), kept(`etc: refused: mode 0777 lets group or others write it`))
 	chmod(t, etc, 0o755)
 
 	// The directory becomes unreadable as a directory: the files it
@@ -153,12 +147,7 @@ func TestBuilderLastGood(t *testing.T) {
 		t.Fatal(err)
 	}
 	write(t, root, "etc", "")
-	check(t, root, b.Load(), want{
-		volumes:  []string{"data(etc/data.yaml) /srv/data"},
-		mounts:   []string{"logs(etc/data.yaml) data:/srv/logs"},
-		problems: []string{`etc: cannot read: not a directory`},
-		bad:      []string{"etc/data.yaml"},
-	})
+	check(t, root, b.Load(), kept(`etc: cannot read: not a directory`))
 	if err := os.Remove(etc); err != nil {
 		t.Fatal(err)
 	}

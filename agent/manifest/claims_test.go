@@ -8,12 +8,41 @@ import (
 	. "github.com/volumed/volumed/agent/manifest"
 )
 
+// conflictCase is a directory of manifest files and what one Load of it
+// accepts and refuses.
+type conflictCase struct {
+	name  string
+	files map[string]string
+	want  want
+}
+
+func conflictCases(t *testing.T, tests []conflictCase) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			dir := mkdir(t, root, "d")
+			for name, content := range tt.files {
+				write(t, dir, name, content)
+			}
+			res := NewBuilder([]string{dir}, testOpts).Load()
+			check(t, root, res, tt.want)
+			for _, p := range res.Problems {
+				if isWaiting := strings.Contains(p.Reason, "waiting:"); p.Warning != isWaiting {
+					t.Errorf("%s: Warning %v", p.Error(), p.Warning)
+				}
+			}
+			// validate sees the same problems in the same files.
+			if got, want := rel(root, Validate([]string{dir}, testOpts)), tt.want.problems; !slices.Equal(got, want) {
+				t.Errorf("Validate:\n got %q\nwant %q", got, want)
+			}
+		})
+	}
+}
+
+// Names and sources: at most one object each.
 func TestBuilderConflicts(t *testing.T) {
-	tests := []struct {
-		name  string
-		files map[string]string
-		want  want
-	}{
+	conflictCases(t, []conflictCase{
 		{
 			name: "duplicate names across files",
 			files: map[string]string{
@@ -68,6 +97,13 @@ func TestBuilderConflicts(t *testing.T) {
 				},
 			},
 		},
+	})
+}
+
+// Publish targets: at most one object each, nesting declared, and a
+// Mount waits for its volume.
+func TestBuilderTargetConflicts(t *testing.T) {
+	conflictCases(t, []conflictCase{
 		{
 			name: "two targets on one path",
 			files: map[string]string{
@@ -119,27 +155,7 @@ func TestBuilderConflicts(t *testing.T) {
 				},
 			},
 		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			root := t.TempDir()
-			dir := mkdir(t, root, "d")
-			for name, content := range tt.files {
-				write(t, dir, name, content)
-			}
-			res := NewBuilder([]string{dir}, testOpts).Load()
-			check(t, root, res, tt.want)
-			for _, p := range res.Problems {
-				if isWaiting := strings.Contains(p.Reason, "waiting:"); p.Warning != isWaiting {
-					t.Errorf("%s: Warning %v", p.Error(), p.Warning)
-				}
-			}
-			// validate sees the same problems in the same files.
-			if got, want := rel(root, Validate([]string{dir}, testOpts)), tt.want.problems; !slices.Equal(got, want) {
-				t.Errorf("Validate:\n got %q\nwant %q", got, want)
-			}
-		})
-	}
+	})
 }
 
 func TestBuilderIncumbentKeepsClaims(t *testing.T) {

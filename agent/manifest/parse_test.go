@@ -53,8 +53,9 @@ func wantProblems(t *testing.T, in string, want []string) {
 	}
 }
 
-func TestParseBytesGood(t *testing.T) {
-	in := `# shipped by the image
+// goodManifest is a good file of several volumes and a Mount:
+// TestParseBytesGood reads it back.
+const goodManifest = `# shipped by the image
 apiVersion: volumed/v1
 kind: Volume
 metadata:
@@ -104,7 +105,9 @@ spec:
   readOnly: false
 ---
 `
-	objs, probs := ParseBytes("/etc/volumed/volumes.d/data.yaml", []byte(in), testOpts)
+
+func TestParseBytesGood(t *testing.T) {
+	objs, probs := ParseBytes("/etc/volumed/volumes.d/data.yaml", []byte(goodManifest), testOpts)
 	if len(probs) > 0 {
 		t.Fatalf("problems: %q", render(probs))
 	}
