@@ -62,7 +62,19 @@ func TestUnknownDataIsNotFormatted(t *testing.T) {
 // crypttpm scenarios stood in UnknownData at offset 0 of the mapping).
 func TestFreshMappingIsFormatted(t *testing.T) {
 	ctx := context.Background()
-	a, _ := cryptAgent(t)
+	a, _, fs, d := openedFreshMapping(t)
+	_ = a.opMountDevice(ctx, d)
+	if fs.mkfss != 1 || !fs.ownSeen[len(fs.ownSeen)-1] {
+		t.Errorf("the fresh mapping of a header volumed wrote: %d mkfs, own %v; want it formatted", fs.mkfss, fs.ownSeen)
+	}
+}
+
+// openedFreshMapping: volume "a", encrypted, attached and opened on a
+// blank device: volumed wrote its LUKS2 header, its mapping reads as noise.
+func openedFreshMapping(t *testing.T) (*Agent, *fakeDMCrypt, *noisyMapping, *Desired) {
+	t.Helper()
+	ctx := context.Background()
+	a, dm := cryptAgent(t)
 	fs := &noisyMapping{}
 	a.cfg.FS = fs
 	a.cfg.Mounter = refusingMounter{}
@@ -73,10 +85,7 @@ func TestFreshMappingIsFormatted(t *testing.T) {
 	if err := a.opOpen(ctx, d); err != nil {
 		t.Fatal(err)
 	}
-	_ = a.opMountDevice(ctx, d)
-	if fs.mkfss != 1 || !fs.ownSeen[len(fs.ownSeen)-1] {
-		t.Errorf("the fresh mapping of a header volumed wrote: %d mkfs, own %v; want it formatted", fs.mkfss, fs.ownSeen)
-	}
+	return a, dm, fs, d
 }
 
 // noisyMapping: raw devices read as zeros, dm-crypt mappings as noise.
@@ -95,17 +104,7 @@ func (f *noisyMapping) Examine(ctx context.Context, dev string, own bool) (blank
 // cut there left TestPowerCut's vault NotBlank/UnknownData for good.
 func TestFreshMappingIsFormattedAfterReboot(t *testing.T) {
 	ctx := context.Background()
-	a, dm := cryptAgent(t)
-	fs := &noisyMapping{}
-	a.cfg.FS = fs
-	a.cfg.Mounter = refusingMounter{}
-	d := encrypted(netVolume("a"), "/etc/k1")
-	if err := a.opAttach(ctx, d); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.opOpen(ctx, d); err != nil {
-		t.Fatal(err)
-	}
+	a, dm, fs, d := openedFreshMapping(t)
 	// The reboot: no mapping, the device attached anew.
 	dm.mu.Lock()
 	clear(dm.open)
