@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/volumed/volumed/agent/decide"
 	"github.com/volumed/volumed/internal/blank"
 	"github.com/volumed/volumed/store"
 )
@@ -125,5 +126,36 @@ func TestFreshMappingIsFormattedAfterReboot(t *testing.T) {
 	}
 	if cs := a.conds.Of("a"); len(cs) != 0 {
 		t.Errorf("conditions %+v; want none", cs)
+	}
+}
+
+// cutAfterHeader writes the header and then loses power: the encrypt's
+// outcome is never recorded.
+type cutAfterHeader struct{ *fakeDMCrypt }
+
+func (c cutAfterHeader) Format(ctx context.Context, o CryptFormat) error {
+	if err := c.fakeDMCrypt.Format(ctx, o); err != nil {
+		return err
+	}
+	return errors.New("power cut")
+}
+
+// The header's UUID is the volume's before the header is written: a cut
+// right after the header leaves the identity that makes its mapping
+// blank by record (recorded after the header, it was lost with the cut).
+func TestHeaderIdentityRecordedBeforeTheHeader(t *testing.T) {
+	ctx := context.Background()
+	a, dm := cryptAgent(t)
+	a.cfg.Crypt = cutAfterHeader{dm}
+	d := encrypted(netVolume("a"), "/etc/k1")
+	if err := a.opAttach(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.opOpen(ctx, d); err == nil {
+		t.Fatal("opOpen succeeded through a power cut")
+	}
+	hdr := dm.headers["/dev/fake-a"]
+	if id := a.idents.get("a"); id == nil || id.LUKS != hdr.uuid || id.How != decide.HowFormatted {
+		t.Errorf("after a cut right after the header (UUID %q): identity %+v; want the header's UUID, formatted", hdr.uuid, id)
 	}
 }
