@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -239,8 +240,9 @@ func (a *Agent) act(ctx context.Context, dec decide.Decision, desired map[string
 // forgetGone: a volume gone from both manifests and kernel starts afresh
 // if it comes back: its history and failures go with it.
 func (a *Agent) forgetGone(desired map[string]*Desired, actual map[string]*store.Volume) {
+	unrecorded := a.state.Unrecorded()
 	for _, name := range a.history.volumes() {
-		if desired[name] != nil || actual[name] != nil {
+		if desired[name] != nil || actual[name] != nil || slices.Contains(unrecorded, name) {
 			continue
 		}
 		if _, busy := a.exec.Running(name); !busy {

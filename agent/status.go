@@ -46,6 +46,14 @@ func (a *Agent) Status() []api.Volume {
 			names = append(names, n)
 		}
 	}
+	// A volume gone from both whose last outcome the state file has not
+	// taken is still what the state file says it is: it stays shown,
+	// with its StateNotRecorded, until that is recorded.
+	for _, n := range a.state.Unrecorded() {
+		if desired[n] == nil && actual[n] == nil {
+			names = append(names, n)
+		}
+	}
 	sort.Strings(names)
 
 	out := make([]api.Volume, 0, len(names))

@@ -212,6 +212,39 @@ func TestUnrecordedOutcomeIsRetriedUntilDurable(t *testing.T) {
 	}
 }
 
+// A removed volume whose teardown's outcome the state file could not
+// take stays in status, with StateNotRecorded, until it is recorded: the
+// state file still says it is attached. It used to vanish from status,
+// its condition with it, as soon as the detach was done in the kernel.
+func TestRemovedVolumeStaysInStatusUntilRecorded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	full := filepath.Join(e.dir, "state-full")
+	e.faultManifest("vol")
+	e.start("VOLUMED_STATE_FAULT=detach:finish=EIO", "VOLUMED_STATE_FAULT_FILE="+full)
+	e.waitReady("vol")
+	e.remove("vol.yaml")
+	st := e.waitFor("StateNotRecorded on the removed volume", func(st *api.Status) bool {
+		return condition(find(st, "vol"), "StateNotRecorded") != nil
+	})
+	if v := find(st, "vol"); v.Phase == api.PhaseReady {
+		t.Errorf("a removed, unrecorded volume is Ready: %+v", v)
+	}
+	if len(e.loops()) != 0 {
+		t.Errorf("the detach itself did not happen: %v", e.loops())
+	}
+	// Still there a while later: the condition is not dropped with the
+	// volume's history.
+	time.Sleep(1500 * time.Millisecond)
+	if st, err := e.status(); err != nil || condition(find(st, "vol"), "StateNotRecorded") == nil {
+		t.Errorf("the removed volume's StateNotRecorded went away while the state file still failed (err %v)", err)
+	}
+	if err := os.Remove(full); err != nil {
+		t.Fatal(err)
+	}
+	e.waitGone("vol")
+}
+
 // mountStateFS puts the env's state dir on a filesystem of its own: a
 // size-limited tmpfs, which a reboot simulation keeps.
 func (e *env) mountStateFS(size string) {

@@ -114,6 +114,7 @@ done
 if [ -n "$seen" ]; then kv notrecorded yes; fi
 kv status.max "${max:-0}"
 log_cmd volumed status
+log_cmd journalctl -b -u volumed.service --no-pager -o short-monotonic
 [ "$(agent_id)" = "$agent" ] || fail "the agent restarted under the fault: $agent, now $(agent_id)"
 
 # Healed: the outcomes are written, the work goes on.
