@@ -33,6 +33,8 @@ type Machine struct {
 	files []seedFile
 	disks []disk
 	boots int
+	// resume: the snapshot the next boot starts from instead of booting.
+	resume *Snapshot
 }
 
 type seedFile struct {
@@ -40,10 +42,21 @@ type seedFile struct {
 	mode                os.FileMode
 }
 
-type disk struct{ serial, path string }
+type disk struct{ serial, path, format string }
 
 // NewMachine makes a machine of the base image with a fresh overlay.
 func (img *Image) NewMachine(t testing.TB, name string) *Machine {
+	t.Helper()
+	m := img.machineIn(t, name)
+	out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", img.Disk, m.Disk).CombinedOutput()
+	if err != nil {
+		t.Fatalf("overlay of %s: %v: %s", img.Disk, err, out)
+	}
+	return m
+}
+
+// machineIn is a machine with its directory and no disk yet.
+func (img *Image) machineIn(t testing.TB, name string) *Machine {
 	t.Helper()
 	var dir string
 	if os.Getenv("VOLUMED_OS_KEEP") != "" {
@@ -60,12 +73,7 @@ func (img *Image) NewMachine(t testing.TB, name string) *Machine {
 			t.Fatal(err)
 		}
 	}
-	m := &Machine{t: t, img: img, Name: name, Dir: dir, Disk: filepath.Join(dir, "root.qcow2"), Cache: "none"}
-	out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", img.Disk, m.Disk).CombinedOutput()
-	if err != nil {
-		t.Fatalf("overlay of %s: %v: %s", img.Disk, err, out)
-	}
-	return m
+	return &Machine{t: t, img: img, Name: name, Dir: dir, Disk: filepath.Join(dir, "root.qcow2"), Cache: "none"}
 }
 
 // AddFile puts a file into the guest's root filesystem at its next boot
@@ -127,7 +135,19 @@ func (m *Machine) AddDisk(serial string, size int64) string {
 	if err != nil {
 		m.t.Fatal(err)
 	}
-	m.disks = append(m.disks, disk{serial: serial, path: p})
+	m.disks = append(m.disks, disk{serial: serial, path: p, format: "raw"})
+	return p
+}
+
+// AddQcow2Disk is AddDisk in qcow2, for a machine that is to be saved
+// (Run.Save): qemu snapshots only disks that can hold one.
+func (m *Machine) AddQcow2Disk(serial string, size int64) string {
+	m.t.Helper()
+	p := filepath.Join(m.Dir, "disk-"+serial+".qcow2")
+	if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", p, fmt.Sprint(size)).CombinedOutput(); err != nil {
+		m.t.Fatalf("disk %s: %v: %s", serial, err, out)
+	}
+	m.disks = append(m.disks, disk{serial: serial, path: p, format: "qcow2"})
 	return p
 }
 
@@ -186,7 +206,7 @@ func (m *Machine) qemuArgs(seed, monSock string) []string {
 		"-monitor", "unix:" + monSock + ",server=on,wait=off",
 	}
 	for i, d := range m.disks {
-		args = append(args, "-drive", fmt.Sprintf("file=%s,if=none,id=xd%d,format=raw,cache=%s", d.path, i, m.Cache),
+		args = append(args, "-drive", fmt.Sprintf("file=%s,if=none,id=xd%d,format=%s,cache=%s", d.path, i, d.format, m.Cache),
 			"-device", fmt.Sprintf("virtio-blk-pci,drive=xd%d,serial=%s", i, d.serial))
 	}
 	if seed != "" {

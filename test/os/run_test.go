@@ -44,6 +44,9 @@ type Run struct {
 	kv    map[string]string
 	fails []string
 
+	stdin io.WriteCloser // the console's input
+	seed  string         // the seed disk it booted with
+
 	monMu sync.Mutex // guards the monitor connection
 	mon   net.Conn
 	monR  *bufio.Reader
@@ -59,6 +62,14 @@ func (m *Machine) Boot(ctx context.Context) *Run {
 	seed, err := m.seed()
 	if err != nil {
 		m.t.Fatal(err)
+	}
+	resume := m.resume
+	m.resume = nil
+	if resume != nil {
+		if seed != "" {
+			m.t.Fatalf("boot %s: files added to a machine that resumes a snapshot: they are for its next boot", m.Name)
+		}
+		seed = resume.seed
 	}
 	select {
 	case m.img.slots <- struct{}{}:
@@ -77,6 +88,9 @@ func (m *Machine) Boot(ctx context.Context) *Run {
 	}
 	r.monSock = filepath.Join(monDir, "mon")
 	args := m.qemuArgs(seed, r.monSock)
+	if resume != nil {
+		args = append(args, "-loadvm", resume.name)
+	}
 	logf, err := os.Create(r.Console)
 	if err != nil {
 		<-m.img.slots
@@ -89,6 +103,9 @@ func (m *Machine) Boot(ctx context.Context) *Run {
 	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := r.cmd.StdoutPipe()
 	if err == nil {
+		r.stdin, err = r.cmd.StdinPipe()
+	}
+	if err == nil {
 		r.cmd.Stderr = r.cmd.Stdout
 		err = r.cmd.Start()
 	}
@@ -98,7 +115,14 @@ func (m *Machine) Boot(ctx context.Context) *Run {
 		m.t.Fatalf("start qemu: %v", err)
 	}
 	r.started = time.Now()
+	r.seed = seed
 	m.t.Logf("%s: boot %d started (console %s)", m.Name, r.n, r.Console)
+	if resume != nil {
+		// The saved guest waits for a line on its console (Snapshot).
+		if _, err := io.WriteString(r.stdin, "go\n"); err != nil {
+			m.t.Errorf("%s: resume: %v", m.Name, err)
+		}
+	}
 	go r.read(out, logf, monDir)
 	m.t.Cleanup(func() {
 		r.Kill()
