@@ -20,13 +20,19 @@ mkdir -p "$root/var/log/journal" "$root/etc/systemd/journald.conf.d"
 printf '[Journal]\nStorage=persistent\nRateLimitBurst=0\n' >"$root/etc/systemd/journald.conf.d/ostest.conf"
 
 # What no test needs and every boot would pay for under TCG: logins,
-# clock sync, periodic jobs, LVM's monitoring (lvm2 is there for its tools).
+# clock sync, periodic jobs, LVM's monitoring (lvm2 is there for its tools),
+# binfmt, hugepages, POSIX queues, debugfs and tracefs, fuse, utmp (each
+# about a second of the one emulated CPU per boot).
 for u in getty@tty1.service serial-getty@ttyS0.service systemd-timesyncd.service \
 	apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer e2scrub_reap.service \
 	fstrim.timer man-db.timer dpkg-db-backup.timer systemd-tmpfiles-clean.timer \
 	lvm2-monitor.service lvm2-lvmpolld.socket dm-event.socket dm-event.service \
 	systemd-pstore.service getty-static.service ifupdown-pre.service \
-	nvmf-autoconnect.service nvmefc-boot-connections.service; do
+	nvmf-autoconnect.service nvmefc-boot-connections.service \
+	systemd-binfmt.service proc-sys-fs-binfmt_misc.automount dev-hugepages.mount \
+	dev-mqueue.mount sys-kernel-debug.mount sys-kernel-tracing.mount \
+	modprobe@fuse.service sys-fs-fuse-connections.mount \
+	systemd-update-utmp.service systemd-update-utmp-runlevel.service; do
 	ln -sf /dev/null "$root/etc/systemd/system/$u"
 done
 # nvme-cli is there for its tool; its boot units would load nvme-fabrics
