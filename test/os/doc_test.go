@@ -24,6 +24,15 @@
 //	o := m.Offline(t)                    // after qemu exits: a raw copy on the host
 //	o.Fsck(t); o.Journal(t, "-u", "volumed")
 //
+// Many machines alike up to a point (the power cuts) share that boot: a
+// template machine, whose extra disks are qcow2 (AddQcow2Disk), boots to
+// a guest script waiting at waitConsoleLine and is saved there with its
+// memory (qemu savevm); each machine made from it resumes there:
+//
+//	snap := tm.Boot(ctx).SaveWhenWaiting(t, "name")
+//	m := img.NewMachineFrom(t, "cut01", snap) // copies of its disks
+//	r := m.Boot(ctx)                     // -loadvm: resumes, and is sent the line it waits for
+//
 // The files a test adds reach the guest at its next boot as a tar archive
 // on a small disk (serial ostest-seed) that a systemd generator in the
 // image (guest/ostest-seed) unpacks into / before systemd loads its units:
