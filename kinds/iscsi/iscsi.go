@@ -44,11 +44,9 @@ type CHAP struct {
 // Kind describes the iscsi source kind.
 type Kind struct{}
 
-func (Kind) Name() string     { return Name }
-func (Kind) Staged() bool     { return false }
-func (Kind) AwaitsDisk() bool { return true }
-func (Kind) Network() bool    { return true }
-func (Kind) New() any         { return new(Source) }
+func (Kind) Name() string        { return Name }
+func (Kind) Traits() kind.Traits { return kind.Traits{AwaitsDisk: true, Network: true} }
+func (Kind) New() any            { return new(Source) }
 func (Kind) Needs(any) hostcheck.Needs {
 	return hostcheck.Needs{
 		Programs: []hostcheck.Program{{Name: "iscsiadm", Why: "logs in to iSCSI targets", Package: "open-iscsi"}},

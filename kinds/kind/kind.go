@@ -21,23 +21,38 @@ import (
 
 // Kind is one kind of source.
 type Kind interface {
-	manifest.SourceKind
+	// Name, New and Check are manifest.SourceKind's; its Staged is
+	// Traits().Staged (kinds.Manifest adapts one to the other).
+	Name() string
+	New() any
+	Check(spec any, c *manifest.Check) manifest.Caps
+	// Traits are what the kind is as a whole, the same for every source.
+	Traits() Traits
 	// Attacher adapts the kind's driver to the core (it may also be an
 	// agent.Stager, Resizer, Refresher or BackingChecker).
 	Attacher(env Env) agent.Attacher
 	// Rules are the constraints of its manifest type that the Go types
 	// cannot carry, for the JSON Schema.
 	Rules() []Rule
-	// AwaitsDisk: its volumes wait for a block device the kernel
-	// announces (a uevent retries them at once).
-	AwaitsDisk() bool
-	// Network: its volumes need the network (a link coming up retries
-	// them, `volumed shutdown --network` takes them down).
-	Network() bool
 	// Needs is what the driver asks of the host for spec (a source of
 	// this kind, or New's zero value): the programs it runs (e.g.
 	// iscsiadm) and the kernel modules it uses.
 	Needs(spec any) hostcheck.Needs
+}
+
+// Traits are a kind's yes-or-no facts, one value per kind, which the
+// loader and the core read instead of asking the kind one by one.
+type Traits struct {
+	// Staged: not a block device; the kind puts the source at the
+	// staging path itself, and a filesystem block is refused (a block
+	// source needs one). Its attacher is an agent.Stager.
+	Staged bool
+	// AwaitsDisk: its volumes wait for a block device the kernel
+	// announces (a uevent retries them at once).
+	AwaitsDisk bool
+	// Network: its volumes need the network (a link coming up retries
+	// them, `volumed shutdown --network` takes them down).
+	Network bool
 }
 
 // Env is what attachers are built with.

@@ -37,11 +37,9 @@ type Create struct {
 // Kind describes the loop source kind.
 type Kind struct{}
 
-func (Kind) Name() string     { return Name }
-func (Kind) Staged() bool     { return false }
-func (Kind) AwaitsDisk() bool { return false }
-func (Kind) Network() bool    { return false }
-func (Kind) New() any         { return new(Source) }
+func (Kind) Name() string        { return Name }
+func (Kind) Traits() kind.Traits { return kind.Traits{} }
+func (Kind) New() any            { return new(Source) }
 func (Kind) Needs(any) hostcheck.Needs {
 	return hostcheck.Needs{Modules: []hostcheck.Module{{Name: "loop", What: "loop devices", Dev: "loop-control"}}}
 }

@@ -43,11 +43,9 @@ type Source struct {
 // Kind describes the nvme source kind.
 type Kind struct{}
 
-func (Kind) Name() string     { return Name }
-func (Kind) Staged() bool     { return false }
-func (Kind) AwaitsDisk() bool { return true }
-func (Kind) Network() bool    { return true }
-func (Kind) New() any         { return new(Source) }
+func (Kind) Name() string        { return Name }
+func (Kind) Traits() kind.Traits { return kind.Traits{AwaitsDisk: true, Network: true} }
+func (Kind) New() any            { return new(Source) }
 
 // Needs: no nvme-cli (the driver writes /dev/nvme-fabrics and reads
 // sysfs), the fabrics module and the one of the source's transport.

@@ -59,7 +59,7 @@ var manifestRules = []rule{
 func sourceRules(ks []kind.Kind) []rule {
 	var staged, block []string
 	for _, k := range ks {
-		if k.Staged() {
+		if k.Traits().Staged {
 			staged = append(staged, k.Name())
 		} else {
 			block = append(block, k.Name())
