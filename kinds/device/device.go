@@ -53,8 +53,8 @@ func (Kind) Check(spec any, c *manifest.Check) manifest.Caps {
 
 func (Kind) Rules() []kind.Rule {
 	return []kind.Rule{
-		{Type: "Source", Prop: "", Check: "oneOf:path|serial|wwn"},
-		{Type: "Source", Prop: "path", Check: "dev"},
+		{Type: "Source", Prop: "", Check: kind.OneOf{"path", "serial", "wwn"}},
+		{Type: "Source", Prop: "path", Check: kind.Dev},
 	}
 }
 

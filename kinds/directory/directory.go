@@ -60,10 +60,10 @@ func (Kind) Check(spec any, c *manifest.Check) manifest.Caps {
 
 func (Kind) Rules() []kind.Rule {
 	return []kind.Rule{
-		{Type: "Source", Prop: "path", Check: "abs"},
-		{Type: "Create", Prop: "mode", Check: "mode"},
-		{Type: "Create", Prop: "uid", Check: "min:0"},
-		{Type: "Create", Prop: "gid", Check: "min:0"},
+		{Type: "Source", Prop: "path", Check: kind.Abs},
+		{Type: "Create", Prop: "mode", Check: kind.Mode},
+		{Type: "Create", Prop: "uid", Check: kind.Min(0)},
+		{Type: "Create", Prop: "gid", Check: kind.Min(0)},
 	}
 }
 

@@ -92,11 +92,11 @@ func (Kind) Check(spec any, c *manifest.Check) manifest.Caps {
 
 func (Kind) Rules() []kind.Rule {
 	return []kind.Rule{
-		{Type: "Source", Prop: "portal", Check: "portal"},
-		{Type: "Source", Prop: "iqn", Check: "iqn"},
-		{Type: "Source", Prop: "lun", Check: "min:0"},
-		{Type: "Source", Prop: "", Check: "optional:lun"}, // 0 when left out
-		{Type: "CHAP", Prop: "passwordFile", Check: "abs"},
+		{Type: "Source", Prop: "portal", Check: kind.Portal},
+		{Type: "Source", Prop: "iqn", Check: kind.IQN},
+		{Type: "Source", Prop: "lun", Check: kind.Min(0)},
+		{Type: "Source", Prop: "", Check: kind.Optional("lun")}, // 0 when left out
+		{Type: "CHAP", Prop: "passwordFile", Check: kind.Abs},
 	}
 }
 

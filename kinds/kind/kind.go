@@ -64,10 +64,49 @@ type Env struct {
 }
 
 // Rule is one schema constraint: Check applies to property Prop ("" for
-// the type itself) of the kind's type Type. Checks: abs, dev, size,
-// mode, portal, iqn, nqn, port, min:N, enum:a|b, optional:PROP,
-// oneOf:a|b|c (packaging/schema applies them; an unknown one fails it).
-type Rule struct{ Type, Prop, Check string }
+// the type itself) of the kind's type Type (packaging/schema applies it;
+// one it does not know fails it).
+type Rule struct {
+	Type, Prop string
+	Check      Constraint
+}
+
+// Constraint is one of Format, Min, Enum, Optional and OneOf.
+type Constraint interface{ constraint() }
+
+// Format is a shape of string the manifest checks by hand.
+type Format string
+
+// The formats.
+const (
+	Abs    Format = "abs"    // an absolute path
+	Dev    Format = "dev"    // a path under /dev
+	Size   Format = "size"   // a size with its unit, e.g. 10Gi
+	Mode   Format = "mode"   // an octal file mode
+	Portal Format = "portal" // an iSCSI portal, host:port
+	IQN    Format = "iqn"    // an iSCSI name
+	NQN    Format = "nqn"    // an NVMe name
+	Port   Format = "port"   // a TCP port number
+)
+
+// Min is the least value of a number.
+type Min int
+
+// Enum lists a string's only values.
+type Enum []string
+
+// Optional is a property the type does not require (its zero value is
+// the default).
+type Optional string
+
+// OneOf is a set of properties of which exactly one is set.
+type OneOf []string
+
+func (Format) constraint()   {}
+func (Min) constraint()      {}
+func (Enum) constraint()     {}
+func (Optional) constraint() {}
+func (OneOf) constraint()    {}
 
 // Spec returns the value of a desired volume's source of kind name. A
 // volume rebuilt from an attach intent holds it as the raw JSON the

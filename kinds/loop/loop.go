@@ -70,7 +70,7 @@ func (Kind) Check(spec any, c *manifest.Check) manifest.Caps {
 }
 
 func (Kind) Rules() []kind.Rule {
-	return []kind.Rule{{Type: "Source", Prop: "file", Check: "abs"}, {Type: "Create", Prop: "size", Check: "size"}}
+	return []kind.Rule{{Type: "Source", Prop: "file", Check: kind.Abs}, {Type: "Create", Prop: "size", Check: kind.Size}}
 }
 
 func (Kind) Attacher(env kind.Env) agent.Attacher {

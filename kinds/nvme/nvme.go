@@ -102,10 +102,10 @@ func (Kind) Check(spec any, c *manifest.Check) manifest.Caps {
 
 func (Kind) Rules() []kind.Rule {
 	return []kind.Rule{
-		{Type: "Source", Prop: "transport", Check: "enum:tcp|rdma"},
-		{Type: "Source", Prop: "port", Check: "port"},
-		{Type: "Source", Prop: "nqn", Check: "nqn"},
-		{Type: "Source", Prop: "namespace", Check: "min:1"},
+		{Type: "Source", Prop: "transport", Check: kind.Enum{"tcp", "rdma"}},
+		{Type: "Source", Prop: "port", Check: kind.Port},
+		{Type: "Source", Prop: "nqn", Check: kind.NQN},
+		{Type: "Source", Prop: "namespace", Check: kind.Min(1)},
 	}
 }
 

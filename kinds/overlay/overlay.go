@@ -43,8 +43,8 @@ func (Kind) Attacher(kind.Env) agent.Attacher { return attacher{kind.Unattached{
 
 func (Kind) Rules() []kind.Rule {
 	return []kind.Rule{
-		{Type: "Source", Prop: "upper", Check: "abs"},
-		{Type: "Source", Prop: "work", Check: "abs"},
+		{Type: "Source", Prop: "upper", Check: kind.Abs},
+		{Type: "Source", Prop: "work", Check: kind.Abs},
 	}
 }
 

@@ -59,7 +59,7 @@ func (Kind) Needs(any) hostcheck.Needs { return hostcheck.Needs{} }
 
 func (Kind) Rules() []kind.Rule {
 	return []kind.Rule{
-		{Type: "Source", Prop: "size", Check: "size"},
+		{Type: "Source", Prop: "size", Check: kind.Size},
 	}
 }
 

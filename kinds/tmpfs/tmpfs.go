@@ -39,7 +39,7 @@ func (Kind) Check(spec any, c *manifest.Check) manifest.Caps {
 }
 
 func (Kind) Rules() []kind.Rule {
-	return []kind.Rule{{Type: "Source", Prop: "size", Check: "size"}}
+	return []kind.Rule{{Type: "Source", Prop: "size", Check: kind.Size}}
 }
 
 func (Kind) Attacher(kind.Env) agent.Attacher { return attacher{kind.Unattached{Kind: Name}} }
