@@ -52,21 +52,14 @@ func desired(name string, r *Record, opts manifest.Options) (*agent.Desired, err
 	if r.Block {
 		vs.Filesystem = nil
 	}
-	d := &agent.Desired{
-		Name:   name,
-		Driver: vs.Source.Driver(),
-		File:   "csi:" + r.VolumeID,
-		Spec:   vs,
-		Caps:   vs.Source.Caps,
-		Block:  r.Block,
+	var targets []agent.DesiredTarget
+	for _, t := range r.Targets {
+		targets = append(targets, agent.DesiredTarget{Path: t.Path, ReadOnly: t.ReadOnly, Block: r.Block, From: "CSI/" + r.VolumeID})
 	}
+	d := agent.NewDesired(name, "csi:"+r.VolumeID, vs, r.Block, targets)
 	if !r.Block {
 		d.StagingPath = path.Clean(r.StagingPath)
 	}
-	for _, t := range r.Targets {
-		d.Targets = append(d.Targets, agent.DesiredTarget{Path: path.Clean(t.Path), ReadOnly: t.ReadOnly, Block: r.Block, From: "CSI/" + r.VolumeID})
-	}
-	sort.Slice(d.Targets, func(i, j int) bool { return d.Targets[i].Path < d.Targets[j].Path })
 	return d, nil
 }
 
