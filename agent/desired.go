@@ -15,18 +15,12 @@ func buildDesired(res *manifest.Result) map[string]*Desired {
 	out := make(map[string]*Desired, len(res.Volumes))
 	for _, o := range res.Volumes {
 		spec := o.Volume
-		d := &Desired{
-			Name:   o.Metadata.Name,
-			Driver: spec.Source.Driver(),
-			File:   o.File,
-			Spec:   spec,
-			Caps:   spec.Source.Caps,
-			Absent: spec.State == "absent",
-			Block:  IsRawBlock(spec),
-		}
+		var targets []DesiredTarget
 		for _, m := range spec.Mounts {
-			d.Targets = append(d.Targets, DesiredTarget{Path: path.Clean(m.Path), ReadOnly: m.ReadOnly, NestedIn: m.NestedIn, AllowNonEmpty: m.AllowNonEmpty, Block: m.Block, From: "Volume/" + d.Name})
+			targets = append(targets, DesiredTarget{Path: m.Path, ReadOnly: m.ReadOnly, NestedIn: m.NestedIn, AllowNonEmpty: m.AllowNonEmpty, Block: m.Block, From: "Volume/" + o.Metadata.Name})
 		}
+		d := NewDesired(o.Metadata.Name, o.File, spec, IsRawBlock(spec), targets)
+		d.Absent = spec.State == "absent"
 		out[d.Name] = d
 	}
 	for _, o := range res.Mounts {
@@ -38,10 +32,28 @@ func buildDesired(res *manifest.Result) map[string]*Desired {
 		d.Targets = append(d.Targets, DesiredTarget{Path: path.Clean(m.Path), ReadOnly: m.ReadOnly, SubPath: m.SubPath, NestedIn: m.NestedIn, AllowNonEmpty: m.AllowNonEmpty, From: "Mount/" + o.Metadata.Name})
 	}
 	for _, d := range out {
-		sort.Slice(d.Targets, func(i, j int) bool { return d.Targets[i].Path < d.Targets[j].Path })
+		sortTargets(d.Targets)
 		d.Generation = Generation(d)
 	}
 	return out
+}
+
+// NewDesired is the one place a volume's desired state is made from its
+// spec, for a manifest (buildDesired) and for a CSI record (agent/csi):
+// its kind and capabilities from the source, its targets' paths clean
+// and in order. file names where it comes from ("csi:ID" for CSI).
+func NewDesired(name, file string, spec *manifest.VolumeSpec, block bool, targets []DesiredTarget) *Desired {
+	d := &Desired{Name: name, Driver: spec.Source.Driver(), File: file, Spec: spec, Caps: spec.Source.Caps, Block: block}
+	for _, t := range targets {
+		t.Path = path.Clean(t.Path)
+		d.Targets = append(d.Targets, t)
+	}
+	sortTargets(d.Targets)
+	return d
+}
+
+func sortTargets(ts []DesiredTarget) {
+	sort.Slice(ts, func(i, j int) bool { return ts[i].Path < ts[j].Path })
 }
 
 // IsRawBlock: a block source with no filesystem block, published as the

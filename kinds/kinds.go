@@ -2,7 +2,7 @@
 //
 // Adding one is a package under kinds/ that implements kind.Kind (its
 // manifest type and checks, what no two volumes may share, whether it is
-// staged or a block device, its attacher, its schema rules) and one line
+// staged or a block device (its Traits), its attacher, its schema rules) and one line
 // in All; then `make schema`, an example in packaging/examples and a row
 // in the README's table of sources. The tests of the manifest loader, the
 // schema and the examples pick the new kind up from All.
@@ -41,16 +41,21 @@ func All() []kind.Kind {
 func Manifest(ks []kind.Kind) manifest.Kinds {
 	out := make(manifest.Kinds, len(ks))
 	for i, k := range ks {
-		out[i] = k
+		out[i] = sourceKind{k}
 	}
 	return out
 }
+
+// sourceKind is a kind as the manifest loader sees it.
+type sourceKind struct{ kind.Kind }
+
+func (s sourceKind) Staged() bool { return s.Traits().Staged }
 
 // AwaitDisk names the kinds whose volumes wait for a block device to appear.
 func AwaitDisk(ks []kind.Kind) []string {
 	var out []string
 	for _, k := range ks {
-		if k.AwaitsDisk() {
+		if k.Traits().AwaitsDisk {
 			out = append(out, k.Name())
 		}
 	}
@@ -61,7 +66,7 @@ func AwaitDisk(ks []kind.Kind) []string {
 func Network(ks []kind.Kind) []string {
 	var out []string
 	for _, k := range ks {
-		if k.Network() {
+		if k.Traits().Network {
 			out = append(out, k.Name())
 		}
 	}

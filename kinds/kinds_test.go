@@ -35,8 +35,8 @@ func TestRegistry(t *testing.T) {
 		}
 		// The loader refuses a filesystem block by Staged; the core
 		// stages by the Stager interface: they must agree.
-		if _, stager := att.(agent.Stager); stager != k.Staged() {
-			t.Errorf("%s: Staged() = %v, but its attacher is a Stager: %v", name, k.Staged(), stager)
+		if _, stager := att.(agent.Stager); stager != k.Traits().Staged {
+			t.Errorf("%s: Traits().Staged = %v, but its attacher is a Stager: %v", name, k.Traits().Staged, stager)
 		}
 	}
 	// The kinds this build has always had keep their place and roles;

@@ -41,33 +41,37 @@ func VolumeName(volumeID string) string {
 // with a "/" are the kubelet's and provisioner's own
 // (csi.storage.k8s.io/pod.name) and are left out.
 func desired(name string, r *Record, opts manifest.Options) (*agent.Desired, error) {
+	doc, err := volumeDocument(r)
+	if err != nil {
+		return nil, err
+	}
+	vs, err := parseVolume(r.VolumeID, doc, opts)
+	if err != nil {
+		return nil, err
+	}
+	if r.Block {
+		vs.Filesystem = nil
+	}
+	var targets []agent.DesiredTarget
+	for _, t := range r.Targets {
+		targets = append(targets, agent.DesiredTarget{Path: t.Path, ReadOnly: t.ReadOnly, Block: r.Block, From: "CSI/" + r.VolumeID})
+	}
+	d := agent.NewDesired(name, "csi:"+r.VolumeID, vs, r.Block, targets)
+	if !r.Block {
+		d.StagingPath = path.Clean(r.StagingPath)
+	}
+	return d, nil
+}
+
+// volumeDocument is the manifest document a record's capability and
+// volume context make.
+func volumeDocument(r *Record) (*yaml.Node, error) {
+	fs, err := filesystemBlock(r)
+	if err != nil {
+		return nil, err
+	}
 	spec := mapping()
 	source := mapping()
-	fs := mapping()
-	// The filesystem block is always there for the checks; a block
-	// volume drops it after (a raw block volume has none).
-	// The capability's fs_type, else the context's filesystem.type
-	// (set below), else ext4; a context that contradicts the capability
-	// is refused.
-	if t, ok := r.Context["filesystem.type"]; ok && r.FSType != "" && t != r.FSType {
-		return nil, fmt.Errorf("volume %s: the volume context's filesystem.type %s contradicts the capability's fs_type %s", r.VolumeID, t, r.FSType)
-	}
-	fsType := r.FSType
-	if fsType == "" || r.Block {
-		fsType = defaultFSType
-	}
-	set(fs, []string{"type"}, scalar(fsType))
-	if !r.Block {
-		if len(r.MountFlags) > 0 {
-			flags := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
-			for _, f := range r.MountFlags {
-				flags.Content = append(flags.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: f})
-			}
-			set(fs, []string{"mountOptions"}, flags)
-		}
-		// The kubelet asks NodeExpandVolume only after the device grew.
-		set(fs, []string{"grow"}, scalar("true"))
-	}
 	ctx := contextWithCapacity(r)
 	keys := make([]string, 0, len(ctx))
 	for k := range ctx {
@@ -97,39 +101,56 @@ func desired(name string, r *Record, opts manifest.Options) (*agent.Desired, err
 	// The document's own name: the csi- prefix is refused to manifests.
 	set(doc, []string{"metadata", "name"}, scalar("csi"))
 	set(doc, []string{"spec"}, spec)
+	return doc, nil
+}
+
+// filesystemBlock is the filesystem block the capability makes. It is
+// always there for the checks; a block volume drops it after (a raw
+// block volume has none).
+func filesystemBlock(r *Record) (*yaml.Node, error) {
+	fs := mapping()
+	// The capability's fs_type, else the context's filesystem.type
+	// (set by the caller), else ext4; a context that contradicts the
+	// capability is refused.
+	if t, ok := r.Context["filesystem.type"]; ok && r.FSType != "" && t != r.FSType {
+		return nil, fmt.Errorf("volume %s: the volume context's filesystem.type %s contradicts the capability's fs_type %s", r.VolumeID, t, r.FSType)
+	}
+	fsType := r.FSType
+	if fsType == "" || r.Block {
+		fsType = defaultFSType
+	}
+	set(fs, []string{"type"}, scalar(fsType))
+	if !r.Block {
+		if len(r.MountFlags) > 0 {
+			flags := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+			for _, f := range r.MountFlags {
+				flags.Content = append(flags.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: f})
+			}
+			set(fs, []string{"mountOptions"}, flags)
+		}
+		// The kubelet asks NodeExpandVolume only after the device grew.
+		set(fs, []string{"grow"}, scalar("true"))
+	}
+	return fs, nil
+}
+
+// parseVolume runs the manifest's decoding and checks on doc, as on a
+// manifest's file, and returns its volume.
+func parseVolume(volumeID string, doc *yaml.Node, opts manifest.Options) (*manifest.VolumeSpec, error) {
 	data, err := yaml.Marshal(doc)
 	if err != nil {
 		return nil, err
 	}
-	objs, probs := manifest.ParseBytes("csi:"+r.VolumeID, data, opts)
+	objs, probs := manifest.ParseBytes("csi:"+volumeID, data, opts)
 	if len(probs) > 0 {
 		var msgs []string
 		for _, p := range probs {
 			// Lines and columns point into a document the user never saw.
 			msgs = append(msgs, strings.TrimPrefix(p.Field+": "+p.Reason, ": "))
 		}
-		return nil, fmt.Errorf("volume %s: %s", r.VolumeID, strings.Join(msgs, "; "))
+		return nil, fmt.Errorf("volume %s: %s", volumeID, strings.Join(msgs, "; "))
 	}
-	vs := objs[0].Volume
-	if r.Block {
-		vs.Filesystem = nil
-	}
-	d := &agent.Desired{
-		Name:   name,
-		Driver: vs.Source.Driver(),
-		File:   "csi:" + r.VolumeID,
-		Spec:   vs,
-		Caps:   vs.Source.Caps,
-		Block:  r.Block,
-	}
-	if !r.Block {
-		d.StagingPath = path.Clean(r.StagingPath)
-	}
-	for _, t := range r.Targets {
-		d.Targets = append(d.Targets, agent.DesiredTarget{Path: path.Clean(t.Path), ReadOnly: t.ReadOnly, Block: r.Block, From: "CSI/" + r.VolumeID})
-	}
-	sort.Slice(d.Targets, func(i, j int) bool { return d.Targets[i].Path < d.Targets[j].Path })
-	return d, nil
+	return objs[0].Volume, nil
 }
 
 // hostPrivileges names what a volume asks that only the host's owner

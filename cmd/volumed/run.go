@@ -44,121 +44,117 @@ func cmdCheckState(args []string, stderr io.Writer) int {
 	return 0
 }
 
-func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
-	began := time.Now()
+// runFlags are the flags of `volumed run`.
+type runFlags struct {
+	configDirs   multiFlag
+	stateDir     string
+	socket       string
+	metricsAddr  string
+	resync       time.Duration
+	logFormat    string
+	logLevel     string
+	parallel     int
+	opTimeout    time.Duration
+	firmwareRoot string
+	csiEndpoint  string
+	nodeID       string
+	csiSuidDev   bool
+}
+
+func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
+	f := &runFlags{}
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	var configDirs multiFlag
-	fs.Var(&configDirs, "config-dir", "manifest directory (repeatable; replaces the default drop-in directories)")
-	stateDir := fs.String("state-dir", "/var/lib/volumed", "state directory (state.db, staging mounts)")
-	socket := fs.String("socket", defaultSocket, "unix socket of the local API")
-	metricsAddr := fs.String("metrics-address", "127.0.0.1:9760", "Prometheus listener (empty disables)")
-	resync := fs.Duration("resync", time.Minute, "period of the drift check and manifest re-read")
-	logFormat := fs.String("log-format", "text", "text or json")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	parallel := fs.Int("parallel", 32, "operations running at once (across volumes)")
-	opTimeout := fs.Duration("op-timeout", 30*time.Minute, "bound on one operation (a mkfs, a mount, a login): past it the operation is stopped, fails with the reason and is retried after a backoff (0: unbounded)")
-	firmwareRoot := fs.String("firmware-root", "/", "root of the tree holding /sys/firmware, /etc/iscsi and /etc/nvme (for tests and chroots)")
-	csiEndpoint := fs.String("csi-endpoint", "", "also serve the CSI node service on this unix:// socket")
-	nodeID := fs.String("node-id", "", "CSI node ID (default: the host name)")
-	csiSuidDev := fs.Bool("csi-allow-suid-dev", false, "let a CSI volume context set filesystem.allowSuid/allowDev (default: refused; CSI mounts are nosuid,nodev)")
+	fs.Var(&f.configDirs, "config-dir", "manifest directory (repeatable; replaces the default drop-in directories)")
+	fs.StringVar(&f.stateDir, "state-dir", "/var/lib/volumed", "state directory (state.db, staging mounts)")
+	fs.StringVar(&f.socket, "socket", defaultSocket, "unix socket of the local API")
+	fs.StringVar(&f.metricsAddr, "metrics-address", "127.0.0.1:9760", "Prometheus listener (empty disables)")
+	fs.DurationVar(&f.resync, "resync", time.Minute, "period of the drift check and manifest re-read")
+	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.IntVar(&f.parallel, "parallel", 32, "operations running at once (across volumes)")
+	fs.DurationVar(&f.opTimeout, "op-timeout", 30*time.Minute, "bound on one operation (a mkfs, a mount, a login): past it the operation is stopped, fails with the reason and is retried after a backoff (0: unbounded)")
+	fs.StringVar(&f.firmwareRoot, "firmware-root", "/", "root of the tree holding /sys/firmware, /etc/iscsi and /etc/nvme (for tests and chroots)")
+	fs.StringVar(&f.csiEndpoint, "csi-endpoint", "", "also serve the CSI node service on this unix:// socket")
+	fs.StringVar(&f.nodeID, "node-id", "", "CSI node ID (default: the host name)")
+	fs.BoolVar(&f.csiSuidDev, "csi-allow-suid-dev", false, "let a CSI volume context set filesystem.allowSuid/allowDev (default: refused; CSI mounts are nosuid,nodev)")
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
-		return err
+		return nil, err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("run: unexpected argument %q", fs.Arg(0))
+		return nil, fmt.Errorf("run: unexpected argument %q", fs.Arg(0))
 	}
-	log, err := newLogger(stderr, *logFormat, *logLevel)
-	if err != nil {
-		return err
-	}
-	dirs := []string(configDirs)
+	return f, nil
+}
+
+// prepare checks the state directory, creates it and returns the
+// manifest directories to read.
+func (f *runFlags) prepare() ([]string, error) {
+	dirs := []string(f.configDirs)
 	if len(dirs) == 0 {
 		dirs = manifest.DefaultDirs()
 	}
-	if !filepath.IsAbs(*stateDir) {
-		return fmt.Errorf("--state-dir must be absolute, got %q", *stateDir)
+	if !filepath.IsAbs(f.stateDir) {
+		return nil, fmt.Errorf("--state-dir must be absolute, got %q", f.stateDir)
 	}
-	*stateDir = filepath.Clean(*stateDir)
-	if err := os.MkdirAll(filepath.Join(*stateDir, "staging"), 0o700); err != nil {
-		return fmt.Errorf("state dir: %w", err)
+	f.stateDir = filepath.Clean(f.stateDir)
+	if err := os.MkdirAll(filepath.Join(f.stateDir, "staging"), 0o700); err != nil {
+		return nil, fmt.Errorf("state dir: %w", err)
+	}
+	return dirs, nil
+}
+
+func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
+	began := time.Now()
+	f, err := parseRunFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(stderr, f.logFormat, f.logLevel)
+	if err != nil {
+		return err
+	}
+	dirs, err := f.prepare()
+	if err != nil {
+		return err
 	}
 
-	// The socket is taken before the agent acts on anything: an agent
-	// that cannot have it (another one answers there) must exit having
+	// The sockets are taken before the agent acts on anything: an agent
+	// that cannot have them (another one answers there) must exit having
 	// touched no volume and no state file.
-	apiLn, err := agent.ListenAPI(*socket)
+	apiLn, csiLn, err := listen(f)
 	if err != nil {
 		return err
 	}
 	defer apiLn.Close()
-	// The CSI endpoint likewise: another agent (with another state dir)
-	// may answer on it.
-	var csiLn net.Listener
-	if *csiEndpoint != "" {
-		if csiLn, err = csi.Listen(*csiEndpoint); err != nil {
-			return err
-		}
+	if csiLn != nil {
 		defer csiLn.Close()
 	}
 
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("find own executable: %w", err)
-	}
 	metrics := agent.NewMetrics(version)
-
-	statePath := filepath.Join(*stateDir, "state.db")
-	st, rec, err := store.Open(statePath, store.Options{
-		Check:    store.ChildCheck(exe, checkStateCommand),
-		OnCommit: metrics.ObserveCommit,
-	})
+	st, recovery, err := openState(f.stateDir, metrics, log)
 	if err != nil {
-		return fmt.Errorf("open state: %w", err)
+		return err
 	}
 	defer func() {
 		if err := st.CloseWithin(5 * time.Second); err != nil {
 			log.Error("state file", "error", err)
 		}
 	}()
-	recovery := ""
-	if rec != nil {
-		recovery = fmt.Sprintf("state file was damaged (%s); moved aside to %s and rebuilt from the kernel", rec.Reason, rec.MovedTo)
-		log.Error("state file damaged; rebuilding from the kernel", "reason", rec.Reason, "movedTo", rec.MovedTo)
-		metrics.StateRecovered()
-	}
-
-	host, err := firmware.LoadHostIdentity(*firmwareRoot)
-	if err != nil {
-		log.Warn("host identity incomplete", "error", err)
-	}
-	boot, err := firmware.BootVolumes(*firmwareRoot)
-	if err != nil {
-		log.Warn("boot firmware tables", "error", err)
-	}
-	for _, b := range boot {
-		log.Info("pinned: the host booted from it", "from", b.Source, "driver", b.Driver, "target", bootTarget(b))
-	}
-
-	notify := func(state string) {
-		if _, err := daemon.SdNotify(false, state); err != nil {
-			log.Debug("sd_notify", "error", err)
-		}
-	}
-	wd, _ := daemon.SdWatchdogEnabled(false)
+	host, boot := loadFirmware(f.firmwareRoot, log)
+	notify, wd := systemd(log)
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	ks := kinds.All()
 	wakes := watchKernel(ctx, log, kinds.AwaitDisk(ks), kinds.Network(ks))
-
-	manifestOpts := manifest.Options{StateDir: *stateDir, CheckOwnership: true, Kinds: kinds.Manifest(ks)}
+	manifestOpts := manifest.Options{StateDir: f.stateDir, CheckOwnership: true, Kinds: kinds.Manifest(ks)}
 	a := agent.New(agent.Config{
-		StateDir:         *stateDir,
+		StateDir:         f.stateDir,
 		Manifests:        manifest.NewBuilder(dirs, manifestOpts),
 		WatchDirs:        dirs,
 		Store:            st,
-		Attachers:        attachers(ks, kind.Env{LoopTag: loopTag(*stateDir), Host: host, Boot: boot}),
+		Attachers:        attachers(ks, kind.Env{LoopTag: loopTag(f.stateDir), Host: host, Boot: boot}),
 		Host:             apiHost(host),
 		BootVolumes:      apiBoot(boot),
 		Wake:             wakes,
@@ -168,45 +164,27 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 		Crypt:            crypt{c: &luks.Client{}},
 		Log:              log,
 		Metrics:          metrics,
-		Resync:           *resync,
-		Parallel:         *parallel,
-		OpTimeout:        *opTimeout,
+		Resync:           f.resync,
+		Parallel:         f.parallel,
+		OpTimeout:        f.opTimeout,
 		Notify:           notify,
 		StateRecovery:    recovery,
 		WatchdogInterval: wd / 2,
 	})
+	defer reloadOnHangup(ctx, a, notify)()
 
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-hup:
-				notify(fmt.Sprintf("RELOADING=1\nMONOTONIC_USEC=%d", monotonicUsec()))
-				a.Reload()
-			}
-		}
-	}()
-
-	errc := make(chan error, 3)
-	if *csiEndpoint != "" {
-		// Restored before Run: the first pass must see the kubelet's
-		// volumes, or it would tear them down.
-		svc, err := startCSI(csi.Config{Agent: a, NodeID: *nodeID, Dir: filepath.Join(*stateDir, "csi"), Manifest: manifestOpts, AllowSuidDev: *csiSuidDev}, *csiEndpoint, log)
-		if err != nil {
-			return err
-		}
-		go func() { errc <- svc.Serve(ctx, csiLn) }()
+	errc, err := startServers(ctx, a, f, apiLn, csiLn, manifestOpts, log)
+	if err != nil {
+		return err
 	}
-	go func() { errc <- a.ServeAPI(ctx, apiLn) }()
-	if *metricsAddr != "" {
-		go func() { errc <- a.ServeMetrics(ctx, *metricsAddr) }()
-	}
-	log.Info("volumed starting", "version", version, "configDirs", dirs, "stateDir", *stateDir, "socket", *socket,
+	log.Info("volumed starting", "version", version, "configDirs", dirs, "stateDir", f.stateDir, "socket", f.socket,
 		"setup", time.Since(began).Round(time.Microsecond))
+	return runAgent(ctx, stop, a, errc)
+}
+
+// runAgent runs the agent until it stops; a server that fails stops it
+// (stop) and both errors are returned.
+func runAgent(ctx context.Context, stop context.CancelFunc, a *agent.Agent, errc <-chan error) error {
 	runErr := make(chan error, 1)
 	go func() { runErr <- a.Run(ctx) }()
 	select {
@@ -220,6 +198,114 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		return <-runErr
 	}
+}
+
+// listen takes the local API's socket and, when asked for, the CSI
+// endpoint (another agent, with another state dir, may answer on it).
+func listen(f *runFlags) (apiLn, csiLn net.Listener, err error) {
+	apiLn, err = agent.ListenAPI(f.socket)
+	if err != nil {
+		return nil, nil, err
+	}
+	if f.csiEndpoint != "" {
+		if csiLn, err = csi.Listen(f.csiEndpoint); err != nil {
+			_ = apiLn.Close()
+			return nil, nil, err
+		}
+	}
+	return apiLn, csiLn, nil
+}
+
+// systemd returns how to tell systemd of the agent's state and the
+// watchdog's interval (0: no watchdog).
+func systemd(log *slog.Logger) (notify func(string), watchdog time.Duration) {
+	notify = func(state string) {
+		if _, err := daemon.SdNotify(false, state); err != nil {
+			log.Debug("sd_notify", "error", err)
+		}
+	}
+	wd, _ := daemon.SdWatchdogEnabled(false)
+	return notify, wd
+}
+
+// openState opens (and if damaged, rebuilds) the state file. recovery
+// says what was done to a damaged one, for the agent's status.
+func openState(stateDir string, metrics *agent.Metrics, log *slog.Logger) (st *store.Store, recovery string, err error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, "", fmt.Errorf("find own executable: %w", err)
+	}
+	st, rec, err := store.Open(filepath.Join(stateDir, "state.db"), store.Options{
+		Check:    store.ChildCheck(exe, checkStateCommand),
+		OnCommit: metrics.ObserveCommit,
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("open state: %w", err)
+	}
+	if rec != nil {
+		recovery = fmt.Sprintf("state file was damaged (%s); moved aside to %s and rebuilt from the kernel", rec.Reason, rec.MovedTo)
+		log.Error("state file damaged; rebuilding from the kernel", "reason", rec.Reason, "movedTo", rec.MovedTo)
+		metrics.StateRecovered()
+	}
+	return st, recovery, nil
+}
+
+// loadFirmware reads the host's identity and the volumes it booted
+// from; what cannot be read is warned about, not fatal.
+func loadFirmware(root string, log *slog.Logger) (firmware.HostIdentity, []firmware.BootVolume) {
+	host, err := firmware.LoadHostIdentity(root)
+	if err != nil {
+		log.Warn("host identity incomplete", "error", err)
+	}
+	boot, err := firmware.BootVolumes(root)
+	if err != nil {
+		log.Warn("boot firmware tables", "error", err)
+	}
+	for _, b := range boot {
+		log.Info("pinned: the host booted from it", "from", b.Source, "driver", b.Driver, "target", bootTarget(b))
+	}
+	return host, boot
+}
+
+// reloadOnHangup re-reads the manifests on SIGHUP until ctx ends; the
+// returned func stops listening for the signal.
+func reloadOnHangup(ctx context.Context, a *agent.Agent, notify func(string)) func() {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				notify(fmt.Sprintf("RELOADING=1\nMONOTONIC_USEC=%d", monotonicUsec()))
+				a.Reload()
+			}
+		}
+	}()
+	return func() { signal.Stop(hup) }
+}
+
+// startServers serves the local API, the metrics and (when asked for)
+// the CSI node service until ctx ends; each server's end is sent on the
+// returned channel.
+func startServers(ctx context.Context, a *agent.Agent, f *runFlags, apiLn, csiLn net.Listener,
+	manifestOpts manifest.Options, log *slog.Logger) (<-chan error, error) {
+	errc := make(chan error, 3)
+	if f.csiEndpoint != "" {
+		// Restored before Run: the first pass must see the kubelet's
+		// volumes, or it would tear them down.
+		svc, err := startCSI(csi.Config{Agent: a, NodeID: f.nodeID, Dir: filepath.Join(f.stateDir, "csi"), Manifest: manifestOpts, AllowSuidDev: f.csiSuidDev}, f.csiEndpoint, log)
+		if err != nil {
+			return nil, err
+		}
+		go func() { errc <- svc.Serve(ctx, csiLn) }()
+	}
+	go func() { errc <- a.ServeAPI(ctx, apiLn) }()
+	if f.metricsAddr != "" {
+		go func() { errc <- a.ServeMetrics(ctx, f.metricsAddr) }()
+	}
+	return errc, nil
 }
 
 // startCSI restores the CSI volumes kept by an earlier run. It serves

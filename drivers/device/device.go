@@ -332,8 +332,8 @@ func readDisk(dir string) (Disk, error) {
 // devName is the node name under /dev the kernel gives the device: the
 // uevent's DEVNAME, else the kernel name with '!' standing for '/'.
 func devName(dir, name string) string {
-	if b, err := os.ReadFile(filepath.Join(dir, "uevent")); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
+	if s, err := sysfs.Text(dir, "uevent"); err == nil {
+		for _, line := range strings.Split(s, "\n") {
 			if v, ok := strings.CutPrefix(line, "DEVNAME="); ok && v != "" {
 				return v
 			}

@@ -4,10 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/volumed/volumed/internal/sysfs"
 )
 
 // ids are the identifiers sysfs gives one disk.
@@ -81,7 +82,7 @@ func readIDs(dir string) (ids, error) {
 
 // readOptional reads dir/rel; nil, nil when it does not exist.
 func readOptional(dir, rel string) ([]byte, error) {
-	b, err := os.ReadFile(filepath.Join(dir, rel))
+	b, err := sysfs.Bytes(dir, rel)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

@@ -1,5 +1,5 @@
 // Package sysfs reads what the kernel publishes under /sys: one
-// attribute, a count, a block device's size and numbers, its
+// attribute (text or binary), a count, a block device's size and numbers, its
 // partitions and holders. Every driver reads sysfs through it, so an
 // attribute is trimmed, bounded and parsed one way.
 package sysfs
@@ -51,18 +51,39 @@ func Text(dir string, elem ...string) (string, error) {
 	return strings.TrimSuffix(s, "\n"), err
 }
 
+// maxBinary bounds a binary attribute: the longest is a SCSI VPD page,
+// a 4-byte header and a length of 16 bits.
+const maxBinary = 4 + 1<<16 - 1
+
+// Bytes reads a binary attribute (a SCSI VPD page) as the kernel gives
+// it, untrimmed; one longer than any such page is refused, not cut
+// short, since a part of a binary record would parse as something else.
+func Bytes(dir string, elem ...string) ([]byte, error) {
+	b, err := readBytes(dir, elem, maxBinary+1)
+	if err == nil && len(b) > maxBinary {
+		return nil, fmt.Errorf("%s: longer than %d bytes", filepath.Join(append([]string{dir}, elem...)...), maxBinary)
+	}
+	return b, err
+}
+
 func read(dir string, elem []string) (string, error) {
+	b, err := readBytes(dir, elem, maxAttr)
+	return string(b), err
+}
+
+// readBytes reads at most limit bytes of the attribute.
+func readBytes(dir string, elem []string, limit int64) ([]byte, error) {
 	p := filepath.Join(append([]string{dir}, elem...)...)
 	f, err := os.Open(p)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxAttr))
+	b, err := io.ReadAll(io.LimitReader(f, limit))
 	if err != nil {
-		return "", fmt.Errorf("read %s: %w", p, err)
+		return nil, fmt.Errorf("read %s: %w", p, err)
 	}
-	return string(b), nil
+	return b, nil
 }
 
 // AttrOr is Attr, "" when the attribute cannot be read: for what is

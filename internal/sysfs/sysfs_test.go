@@ -1,6 +1,8 @@
 package sysfs
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -63,6 +65,29 @@ func TestText(t *testing.T) {
 	}
 	if _, err := Text(dir, "absent"); err == nil {
 		t.Error("Text of a missing attribute: no error")
+	}
+}
+
+// A binary attribute keeps every byte, its last newline and NULs too,
+// and one longer than any VPD page is refused, not cut short.
+func TestBytes(t *testing.T) {
+	page := "\x00\x83\x00\x0c\x01\x03\x00\x08" + "\x50\x01\x40\x5a\x00\x00\x00\x0a"
+	dir := tree(t, map[string]string{
+		"device/vpd_pg83": page,
+		"longest":         strings.Repeat("x", maxBinary),
+		"too_long":        strings.Repeat("x", maxBinary+1),
+	})
+	if got, err := Bytes(dir, "device", "vpd_pg83"); err != nil || string(got) != page {
+		t.Errorf("Bytes(vpd_pg83) = %q, %v; want %q", got, err, page)
+	}
+	if got, err := Bytes(dir, "longest"); err != nil || len(got) != maxBinary {
+		t.Errorf("Bytes(longest) = %d bytes, %v; want %d", len(got), err, maxBinary)
+	}
+	if got, err := Bytes(dir, "too_long"); err == nil || !strings.Contains(err.Error(), "too_long: longer than") {
+		t.Errorf("Bytes(too_long) = %d bytes, %v; want an error naming it", len(got), err)
+	}
+	if _, err := Bytes(dir, "absent"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Bytes(absent): %v, want fs.ErrNotExist", err)
 	}
 }
 

@@ -29,9 +29,7 @@ type Source struct {
 type Kind struct{}
 
 func (Kind) Name() string              { return Name }
-func (Kind) Staged() bool              { return false }
-func (Kind) AwaitsDisk() bool          { return true }
-func (Kind) Network() bool             { return false }
+func (Kind) Traits() kind.Traits       { return kind.Traits{AwaitsDisk: true} }
 func (Kind) New() any                  { return new(Source) }
 func (Kind) Needs(any) hostcheck.Needs { return hostcheck.Needs{} }
 
@@ -55,8 +53,8 @@ func (Kind) Check(spec any, c *manifest.Check) manifest.Caps {
 
 func (Kind) Rules() []kind.Rule {
 	return []kind.Rule{
-		{Type: "Source", Prop: "", Check: "oneOf:path|serial|wwn"},
-		{Type: "Source", Prop: "path", Check: "dev"},
+		{Type: "Source", Prop: "", Check: kind.OneOf{"path", "serial", "wwn"}},
+		{Type: "Source", Prop: "path", Check: kind.Dev},
 	}
 }
 

@@ -32,9 +32,7 @@ type Create struct {
 type Kind struct{}
 
 func (Kind) Name() string              { return Name }
-func (Kind) Staged() bool              { return true }
-func (Kind) AwaitsDisk() bool          { return false }
-func (Kind) Network() bool             { return false }
+func (Kind) Traits() kind.Traits       { return kind.Traits{Staged: true} }
 func (Kind) New() any                  { return new(Source) }
 func (Kind) Needs(any) hostcheck.Needs { return hostcheck.Needs{} }
 
@@ -62,10 +60,10 @@ func (Kind) Check(spec any, c *manifest.Check) manifest.Caps {
 
 func (Kind) Rules() []kind.Rule {
 	return []kind.Rule{
-		{Type: "Source", Prop: "path", Check: "abs"},
-		{Type: "Create", Prop: "mode", Check: "mode"},
-		{Type: "Create", Prop: "uid", Check: "min:0"},
-		{Type: "Create", Prop: "gid", Check: "min:0"},
+		{Type: "Source", Prop: "path", Check: kind.Abs},
+		{Type: "Create", Prop: "mode", Check: kind.Mode},
+		{Type: "Create", Prop: "uid", Check: kind.Min(0)},
+		{Type: "Create", Prop: "gid", Check: kind.Min(0)},
 	}
 }
 

@@ -44,11 +44,9 @@ type CHAP struct {
 // Kind describes the iscsi source kind.
 type Kind struct{}
 
-func (Kind) Name() string     { return Name }
-func (Kind) Staged() bool     { return false }
-func (Kind) AwaitsDisk() bool { return true }
-func (Kind) Network() bool    { return true }
-func (Kind) New() any         { return new(Source) }
+func (Kind) Name() string        { return Name }
+func (Kind) Traits() kind.Traits { return kind.Traits{AwaitsDisk: true, Network: true} }
+func (Kind) New() any            { return new(Source) }
 func (Kind) Needs(any) hostcheck.Needs {
 	return hostcheck.Needs{
 		Programs: []hostcheck.Program{{Name: "iscsiadm", Why: "logs in to iSCSI targets", Package: "open-iscsi"}},
@@ -94,11 +92,11 @@ func (Kind) Check(spec any, c *manifest.Check) manifest.Caps {
 
 func (Kind) Rules() []kind.Rule {
 	return []kind.Rule{
-		{Type: "Source", Prop: "portal", Check: "portal"},
-		{Type: "Source", Prop: "iqn", Check: "iqn"},
-		{Type: "Source", Prop: "lun", Check: "min:0"},
-		{Type: "Source", Prop: "", Check: "optional:lun"}, // 0 when left out
-		{Type: "CHAP", Prop: "passwordFile", Check: "abs"},
+		{Type: "Source", Prop: "portal", Check: kind.Portal},
+		{Type: "Source", Prop: "iqn", Check: kind.IQN},
+		{Type: "Source", Prop: "lun", Check: kind.Min(0)},
+		{Type: "Source", Prop: "", Check: kind.Optional("lun")}, // 0 when left out
+		{Type: "CHAP", Prop: "passwordFile", Check: kind.Abs},
 	}
 }
 

@@ -21,23 +21,38 @@ import (
 
 // Kind is one kind of source.
 type Kind interface {
-	manifest.SourceKind
+	// Name, New and Check are manifest.SourceKind's; its Staged is
+	// Traits().Staged (kinds.Manifest adapts one to the other).
+	Name() string
+	New() any
+	Check(spec any, c *manifest.Check) manifest.Caps
+	// Traits are what the kind is as a whole, the same for every source.
+	Traits() Traits
 	// Attacher adapts the kind's driver to the core (it may also be an
 	// agent.Stager, Resizer, Refresher or BackingChecker).
 	Attacher(env Env) agent.Attacher
 	// Rules are the constraints of its manifest type that the Go types
 	// cannot carry, for the JSON Schema.
 	Rules() []Rule
-	// AwaitsDisk: its volumes wait for a block device the kernel
-	// announces (a uevent retries them at once).
-	AwaitsDisk() bool
-	// Network: its volumes need the network (a link coming up retries
-	// them, `volumed shutdown --network` takes them down).
-	Network() bool
 	// Needs is what the driver asks of the host for spec (a source of
 	// this kind, or New's zero value): the programs it runs (e.g.
 	// iscsiadm) and the kernel modules it uses.
 	Needs(spec any) hostcheck.Needs
+}
+
+// Traits are a kind's yes-or-no facts, one value per kind, which the
+// loader and the core read instead of asking the kind one by one.
+type Traits struct {
+	// Staged: not a block device; the kind puts the source at the
+	// staging path itself, and a filesystem block is refused (a block
+	// source needs one). Its attacher is an agent.Stager.
+	Staged bool
+	// AwaitsDisk: its volumes wait for a block device the kernel
+	// announces (a uevent retries them at once).
+	AwaitsDisk bool
+	// Network: its volumes need the network (a link coming up retries
+	// them, `volumed shutdown --network` takes them down).
+	Network bool
 }
 
 // Env is what attachers are built with.
@@ -49,10 +64,49 @@ type Env struct {
 }
 
 // Rule is one schema constraint: Check applies to property Prop ("" for
-// the type itself) of the kind's type Type. Checks: abs, dev, size,
-// mode, portal, iqn, nqn, port, min:N, enum:a|b, optional:PROP,
-// oneOf:a|b|c (packaging/schema applies them; an unknown one fails it).
-type Rule struct{ Type, Prop, Check string }
+// the type itself) of the kind's type Type (packaging/schema applies it;
+// one it does not know fails it).
+type Rule struct {
+	Type, Prop string
+	Check      Constraint
+}
+
+// Constraint is one of Format, Min, Enum, Optional and OneOf.
+type Constraint interface{ constraint() }
+
+// Format is a shape of string the manifest checks by hand.
+type Format string
+
+// The formats.
+const (
+	Abs    Format = "abs"    // an absolute path
+	Dev    Format = "dev"    // a path under /dev
+	Size   Format = "size"   // a size with its unit, e.g. 10Gi
+	Mode   Format = "mode"   // an octal file mode
+	Portal Format = "portal" // an iSCSI portal, host:port
+	IQN    Format = "iqn"    // an iSCSI name
+	NQN    Format = "nqn"    // an NVMe name
+	Port   Format = "port"   // a TCP port number
+)
+
+// Min is the least value of a number.
+type Min int
+
+// Enum lists a string's only values.
+type Enum []string
+
+// Optional is a property the type does not require (its zero value is
+// the default).
+type Optional string
+
+// OneOf is a set of properties of which exactly one is set.
+type OneOf []string
+
+func (Format) constraint()   {}
+func (Min) constraint()      {}
+func (Enum) constraint()     {}
+func (Optional) constraint() {}
+func (OneOf) constraint()    {}
 
 // Spec returns the value of a desired volume's source of kind name. A
 // volume rebuilt from an attach intent holds it as the raw JSON the

@@ -37,11 +37,9 @@ type Create struct {
 // Kind describes the loop source kind.
 type Kind struct{}
 
-func (Kind) Name() string     { return Name }
-func (Kind) Staged() bool     { return false }
-func (Kind) AwaitsDisk() bool { return false }
-func (Kind) Network() bool    { return false }
-func (Kind) New() any         { return new(Source) }
+func (Kind) Name() string        { return Name }
+func (Kind) Traits() kind.Traits { return kind.Traits{} }
+func (Kind) New() any            { return new(Source) }
 func (Kind) Needs(any) hostcheck.Needs {
 	return hostcheck.Needs{Modules: []hostcheck.Module{{Name: "loop", What: "loop devices", Dev: "loop-control"}}}
 }
@@ -72,7 +70,7 @@ func (Kind) Check(spec any, c *manifest.Check) manifest.Caps {
 }
 
 func (Kind) Rules() []kind.Rule {
-	return []kind.Rule{{Type: "Source", Prop: "file", Check: "abs"}, {Type: "Create", Prop: "size", Check: "size"}}
+	return []kind.Rule{{Type: "Source", Prop: "file", Check: kind.Abs}, {Type: "Create", Prop: "size", Check: kind.Size}}
 }
 
 func (Kind) Attacher(env kind.Env) agent.Attacher {

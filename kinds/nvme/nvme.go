@@ -43,11 +43,9 @@ type Source struct {
 // Kind describes the nvme source kind.
 type Kind struct{}
 
-func (Kind) Name() string     { return Name }
-func (Kind) Staged() bool     { return false }
-func (Kind) AwaitsDisk() bool { return true }
-func (Kind) Network() bool    { return true }
-func (Kind) New() any         { return new(Source) }
+func (Kind) Name() string        { return Name }
+func (Kind) Traits() kind.Traits { return kind.Traits{AwaitsDisk: true, Network: true} }
+func (Kind) New() any            { return new(Source) }
 
 // Needs: no nvme-cli (the driver writes /dev/nvme-fabrics and reads
 // sysfs), the fabrics module and the one of the source's transport.
@@ -104,10 +102,10 @@ func (Kind) Check(spec any, c *manifest.Check) manifest.Caps {
 
 func (Kind) Rules() []kind.Rule {
 	return []kind.Rule{
-		{Type: "Source", Prop: "transport", Check: "enum:tcp|rdma"},
-		{Type: "Source", Prop: "port", Check: "port"},
-		{Type: "Source", Prop: "nqn", Check: "nqn"},
-		{Type: "Source", Prop: "namespace", Check: "min:1"},
+		{Type: "Source", Prop: "transport", Check: kind.Enum{"tcp", "rdma"}},
+		{Type: "Source", Prop: "port", Check: kind.Port},
+		{Type: "Source", Prop: "nqn", Check: kind.NQN},
+		{Type: "Source", Prop: "namespace", Check: kind.Min(1)},
 	}
 }
 

@@ -36,17 +36,15 @@ type Source struct {
 type Kind struct{}
 
 func (Kind) Name() string                     { return Name }
-func (Kind) Staged() bool                     { return true }
-func (Kind) AwaitsDisk() bool                 { return false }
-func (Kind) Network() bool                    { return false }
+func (Kind) Traits() kind.Traits              { return kind.Traits{Staged: true} }
 func (Kind) Needs(any) hostcheck.Needs        { return hostcheck.Needs{} }
 func (Kind) New() any                         { return new(Source) }
 func (Kind) Attacher(kind.Env) agent.Attacher { return attacher{kind.Unattached{Kind: Name}} }
 
 func (Kind) Rules() []kind.Rule {
 	return []kind.Rule{
-		{Type: "Source", Prop: "upper", Check: "abs"},
-		{Type: "Source", Prop: "work", Check: "abs"},
+		{Type: "Source", Prop: "upper", Check: kind.Abs},
+		{Type: "Source", Prop: "work", Check: kind.Abs},
 	}
 }
 

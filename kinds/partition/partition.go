@@ -53,15 +53,13 @@ type Source struct {
 type Kind struct{}
 
 func (Kind) Name() string              { return Name }
-func (Kind) Staged() bool              { return false }
-func (Kind) AwaitsDisk() bool          { return true }
-func (Kind) Network() bool             { return false }
+func (Kind) Traits() kind.Traits       { return kind.Traits{AwaitsDisk: true} }
 func (Kind) New() any                  { return new(Source) }
 func (Kind) Needs(any) hostcheck.Needs { return hostcheck.Needs{} }
 
 func (Kind) Rules() []kind.Rule {
 	return []kind.Rule{
-		{Type: "Source", Prop: "size", Check: "size"},
+		{Type: "Source", Prop: "size", Check: kind.Size},
 	}
 }
 

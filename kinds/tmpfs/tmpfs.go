@@ -28,9 +28,7 @@ type Source struct {
 type Kind struct{}
 
 func (Kind) Name() string              { return Name }
-func (Kind) Staged() bool              { return true }
-func (Kind) AwaitsDisk() bool          { return false }
-func (Kind) Network() bool             { return false }
+func (Kind) Traits() kind.Traits       { return kind.Traits{Staged: true} }
 func (Kind) New() any                  { return new(Source) }
 func (Kind) Needs(any) hostcheck.Needs { return hostcheck.Needs{} }
 
@@ -41,7 +39,7 @@ func (Kind) Check(spec any, c *manifest.Check) manifest.Caps {
 }
 
 func (Kind) Rules() []kind.Rule {
-	return []kind.Rule{{Type: "Source", Prop: "size", Check: "size"}}
+	return []kind.Rule{{Type: "Source", Prop: "size", Check: kind.Size}}
 }
 
 func (Kind) Attacher(kind.Env) agent.Attacher { return attacher{kind.Unattached{Kind: Name}} }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/invopop/jsonschema"
@@ -59,7 +58,7 @@ var manifestRules = []rule{
 func sourceRules(ks []kind.Kind) []rule {
 	var staged, block []string
 	for _, k := range ks {
-		if k.Staged() {
+		if k.Traits().Staged {
 			staged = append(staged, k.Name())
 		} else {
 			block = append(block, k.Name())
@@ -72,16 +71,16 @@ func sourceRules(ks []kind.Kind) []rule {
 	}
 }
 
-// checks are what a kind's rules (kind.Rule) may name.
-var checks = map[string]func(*jsonschema.Schema){
-	"abs":    stringPattern(absPattern),
-	"dev":    stringPattern(devPattern),
-	"size":   sizeRule,
-	"mode":   mode,
-	"portal": stringPattern(portalPattern),
-	"iqn":    stringPattern(iqnPattern),
-	"nqn":    stringPattern(nqnPattern),
-	"port":   portRange,
+// formats are the string shapes a kind's rules may name.
+var formats = map[kind.Format]func(*jsonschema.Schema){
+	kind.Abs:    stringPattern(absPattern),
+	kind.Dev:    stringPattern(devPattern),
+	kind.Size:   sizeRule,
+	kind.Mode:   mode,
+	kind.Portal: stringPattern(portalPattern),
+	kind.IQN:    stringPattern(iqnPattern),
+	kind.NQN:    stringPattern(nqnPattern),
+	kind.Port:   portRange,
 }
 
 // kindRules turns a kind's rules into the generator's; a check it does
@@ -92,25 +91,20 @@ func kindRules(k kind.Kind) ([]rule, error) {
 	prefix = strings.TrimSuffix(prefix, "Source") // e.g. Loop
 	for _, r := range k.Rules() {
 		var apply func(*jsonschema.Schema)
-		name, arg, _ := strings.Cut(r.Check, ":")
-		switch name {
-		case "min":
-			n, err := strconv.Atoi(arg)
-			if err != nil {
-				return nil, fmt.Errorf("kind %s: rule %q: %v", k.Name(), r.Check, err)
-			}
-			apply = minimum(n)
-		case "enum":
-			apply = enum(strings.Split(arg, "|")...)
-		case "optional":
-			apply = optional(arg)
-		case "oneOf":
-			apply = oneRequired(strings.Split(arg, "|")...)
-		default:
-			apply = checks[r.Check]
+		switch c := r.Check.(type) {
+		case kind.Min:
+			apply = minimum(int(c))
+		case kind.Enum:
+			apply = enum(c...)
+		case kind.Optional:
+			apply = optional(string(c))
+		case kind.OneOf:
+			apply = oneRequired(c...)
+		case kind.Format:
+			apply = formats[c]
 		}
 		if apply == nil {
-			return nil, fmt.Errorf("kind %s: unknown check %q", k.Name(), r.Check)
+			return nil, fmt.Errorf("kind %s: rule for %s.%s: unknown check %#v", k.Name(), r.Type, r.Prop, r.Check)
 		}
 		out = append(out, rule{prefix + r.Type, r.Prop, apply})
 	}

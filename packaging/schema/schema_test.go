@@ -19,6 +19,8 @@ import (
 	"github.com/volumed/volumed/internal/generated"
 	"github.com/volumed/volumed/internal/size"
 	"github.com/volumed/volumed/kinds"
+	"github.com/volumed/volumed/kinds/kind"
+	"github.com/volumed/volumed/kinds/loop"
 )
 
 // TestSchemaUpToDate fails when agent/manifest's types (or their comments)
@@ -89,6 +91,22 @@ func TestConstrainRefusesAStaleRule(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), r.def) {
 			t.Errorf("constrain with a rule for %s.%s = %v, want an error naming it", r.def, r.prop, err)
 		}
+	}
+}
+
+// unknownCheck is the loop kind with a rule the generator does not know.
+type unknownCheck struct{ loop.Kind }
+
+func (unknownCheck) Rules() []kind.Rule {
+	return []kind.Rule{{Type: "Source", Prop: "file", Check: kind.Format("absolute")}}
+}
+
+func TestKindRulesRefuseAnUnknownCheck(t *testing.T) {
+	if rs, err := kindRules(loop.Kind{}); err != nil || len(rs) != len(loop.Kind{}.Rules()) {
+		t.Fatalf("kindRules(loop) = %d rules, %v", len(rs), err)
+	}
+	if _, err := kindRules(unknownCheck{}); err == nil || !strings.Contains(err.Error(), "absolute") || !strings.Contains(err.Error(), "Source.file") {
+		t.Errorf("kindRules with an unknown check = %v, want an error naming it and its property", err)
 	}
 }
 
