@@ -8,7 +8,7 @@ ifneq ($(findstring /,$(GO)),)
 export PATH := $(patsubst %/,%,$(dir $(GO))):$(PATH)
 endif
 
-.PHONY: build deps test test-race test-vms test-vm test-os bench bench-boot lint demo clean fuzz
+.PHONY: build deps test test-race test-vms os-image test-vm test-os bench bench-boot lint demo clean fuzz
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/volumed ./cmd/volumed
@@ -22,11 +22,13 @@ build:
 # without it.
 # After deps, a test whose tool is missing fails instead of skipping
 # (VOLUMED_DEPS, internal/testtool).
-# The race packages and the VM tests run side by side (each one's output
-# is printed when it ends): the first wait on the kernel, the second
-# computes (qemu without KVM). The OS tier takes both cores after them.
+# The race packages, the VM tests and the OS image's build run side by
+# side (each one's output is printed when it ends): the first wait on the
+# kernel, the second computes (qemu without KVM), the third mostly waits
+# on apt and dpkg. The OS tier takes both cores after them, its image
+# built.
 test: deps lint
-	$(MAKE) --no-print-directory -j2 --output-sync=target test-race test-vms
+	$(MAKE) --no-print-directory -j3 --output-sync=target test-race test-vms os-image
 	VOLUMED_DEPS=1 $(GO) test -count=1 -timeout 50m ./test/os/
 	$(MAKE) --no-print-directory fuzz
 
@@ -41,6 +43,10 @@ test-race:
 
 test-vms:
 	VOLUMED_DEPS=1 $(GO) test -count=1 -timeout 30m ./test/vm/
+
+# The real-OS tier's image (.cache/os), built or found cached.
+os-image:
+	VOLUMED_DEPS=1 $(GO) test -count=1 -timeout 30m -run '^TestImageHoldsThePackage$$' ./test/os/
 
 # Only the VM tests: NVMe/TCP, iSCSI and local disks against a Debian
 # kernel in qemu (TCG). The first run downloads that kernel and open-iscsi

@@ -290,3 +290,27 @@ func lastN(s string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// TestImageHoldsThePackage builds (or finds cached) the base image and
+// checks that it boots this tree's package: kernel, initrd and disk are
+// there and the disk holds the agent and its unit. `make test` runs it
+// beside the race and VM tests so that the tier after them finds the
+// image built.
+func TestImageHoldsThePackage(t *testing.T) {
+	img := Base(t)
+	for _, f := range []string{img.Kernel, img.Initrd, img.Disk} {
+		if st, err := os.Stat(f); err != nil || st.Size() == 0 {
+			t.Errorf("image file %s: %v (empty or missing)", f, err)
+		}
+	}
+	debugfs, err := lookTool("debugfs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/usr/bin/volumed", "/usr/lib/systemd/system/volumed.service"} {
+		out, err := exec.Command(debugfs, "-R", "stat "+p, img.Disk).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "Type: regular") {
+			t.Errorf("%s is not in the image: %v: %s", p, err, lastN(string(out), 5))
+		}
+	}
+}
