@@ -103,7 +103,7 @@ func TestNoDeviceIsNotActive(t *testing.T) {
 }
 
 func FuzzParseLVs(f *testing.F) {
-	for _, n := range []string{"lvs-inactive.json", "lvs-empty.json"} {
+	for _, n := range []string{"lvs-inactive.json", "lvs-active.json", "lvs-empty.json"} {
 		b, err := os.ReadFile(filepath.Join("testdata", n))
 		if err != nil {
 			f.Fatal(err)

@@ -17,9 +17,8 @@ import (
 // Program is lvm2's one binary; every command is its subcommand.
 const Program = "lvm"
 
-// Runner runs `lvm` with an argument vector (the subcommand first).
-// A failed run returns an error with an ExitCode() int method, as
-// *exec.ExitError has.
+// Runner runs `lvm` with an argument vector (the subcommand first); a
+// failed run returns an error, and lvm2's reason is on stderr.
 type Runner interface {
 	Run(ctx context.Context, args []string) (stdout, stderr []byte, err error)
 }

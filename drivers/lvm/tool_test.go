@@ -19,15 +19,10 @@ type fakeLVM struct {
 	calls    [][]string
 }
 
-type exitError struct{ code int }
-
-func (e exitError) Error() string { return "exit status 5" }
-func (e exitError) ExitCode() int { return e.code }
-
 func (f *fakeLVM) Run(_ context.Context, args []string) ([]byte, []byte, error) {
 	f.calls = append(f.calls, args)
 	if msg, ok := f.fail[args[0]]; ok {
-		return nil, []byte(msg), exitError{5}
+		return nil, []byte(msg), errors.New("exit status 5")
 	}
 	switch args[0] {
 	case "vgs":

@@ -14,10 +14,17 @@ const sharedUUID = "5d0c8a62-5b0e-4c0e-9a53-1f1b7a2c4e11"
 // vgScript runs before volumed at every boot. At the first it makes the
 // VG vgtest on the disk LVMPV (by /sys/block: udev's links may not be
 // there yet) and the foreign LV shared in it, with ext4; after a reboot
-// it says what the host's LVM left active before volumed started.
+// it deactivates the VG (the initramfs activated it) and says what is
+// active before volumed starts.
 const vgScript = `#!/bin/sh
 . /usr/lib/ostest/lib.sh
 if [ -e /var/lib/ostest/vg-made ]; then
+	# Debian's initramfs activates every complete VG (its own copy of
+	# lvm.conf, lvm2's udev rules); the root's lvmlocal.conf keeps the
+	# coldplug from doing it again. Deactivated here, the LVs are as a
+	# host that does not autoactivate leaves them.
+	kv initramfs.data "$(lvs --noheadings --separator : -o lv_name,lv_active vgtest/data 2>&1 | tr -d ' ')"
+	check "vgchange -an vgtest" vgchange -q -an vgtest
 	kv before.data "$(lvs --noheadings --separator : -o lv_name,lv_active vgtest/data 2>&1 | tr -d ' ')"
 	kv before.shared "$(lvs --noheadings --separator : -o lv_name,lv_active vgtest/shared 2>&1 | tr -d ' ')"
 	exit 0
@@ -41,9 +48,11 @@ sync /var/lib/ostest
 //
 //   - an lvm volume in an existing VG: volumed creates its LV (linear,
 //     the size asked, tagged volumed:data), formats and mounts it;
-//   - a reboot with the host's LVM activating nothing (lvmlocal.conf):
-//     the LV is inactive before volumed starts, volumed activates it and
-//     mounts the same filesystem with the same data, creating no second LV;
+//   - a reboot with the host's LVM activating nothing (lvmlocal.conf,
+//     and the VG deactivated before volumed starts, as Debian's
+//     initramfs activates it with its own lvm.conf): the LV is inactive,
+//     volumed activates it and mounts the same filesystem with the same
+//     data, creating no second LV;
 //   - an LV volumed did not create, named by a manifest, is used as it is
 //     (its filesystem kept, no tag added); inactive after the reboot, the
 //     volume waits saying why, the LV left inactive, until the operator
