@@ -21,7 +21,11 @@ import (
 // Name is the manifest key and the driver's name.
 const Name = "lvm"
 
-// Source is `source.lvm`.
+// Source is `source.lvm`: a linear logical volume in an existing volume
+// group, created if missing (tagged volumed:<volume>, found again by that
+// tag and its UUID), activated at start, deactivated at teardown, never
+// removed or shrunk; one of that name volumed did not create is used as
+// it is.
 type Source struct {
 	// VolumeGroup is the existing VG the LV is in.
 	VolumeGroup string `yaml:"volumeGroup" json:"volumeGroup"`
