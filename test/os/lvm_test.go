@@ -38,6 +38,12 @@ check pvcreate pvcreate -q "$dev"
 check vgcreate vgcreate -q vgtest "$dev"
 check "lvcreate shared" lvcreate -q -y -n shared -L 16M vgtest
 check "mkfs shared" mkfs.ext4 -q -U ` + sharedUUID + ` /dev/mapper/vgtest-shared
+# What a crash of volumed between lvcreate's metadata commit and its
+# activation leaves (and no record: the state file has none yet): the
+# LV with the volume's tag, inactive.
+check "lvcreate half" lvcreate -q -y -n half -L 16M --addtag volumed:half vgtest
+check "lvchange -an half" lvchange -q -an vgtest/half
+kv half.made "$(lvs --noheadings -o lv_uuid vgtest/half | tr -d ' ')"
 mkdir -p /var/lib/ostest
 touch /var/lib/ostest/vg-made
 sync /var/lib/ostest
@@ -53,6 +59,9 @@ sync /var/lib/ostest
 //     initramfs activates it with its own lvm.conf): the LV is inactive,
 //     volumed activates it and mounts the same filesystem with the same
 //     data, creating no second LV;
+//   - an LV with a volume's tag, inactive, as a crash between lvcreate and
+//     its record leaves it: found by the tag, activated, made Ready, never
+//     created again;
 //   - an LV volumed did not create, named by a manifest, is used as it is
 //     (its filesystem kept, no tag added); inactive after the reboot, the
 //     volume waits saying why, the LV left inactive, until the operator
@@ -85,6 +94,15 @@ spec:
   filesystem: {type: ext4}
   mounts: [{path: /srv/data}]
 `)
+	m.AddFile("/etc/volumed/volumes.d/half.yaml", 0o644, `apiVersion: volumed/v1
+kind: Volume
+metadata: {name: half}
+spec:
+  source:
+    lvm: {volumeGroup: vgtest, size: 16Mi}
+  filesystem: {type: ext4}
+  mounts: [{path: /srv/half}]
+`)
 	m.AddFile("/etc/volumed/volumes.d/ext.yaml", 0o644, `apiVersion: volumed/v1
 kind: Volume
 metadata: {name: ext}
@@ -109,12 +127,21 @@ spec:
 		want := map[string]string{
 			"boot1.data.phase": "Ready", "boot1.data.fstype": "ext4", "boot1.data.samedev": "yes",
 			"boot1.data.tags": "volumed:data", "boot1.data.segtype": "linear", "boot1.data.size": "67108864",
-			"boot1.lvs": "data,shared,",
+			"boot1.lvs": "data,half,shared,",
 		}
 		for k, v := range want {
 			if got := r1.KV(k); got != v {
 				t.Errorf("%s = %q, want %q", k, got, v)
 			}
+		}
+	})
+	t.Run("HalfDone", func(t *testing.T) {
+		made := r1.KV("half.made")
+		if got := r1.KV("boot1.half.lvuuid"); made == "" || got != made {
+			t.Errorf("volume half's LV is %q, want the one a crash left (tagged, inactive) %q: found by its tag, never made again", got, made)
+		}
+		if got := r1.KV("boot1.half.phase"); got != "Ready" {
+			t.Errorf("volume half is %q, want Ready", got)
 		}
 	})
 	t.Run("Foreign", func(t *testing.T) {
@@ -144,7 +171,7 @@ spec:
 		if s1, s2 := r1.KV("boot1.sum"), r2.KV("boot2.sum"); s1 == "" || s1 != s2 {
 			t.Errorf("payload sha256 %q before the reboot, %q after", s1, s2)
 		}
-		for k, v := range map[string]string{"boot2.data.phase": "Ready", "boot2.data.samedev": "yes", "boot2.data.tags": "volumed:data", "boot2.lvs": "data,shared,"} {
+		for k, v := range map[string]string{"boot2.data.phase": "Ready", "boot2.data.samedev": "yes", "boot2.data.tags": "volumed:data", "boot2.lvs": "data,half,shared,"} {
 			if got := r2.KV(k); got != v {
 				t.Errorf("%s = %q, want %q", k, got, v)
 			}

@@ -6,6 +6,8 @@
 #
 #   data: an LV volumed creates (tagged volumed:data), formats and mounts;
 #         after the reboot it is activated by volumed, same filesystem.
+#   half: its LV (tagged volumed:half, inactive) was left by a "crash"
+#         between lvcreate and its record: found by the tag, activated.
 #   ext:  names the foreign LV shared: used as it is, never tagged or
 #         formatted; inactive after the reboot, it waits (volumed never
 #         activates an LV it did not create) until the operator does.
@@ -31,6 +33,9 @@ log_cmd volumed status
 if [ "$phase" = 1 ]; then
 	log "the report of the LV volumed made, for drivers/lvm/testdata/lvs-active.json:"
 	log_cmd lvs --reportformat json --units b --nosuffix --binary -o $FIELDS vgtest/data
+	check "volume half Ready" volumed wait half --timeout 3m
+	kv boot1.half.phase "$(vfield half phase)"
+	kv boot1.half.lvuuid "$(lvfield half lv_uuid)"
 	check "volume ext Ready" volumed wait ext --timeout 3m
 	kv boot1.ext.phase "$(vfield ext phase)"
 	kv boot1.ext.fsuuid "$(findmnt -no UUID /srv/ext)"
