@@ -16,6 +16,7 @@ import (
 	"github.com/volumed/volumed/kinds/iscsi"
 	"github.com/volumed/volumed/kinds/kind"
 	"github.com/volumed/volumed/kinds/loop"
+	"github.com/volumed/volumed/kinds/lvm"
 	"github.com/volumed/volumed/kinds/nvme"
 	"github.com/volumed/volumed/kinds/overlay"
 	"github.com/volumed/volumed/kinds/partition"
@@ -34,6 +35,7 @@ func All() []kind.Kind {
 		overlay.Kind{},
 		disk.Kind{},
 		partition.Kind{},
+		lvm.Kind{},
 	}
 }
 

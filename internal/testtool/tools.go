@@ -121,6 +121,7 @@ var tools = []Tool{
 	{"go", "", Prerequisite},
 	{"make", "make", Prerequisite},
 	{"iscsiadm", "open-iscsi", Guest},
+	{"lvm", "lvm2", Guest},
 }
 
 // systemd 252 dlopens tpm2-tss (src/shared/tpm2-util.c: esys, rc, mu,

@@ -1,0 +1,177 @@
+package lvm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/volumed/volumed/internal/sysfs"
+)
+
+// Program is lvm2's one binary; every command is its subcommand.
+const Program = "lvm"
+
+// Runner runs `lvm` with an argument vector (the subcommand first); a
+// failed run returns an error, and lvm2's reason is on stderr.
+type Runner interface {
+	Run(ctx context.Context, args []string) (stdout, stderr []byte, err error)
+}
+
+// ExecRunner runs the real lvm, without a shell.
+type ExecRunner struct{}
+
+// Run implements Runner.
+func (ExecRunner) Run(ctx context.Context, args []string) ([]byte, []byte, error) {
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, Program, args...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	// lvm2 warns on stderr of every descriptor it inherits; Go passes
+	// none but these, so the warning would only be noise.
+	cmd.Env = append(os.Environ(), "LVM_SUPPRESS_FD_WARNINGS=1")
+	cmd.WaitDelay = time.Second
+	err := cmd.Run()
+	return stdout.Bytes(), stderr.Bytes(), err
+}
+
+// ErrBusy: the LV is open (mounted or held), so it is not deactivated.
+var ErrBusy = errors.New("logical volume in use")
+
+// Tool runs lvm2's commands through Runner.
+type Tool struct{ Runner Runner }
+
+func (t Tool) run(ctx context.Context, what string, args []string) ([]byte, error) {
+	r := t.Runner
+	if r == nil {
+		r = ExecRunner{}
+	}
+	out, stderr, err := r.Run(ctx, args)
+	if err != nil {
+		msg := strings.TrimSpace(string(stderr))
+		if msg == "" {
+			msg = err.Error()
+		}
+		return nil, fmt.Errorf("%s: lvm %s: %s", what, args[0], oneLine(msg))
+	}
+	return out, nil
+}
+
+// oneLine keeps lvm2's last few lines of stderr, joined: the reason is
+// last; the warnings before it are noise in a status line.
+func oneLine(s string) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > 3 {
+		lines = lines[len(lines)-3:]
+	}
+	for i := range lines {
+		lines[i] = strings.TrimSpace(lines[i])
+	}
+	return strings.Join(lines, "; ")
+}
+
+// VGsArgs lists every volume group: asking for all, not one by name,
+// gives exit status 0 and an empty report when the VG is missing, so a
+// missing VG is never told from a failed command by its stderr.
+func VGsArgs() []string {
+	return []string{"vgs", "--reportformat", "json", "--units", "b", "--nosuffix", "-o", strings.Join(vgFields, ",")}
+}
+
+// LVsArgs lists the LVs of vg.
+func LVsArgs(vg string) []string {
+	return []string{"lvs", "--reportformat", "json", "--units", "b", "--nosuffix", "--binary",
+		"-o", strings.Join(lvFields, ","), vg}
+}
+
+// CreateArgs makes w's LV, linear, tagged, active. --zero and
+// --wipesignatures clear what a removed LV left at its start; --yes
+// answers lvm2's question before wiping one (there is no terminal).
+func CreateArgs(w Want) []string {
+	return []string{"lvcreate", "--yes", "--type", "linear", "--name", w.Name,
+		"--size", strconv.FormatInt(w.Size, 10) + "b", "--addtag", Tag(w.Volume),
+		"--zero", "y", "--wipesignatures", "y", "--activate", "y", w.VG}
+}
+
+// ActivateArgs activates (y) or deactivates (n) lv.
+func ActivateArgs(lv LV, on bool) []string {
+	a := "n"
+	if on {
+		a = "y"
+	}
+	return []string{"lvchange", "--activate", a, lv.Ref()}
+}
+
+// VGs lists the volume groups.
+func (t Tool) VGs(ctx context.Context) ([]VG, error) {
+	out, err := t.run(ctx, "list volume groups", VGsArgs())
+	if err != nil {
+		return nil, err
+	}
+	return ParseVGs(out)
+}
+
+// LVs lists the LVs of vg; found is false when there is no such VG.
+func (t Tool) LVs(ctx context.Context, vg string) (lvs []LV, found bool, err error) {
+	vgs, err := t.VGs(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	if !hasVG(vgs, vg) {
+		return nil, false, nil
+	}
+	out, err := t.run(ctx, "list the LVs of volume group "+vg, LVsArgs(vg))
+	if err != nil {
+		return nil, true, err
+	}
+	lvs, err = ParseLVs(out)
+	return lvs, true, err
+}
+
+func hasVG(vgs []VG, name string) bool {
+	for _, v := range vgs {
+		if v.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Create makes w's LV.
+func (t Tool) Create(ctx context.Context, w Want) error {
+	_, err := t.run(ctx, "create LV "+w.Ref(), CreateArgs(w))
+	return err
+}
+
+// Activate activates lv.
+func (t Tool) Activate(ctx context.Context, lv LV) error {
+	_, err := t.run(ctx, "activate LV "+lv.Ref(), ActivateArgs(lv, true))
+	return err
+}
+
+// Deactivate deactivates lv, unless it is open (ErrBusy): lvm2 would
+// refuse too, but with words that do not say it is in use.
+func (t Tool) Deactivate(ctx context.Context, lv LV) error {
+	if lv.Open {
+		return fmt.Errorf("deactivate LV %s: %w (mounted or held outside volumed)", lv.Ref(), ErrBusy)
+	}
+	_, err := t.run(ctx, "deactivate LV "+lv.Ref(), ActivateArgs(lv, false))
+	return err
+}
+
+// Node is the device node of an active LV: /dev/<kernel name> (dm-N),
+// which devtmpfs makes without udev.
+func Node(sysRoot string, lv LV) (string, error) {
+	if !lv.Active {
+		return "", fmt.Errorf("LV %s is not active: it has no device", lv.Ref())
+	}
+	dir := sysfs.NumberDir(sysRoot, uint32(lv.Major), uint32(lv.Minor))
+	p, err := os.Readlink(dir)
+	if err != nil {
+		return "", fmt.Errorf("device of LV %s (%d:%d): %w", lv.Ref(), lv.Major, lv.Minor, err)
+	}
+	return "/dev/" + p[strings.LastIndexByte(p, '/')+1:], nil
+}

@@ -1,0 +1,102 @@
+// Package lvm is the `lvm` source kind: a linear logical volume in a
+// volume group that already exists (drivers/lvm). volumed creates the LV
+// when it is missing, tagged volumed:<volume>, activates it at start (a
+// reboot may leave it inactive) and finds it again by the VG, the tag and
+// its UUID, never by its name alone. It never removes, shrinks or renames
+// an LV. An LV of the wanted name volumed did not create is used in place
+// and never changed. See docs/lvm.md.
+package lvm
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/volumed/volumed/agent"
+	"github.com/volumed/volumed/agent/manifest"
+	lvmdrv "github.com/volumed/volumed/drivers/lvm"
+	"github.com/volumed/volumed/internal/hostcheck"
+	"github.com/volumed/volumed/kinds/kind"
+)
+
+// Name is the manifest key and the driver's name.
+const Name = "lvm"
+
+// Source is `source.lvm`: a linear logical volume in an existing volume
+// group, created if missing (tagged volumed:<volume>, found again by that
+// tag and its UUID), activated at start, deactivated at teardown, never
+// removed or shrunk; one of that name volumed did not create is used as
+// it is.
+type Source struct {
+	// VolumeGroup is the existing VG the LV is in.
+	VolumeGroup string `yaml:"volumeGroup" json:"volumeGroup"`
+	// Name is the LV's name; the volume's name when empty.
+	Name string `yaml:"name,omitempty" json:"name,omitempty"`
+	// Size of the LV volumed creates (e.g. 10Gi), rounded up by lvm2 to
+	// the VG's extent size. An LV in place keeps its size.
+	Size string `yaml:"size" json:"size"`
+
+	size int64
+}
+
+// Kind describes the lvm source kind.
+type Kind struct{}
+
+func (Kind) Name() string     { return Name }
+func (Kind) Staged() bool     { return false }
+func (Kind) AwaitsDisk() bool { return true } // a disk of the VG appearing retries it
+func (Kind) Network() bool    { return false }
+func (Kind) New() any         { return new(Source) }
+
+func (Kind) Needs(any) hostcheck.Needs {
+	return hostcheck.Needs{
+		Programs: []hostcheck.Program{{Name: lvmdrv.Program, Why: "creates and activates LVM logical volumes", Package: "lvm2"}},
+		Modules:  []hostcheck.Module{{Name: "dm-mod", What: "device-mapper", Dev: "mapper/control"}},
+	}
+}
+
+func (Kind) Rules() []kind.Rule {
+	return []kind.Rule{{Type: "Source", Prop: "size", Check: "size"}}
+}
+
+func (Kind) Check(spec any, c *manifest.Check) manifest.Caps {
+	s := spec.(*Source)
+	if s.VolumeGroup == "" {
+		c.Report("volumeGroup", "required: the name of an existing LVM volume group")
+	} else if why := lvmdrv.CheckName(s.VolumeGroup); why != "" {
+		c.Report("volumeGroup", why)
+	}
+	if s.Name != "" {
+		if why := lvmdrv.CheckLVName(s.Name); why != "" {
+			c.Report("name", why)
+		}
+	}
+	if s.Size == "" {
+		c.Report("size", "required: the size of the LV volumed creates when it is missing, e.g. 10Gi")
+	} else {
+		s.size = c.Size("size", s.Size)
+	}
+	caps := manifest.Caps{Key: "lvm " + s.VolumeGroup + "/" + s.Name}
+	if s.Name == "" {
+		caps.Key = "lvm in " + s.VolumeGroup + " named for the volume"
+		// No claim: the default name is the volume's, unique already; a
+		// name: equal to another volume's is refused at attach by the tag.
+		return caps
+	}
+	caps.Claims = []manifest.Claim{{Key: s.VolumeGroup + "/" + s.Name, Field: "name", What: "LV " + s.VolumeGroup + "/" + s.Name}}
+	return caps
+}
+
+func (Kind) Attacher(kind.Env) agent.Attacher { return attacher{} }
+
+// Identity of an LV: its VG and its UUID, e.g. `lvm:vg0/k3Jd1B-…`.
+func Identity(lv lvmdrv.LV) string { return Name + ":" + lv.VG + "/" + lv.UUID }
+
+// ParseIdentity reads an Identity back.
+func ParseIdentity(id string) (vg, uuid string, err error) {
+	rest, ok := strings.CutPrefix(id, Name+":")
+	vg, uuid, ok2 := strings.Cut(rest, "/")
+	if !ok || !ok2 || vg == "" || uuid == "" {
+		return "", "", fmt.Errorf("not an LVM identity: %q", id)
+	}
+	return vg, uuid, nil
+}

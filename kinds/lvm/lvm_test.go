@@ -1,0 +1,78 @@
+package lvm_test
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/volumed/volumed/agent/manifest"
+	lvmdrv "github.com/volumed/volumed/drivers/lvm"
+	"github.com/volumed/volumed/kinds"
+	"github.com/volumed/volumed/kinds/lvm"
+)
+
+func problems(t *testing.T, doc string) []string {
+	t.Helper()
+	_, probs := manifest.ParseBytes("v.yaml", []byte(doc), manifest.Options{Kinds: kinds.Manifest(kinds.All())})
+	var got []string
+	for _, p := range probs {
+		got = append(got, p.Error())
+	}
+	return got
+}
+
+func TestCheck(t *testing.T) {
+	const head = "apiVersion: volumed/v1\nkind: Volume\nmetadata: {name: v}\nspec:\n  filesystem: {type: ext4}\n  source:\n    "
+	cases := []struct{ name, src, want string }{
+		{"good", "lvm: {volumeGroup: vg0, size: 1Gi}", ""},
+		{"good with a name", "lvm: {volumeGroup: vg0, name: data_1.x+y, size: 1Gi}", ""},
+		{"no VG", "lvm: {size: 1Gi}", "v.yaml:7:5: spec.source.lvm.volumeGroup: required"},
+		{"no size", "lvm: {volumeGroup: vg0}", "spec.source.lvm.size: required"},
+		{"bad size", "lvm: {volumeGroup: vg0, size: lots}", "v.yaml:7:35: spec.source.lvm.size:"},
+		{"VG with a slash", "lvm: {volumeGroup: vg/0, size: 1Gi}", "v.yaml:7:24: spec.source.lvm.volumeGroup: '/' is not allowed"},
+		{"VG starting with -", "lvm: {volumeGroup: -vg, size: 1Gi}", "spec.source.lvm.volumeGroup: must not start with -"},
+		{"reserved LV name", "lvm: {volumeGroup: vg0, name: my_tmeta, size: 1Gi}", "spec.source.lvm.name: must not contain \"_tmeta\""},
+		{"unknown field", "lvm: {volumeGroup: vg0, size: 1Gi, type: thin}", "type"},
+	}
+	for _, c := range cases {
+		got := problems(t, head+c.src+"\n")
+		switch {
+		case c.want == "" && len(got) > 0:
+			t.Errorf("%s: %q, want none", c.name, got)
+		case c.want != "" && !slices.ContainsFunc(got, func(g string) bool { return strings.Contains(g, c.want) }):
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+// Two volumes naming one LV of one VG: the later is refused.
+func TestOneLVPerVolume(t *testing.T) {
+	doc := func(name string) string {
+		return "apiVersion: volumed/v1\nkind: Volume\nmetadata: {name: " + name + "}\nspec:\n  filesystem: {type: ext4}\n  source:\n    lvm: {volumeGroup: vg0, name: shared, size: 1Gi}\n"
+	}
+	p := t.TempDir() + "/a.yaml"
+	if err := os.WriteFile(p, []byte(doc("a")+"---\n"+doc("b")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := manifest.Validate([]string{p}, manifest.Options{Kinds: kinds.Manifest(kinds.All())})
+	if len(got) != 1 || got[0].Field != "spec.source.lvm.name" || !strings.Contains(got[0].Error(), "LV vg0/shared") {
+		t.Errorf("two volumes on LV vg0/shared: %q, want the second refused naming it", got)
+	}
+}
+
+func TestIdentity(t *testing.T) {
+	id := lvm.Identity(lvmdrv.LV{VG: "vg0", Name: "data", UUID: "k3Jd1B-7dUe-Xf0s-Kq3e-1cFx-9bQz-Zx2A7a"})
+	if id != "lvm:vg0/k3Jd1B-7dUe-Xf0s-Kq3e-1cFx-9bQz-Zx2A7a" {
+		t.Errorf("Identity = %q", id)
+	}
+	vg, uuid, err := lvm.ParseIdentity(id)
+	if err != nil || vg != "vg0" || uuid != "k3Jd1B-7dUe-Xf0s-Kq3e-1cFx-9bQz-Zx2A7a" {
+		t.Errorf("ParseIdentity(%q) = %q, %q, %v", id, vg, uuid, err)
+	}
+	for _, bad := range []string{"", "lvm:", "lvm:vg0", "lvm:/u", "loop:vg0/u", "device:serial:x"} {
+		if _, _, err := lvm.ParseIdentity(bad); err == nil {
+			t.Errorf("ParseIdentity(%q) took it", bad)
+		}
+	}
+}
