@@ -41,11 +41,11 @@ type Source struct {
 // Kind describes the lvm source kind.
 type Kind struct{}
 
-func (Kind) Name() string     { return Name }
-func (Kind) Staged() bool     { return false }
-func (Kind) AwaitsDisk() bool { return true } // a disk of the VG appearing retries it
-func (Kind) Network() bool    { return false }
-func (Kind) New() any         { return new(Source) }
+func (Kind) Name() string { return Name }
+
+// Traits: a disk of the VG appearing retries the volume.
+func (Kind) Traits() kind.Traits { return kind.Traits{AwaitsDisk: true} }
+func (Kind) New() any            { return new(Source) }
 
 func (Kind) Needs(any) hostcheck.Needs {
 	return hostcheck.Needs{
@@ -55,7 +55,7 @@ func (Kind) Needs(any) hostcheck.Needs {
 }
 
 func (Kind) Rules() []kind.Rule {
-	return []kind.Rule{{Type: "Source", Prop: "size", Check: "size"}}
+	return []kind.Rule{{Type: "Source", Prop: "size", Check: kind.Size}}
 }
 
 func (Kind) Check(spec any, c *manifest.Check) manifest.Caps {
