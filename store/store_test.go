@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.etcd.io/bbolt"
@@ -923,73 +924,78 @@ func TestCleanCloseSkipsCheck(t *testing.T) {
 // costing one of their own (which also delayed that intent by a whole
 // commit), and still reach the disk when no intent comes.
 func TestOutcomesRideTheNextIntent(t *testing.T) {
-	s := mustOpen(t, filepath.Join(t.TempDir(), "state.db"), testOpts())
-	defer s.Close()
-	var ids []uint64
-	for i := 0; i < 10; i++ {
-		id, err := s.Begin(Intent{Volume: fmt.Sprintf("v%d", i), Op: "attach"})
-		if err != nil {
+	// In a bubble the clock moves only when every goroutine waits: the
+	// ride's timer cannot fire while the test is still queueing.
+	synctest.Test(t, func(t *testing.T) {
+		s := mustOpen(t, filepath.Join(t.TempDir(), "state.db"), testOpts())
+		defer s.Close()
+		var ids []uint64
+		for i := 0; i < 10; i++ {
+			id, err := s.Begin(Intent{Volume: fmt.Sprintf("v%d", i), Op: "attach"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+		ignore := func(error) {}
+		before := s.Commits()
+		for i, id := range ids[:9] {
+			if err := s.FinishLater(id, fmt.Sprintf("v%d", i), &Volume{Name: fmt.Sprintf("v%d", i), Driver: "loop"}, ignore); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.Begin(Intent{Volume: "v0", Op: "mount_device"}); err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, id)
-	}
-	ignore := func(error) {}
-	before := s.Commits()
-	for i, id := range ids[:9] {
-		if err := s.FinishLater(id, fmt.Sprintf("v%d", i), &Volume{Name: fmt.Sprintf("v%d", i), Driver: "loop"}, ignore); err != nil {
-			t.Fatal(err)
+		if got := s.Commits() - before; got != 1 {
+			t.Errorf("9 outcomes and an intent took %d commits, want 1", got)
 		}
-	}
-	if _, err := s.Begin(Intent{Volume: "v0", Op: "mount_device"}); err != nil {
-		t.Fatal(err)
-	}
-	if got := s.Commits() - before; got != 1 {
-		t.Errorf("9 outcomes and an intent took %d commits, want 1", got)
-	}
-	vols, _, err := s.Load()
-	if err != nil || len(vols) != 9 {
-		t.Fatalf("after the intent's commit: %d records (%v), want the 9 outcomes", len(vols), err)
-	}
+		vols, _, err := s.Load()
+		if err != nil || len(vols) != 9 {
+			t.Fatalf("after the intent's commit: %d records (%v), want the 9 outcomes", len(vols), err)
+		}
 
-	before = s.Commits()
-	if err := s.FinishLater(ids[9], "v9", &Volume{Name: "v9", Driver: "loop"}, ignore); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(20 * rideDelay); s.Commits() == before && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
-	if vols, _, err := s.Load(); err != nil || vols["v9"] == nil {
-		t.Fatalf("an outcome alone is not committed after %v: %v", 20*rideDelay, err)
-	}
+		before = s.Commits()
+		if err := s.FinishLater(ids[9], "v9", &Volume{Name: "v9", Driver: "loop"}, ignore); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // the committer holds it, waiting for company
+		if got := s.Commits() - before; got != 0 {
+			t.Errorf("an outcome alone took %d commits at once, want it to ride", got)
+		}
+		time.Sleep(rideDelay)
+		synctest.Wait()
+		if vols, _, err := s.Load(); err != nil || vols["v9"] == nil {
+			t.Fatalf("an outcome alone is not committed after %v: %v", rideDelay, err)
+		}
+	})
 }
 
 // Flush sends what rides at once: when the agent has converged no intent
 // comes to carry the last outcomes, and a power cut right after would
 // leave their intents to resolve.
 func TestFlushCommitsWhatRides(t *testing.T) {
-	s := mustOpen(t, filepath.Join(t.TempDir(), "state.db"), testOpts())
-	defer s.Close()
-	id, err := s.Begin(Intent{Volume: "a", Op: "publish"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	before := s.Commits()
-	s.Flush() // nothing rides: no commit
-	start := time.Now()
-	if err := s.FinishLater(id, "a", &Volume{Name: "a", Driver: "loop"}, func(error) {}); err != nil {
-		t.Fatal(err)
-	}
-	s.Flush()
-	for s.Commits() == before && time.Since(start) < 10*rideDelay {
-		time.Sleep(100 * time.Microsecond)
-	}
-	if took := time.Since(start); took >= rideDelay {
-		t.Errorf("the outcome reached the disk after %v, want it at once (before the %v ride ends)", took, rideDelay)
-	}
-	if got := s.Commits() - before; got != 1 {
-		t.Errorf("%d commits, want 1 (an empty Flush commits nothing)", got)
-	}
-	if _, intents, err := s.Load(); err != nil || len(intents) != 0 {
-		t.Errorf("intents on disk after the flush: %v, %v", intents, err)
-	}
+	// In a bubble the clock moves only when every goroutine waits, so
+	// "at once" is exact: the ride's timer has not fired.
+	synctest.Test(t, func(t *testing.T) {
+		s := mustOpen(t, filepath.Join(t.TempDir(), "state.db"), testOpts())
+		defer s.Close()
+		id, err := s.Begin(Intent{Volume: "a", Op: "publish"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := s.Commits()
+		s.Flush() // nothing rides: no commit
+		if err := s.FinishLater(id, "a", &Volume{Name: "a", Driver: "loop"}, func(error) {}); err != nil {
+			t.Fatal(err)
+		}
+		s.Flush()
+		synctest.Wait() // the commit is done, and the bubble's clock has not moved
+		if got := s.Commits() - before; got != 1 {
+			t.Errorf("%d commits at once, want 1 (an empty Flush commits nothing; what rides is sent before the %v ride ends)", got, rideDelay)
+		}
+		if _, intents, err := s.Load(); err != nil || len(intents) != 0 {
+			t.Errorf("intents on disk after the flush: %v, %v", intents, err)
+		}
+	})
 }
