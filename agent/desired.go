@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/volumed/volumed/agent/manifest"
+	"github.com/volumed/volumed/internal/filesystem"
 )
 
 // buildDesired turns the accepted manifest objects into the desired state.
@@ -44,6 +45,11 @@ func buildDesired(res *manifest.Result) map[string]*Desired {
 // and in order. file names where it comes from ("csi:ID" for CSI).
 func NewDesired(name, file string, spec *manifest.VolumeSpec, block bool, targets []DesiredTarget) *Desired {
 	d := &Desired{Name: name, Driver: spec.Source.Driver(), File: file, Spec: spec, Caps: spec.Source.Caps, Block: block}
+	if spec.Filesystem != nil {
+		if t, ok := filesystem.Lookup(spec.Filesystem.Type); ok {
+			d.FSAlso = t.Also
+		}
+	}
 	for _, t := range targets {
 		t.Path = path.Clean(t.Path)
 		d.Targets = append(d.Targets, t)

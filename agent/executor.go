@@ -32,8 +32,9 @@ type Executor struct {
 	// slotted: volumes whose operation holds a slot of sem now (see Yield).
 	slotted map[string]bool
 	// yielded counts the operations waiting without their slot, at most
-	// yieldMax: each waits deep in its call stack, and a thousand of them
-	// kept 13 MiB of stacks; a commit takes at most 256 (store.maxBatch).
+	// yieldMax: each waits deep in its call stack, whose memory stays
+	// (docs/performance.md has what a thousand kept), and a commit takes
+	// at most 256 (store.maxBatch), so more gain nothing.
 	yielded, yieldMax int
 }
 

@@ -25,13 +25,13 @@ func (a *Agent) resumeFormat(ctx context.Context, d *Desired, dev string, sigs [
 	}
 	fstype := d.Spec.Filesystem.Type
 	var info FSInfo
-	if decide.OnlyFilesystem(sigs, fstype) {
+	if decide.OnlyFilesystem(sigs, d) {
 		var err error
 		if info, err = a.cfg.FS.Inspect(ctx, dev); err != nil {
 			return false, fmt.Errorf("inspect %s after an interrupted format: %w", dev, err)
 		}
 	}
-	verdict, why := decide.Resume(uuid, sigs, info, fstype)
+	verdict, why := decide.Resume(uuid, sigs, info, d)
 	log := a.cfg.Log.With("volume", d.Name, "device", dev)
 	switch verdict {
 	case decide.ResumeKeep:

@@ -67,7 +67,7 @@ func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
 	if err != nil {
 		return err
 	}
-	mkfs, force, err := decide.Mkfs(redo, sigs, fs, decide.ReadOnlySource(d))
+	mkfs, force, err := decide.Mkfs(redo, sigs, d, decide.ReadOnlySource(d))
 	if err != nil {
 		return fmt.Errorf("%s: %w", dev, err)
 	}

@@ -69,7 +69,7 @@ func TestCaps(t *testing.T) {
 		claims     []string
 	}{
 		{"loop", "  source: {loop: {file: /img/a.img, create: {size: 64Mi}}}\n" + fs,
-			manifest.Caps{ImageFile: "/img/a.img", Size: 64 << 20, Key: "loop file /img/a.img"}, []string{"spec.source.loop.file: loop file /img/a.img"}},
+			manifest.Caps{ImageFile: "/img/a.img", Size: 64 << 20, SizeField: "create.size", Key: "loop file /img/a.img"}, []string{"spec.source.loop.file: loop file /img/a.img"}},
 		{"loop read-only", "  source: {loop: {file: /img/a.img, readOnly: true}}\n" + fs,
 			manifest.Caps{ImageFile: "/img/a.img", ReadOnly: true, Key: "loop file /img/a.img (read-only)"}, []string{"spec.source.loop.file: loop file /img/a.img"}},
 		{"iscsi", "  source: {iscsi: {portal: \"192.0.2.1:3260\", iqn: iqn.2026-01.x:t, lun: 2}}\n" + fs,

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"sort"
@@ -41,13 +42,14 @@ func VolumeName(volumeID string) string {
 // with a "/" are the kubelet's and provisioner's own
 // (csi.storage.k8s.io/pod.name) and are left out.
 func desired(name string, r *Record, opts manifest.Options) (*agent.Desired, error) {
-	doc, err := volumeDocument(r)
+	vs, err := parseRecord(r, r.Context, opts)
 	if err != nil {
 		return nil, err
 	}
-	vs, err := parseVolume(r.VolumeID, doc, opts)
-	if err != nil {
-		return nil, err
+	if ctx, grown := contextWithCapacity(r, vs.Source); grown {
+		if vs, err = parseRecord(r, ctx, opts); err != nil {
+			return nil, err
+		}
 	}
 	if r.Block {
 		vs.Filesystem = nil
@@ -63,16 +65,25 @@ func desired(name string, r *Record, opts manifest.Options) (*agent.Desired, err
 	return d, nil
 }
 
+// parseRecord is the volume the record's capability and the volume
+// context ctx make.
+func parseRecord(r *Record, ctx map[string]string, opts manifest.Options) (*manifest.VolumeSpec, error) {
+	doc, err := volumeDocument(r, ctx)
+	if err != nil {
+		return nil, err
+	}
+	return parseVolume(r.VolumeID, doc, opts)
+}
+
 // volumeDocument is the manifest document a record's capability and
-// volume context make.
-func volumeDocument(r *Record) (*yaml.Node, error) {
+// the volume context ctx make.
+func volumeDocument(r *Record, ctx map[string]string) (*yaml.Node, error) {
 	fs, err := filesystemBlock(r)
 	if err != nil {
 		return nil, err
 	}
 	spec := mapping()
 	source := mapping()
-	ctx := contextWithCapacity(r)
 	keys := make([]string, 0, len(ctx))
 	for k := range ctx {
 		keys = append(keys, k)
@@ -172,20 +183,17 @@ func hostPrivileges(d *agent.Desired) []string {
 }
 
 // contextWithCapacity is the volume context with the size an expansion
-// asked for: a source that keeps its own size (a loop image's
-// create.size) is grown to it; other sources grow on their target's side.
-func contextWithCapacity(r *Record) map[string]string {
-	if r.CapacityBytes <= 0 {
-		return r.Context
+// asked for, and whether that differs from ctx: a source whose kind keeps
+// its own size (says which field holds it, Caps.SizeField) is grown to
+// it, never shrunk; other sources grow on their target's side.
+func contextWithCapacity(r *Record, src manifest.Source) (map[string]string, bool) {
+	if src.Caps.SizeField == "" || r.CapacityBytes <= src.Caps.Size {
+		return r.Context, false
 	}
-	out := make(map[string]string, len(r.Context))
-	for k, v := range r.Context {
-		out[k] = v
-		if strings.HasSuffix(k, ".create.size") && !strings.Contains(k, "/") {
-			out[k] = strconv.FormatInt(r.CapacityBytes, 10)
-		}
-	}
-	return out
+	out := make(map[string]string, len(r.Context)+1)
+	maps.Copy(out, r.Context)
+	out[src.Kind+"."+src.Caps.SizeField] = strconv.FormatInt(r.CapacityBytes, 10)
+	return out, true
 }
 
 func mapping() *yaml.Node { return &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"} }

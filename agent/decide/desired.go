@@ -1,6 +1,10 @@
 package decide
 
-import "github.com/volumed/volumed/agent/manifest"
+import (
+	"slices"
+
+	"github.com/volumed/volumed/agent/manifest"
+)
 
 // Desired is what the manifests want of one volume.
 type Desired struct {
@@ -24,6 +28,11 @@ type Desired struct {
 	// Block: a raw block volume (a block source with no filesystem): it
 	// is attached but never staged, and its targets bind the device node.
 	Block bool
+	// FSAlso are the other types blkid or a mount may report of a
+	// filesystem of Spec.Filesystem.Type (ext4's are ext2 and ext3): the
+	// filesystem registry's (internal/filesystem), copied in where
+	// Desired is made, since a pure package may not read the registry.
+	FSAlso []string
 }
 
 // DesiredTarget is one place the volume is published.
@@ -46,6 +55,14 @@ func (d *Desired) Wanted() bool { return d != nil && !d.Absent }
 // Encrypted: the volume's filesystem lives inside a LUKS2 volume.
 func (d *Desired) Encrypted() bool {
 	return d != nil && d.Spec != nil && d.Spec.Encryption != nil && d.Spec.Encryption.LUKS2 != nil
+}
+
+// KeepsFS: a filesystem found (blkid's or a mount's type) is the one
+// Spec.Filesystem wants: kept as it is, never formatted over, and no
+// change of type to report.
+func (d *Desired) KeepsFS(found string) bool {
+	fs := d.Spec.Filesystem
+	return fs != nil && (found == fs.Type || slices.Contains(d.FSAlso, found))
 }
 
 // Target returns the desired target at path, if any.

@@ -13,11 +13,11 @@ type ResumeVerdict int
 
 // Resume is the pure decision behind resumeFormat. uuid is the one
 // the interrupted format gave mkfs ("" from a volumed that chose none).
-func Resume(uuid string, sigs []Signature, info FSInfo, fstype string) (ResumeVerdict, string) {
+func Resume(uuid string, sigs []Signature, info FSInfo, d *Desired) (ResumeVerdict, string) {
 	switch {
 	case len(sigs) == 0:
 		return ResumeOrdinary, "blank"
-	case !OnlyFilesystem(sigs, fstype):
+	case !OnlyFilesystem(sigs, d):
 		return ResumeOrdinary, "not a lone filesystem of the wanted type"
 	case uuid == "":
 		return ResumeKeep, "the interrupted format recorded no filesystem UUID, so the filesystem cannot be proven its own"
@@ -29,11 +29,11 @@ func Resume(uuid string, sigs []Signature, info FSInfo, fstype string) (ResumeVe
 	return ResumeCheck, "the interrupted format's own filesystem, never mounted"
 }
 
-// OnlyFilesystem: every signature is a filesystem of a type compatible
-// with fstype (mkfs writes nothing else).
-func OnlyFilesystem(sigs []Signature, fstype string) bool {
+// OnlyFilesystem: every signature is a filesystem d keeps (mkfs writes
+// nothing else).
+func OnlyFilesystem(sigs []Signature, d *Desired) bool {
 	for _, s := range sigs {
-		if s.Usage != "filesystem" || !CompatibleFS(s.Type, fstype) {
+		if s.Usage != "filesystem" || !d.KeepsFS(s.Type) {
 			return false
 		}
 	}
@@ -43,7 +43,8 @@ func OnlyFilesystem(sigs []Signature, fstype string) bool {
 // decideFormat says whether a device may and must be formatted. Anything
 // that is not the wanted filesystem is refused: data loss is worse than a
 // volume that does not come up.
-func decideFormat(sigs []Signature, fs *manifest.Filesystem, readOnly bool) (bool, error) {
+func decideFormat(sigs []Signature, d *Desired, readOnly bool) (bool, error) {
+	fs := d.Spec.Filesystem
 	var fsTypes []string
 	for _, s := range sigs {
 		if s.Usage != "filesystem" {
@@ -57,7 +58,7 @@ func decideFormat(sigs []Signature, fs *manifest.Filesystem, readOnly bool) (boo
 	case len(fsTypes) > 1:
 		return false, fmt.Errorf("carries several filesystem signatures (%s): refusing to guess", strings.Join(fsTypes, ", "))
 	case len(fsTypes) == 1:
-		if !CompatibleFS(fsTypes[0], fs.Type) {
+		if !d.KeepsFS(fsTypes[0]) {
 			return false, fmt.Errorf("holds an existing %s filesystem but the manifest wants %s: not reformatted", fsTypes[0], fs.Type)
 		}
 		return false, nil
@@ -77,19 +78,12 @@ func decideFormat(sigs []Signature, fs *manifest.Filesystem, readOnly bool) (boo
 // a plan and its act is never formatted over. redo says the half-made
 // filesystem of an interrupted format was found damaged (resumeFormat):
 // only that is formatted again, with force, over a signature.
-func Mkfs(redo bool, sigs []Signature, fs *manifest.Filesystem, readOnly bool) (mkfs, force bool, err error) {
+func Mkfs(redo bool, sigs []Signature, d *Desired, readOnly bool) (mkfs, force bool, err error) {
 	if redo {
 		return true, true, nil
 	}
-	mkfs, err = decideFormat(sigs, fs, readOnly)
+	mkfs, err = decideFormat(sigs, d, readOnly)
 	return mkfs, false, err
-}
-
-func CompatibleFS(found, want string) bool {
-	if want == "ext4" {
-		return found == "ext4" || found == "ext3" || found == "ext2"
-	}
-	return found == want
 }
 
 const (

@@ -7,12 +7,13 @@ import (
 )
 
 func TestDecideFormat(t *testing.T) {
-	ext4 := &manifest.Filesystem{Type: "ext4", Format: manifest.FormatIfBlank}
-	never := &manifest.Filesystem{Type: "ext4", Format: manifest.FormatNever}
+	ext4 := wantFS(&manifest.Filesystem{Type: "ext4", Format: manifest.FormatIfBlank}, ext4Also...)
+	never := wantFS(&manifest.Filesystem{Type: "ext4", Format: manifest.FormatNever}, ext4Also...)
+	noAlso := wantFS(&manifest.Filesystem{Type: "ext4", Format: manifest.FormatIfBlank})
 	cases := []struct {
 		name    string
 		sigs    []Signature
-		fs      *manifest.Filesystem
+		fs      *Desired
 		ro      bool
 		format  bool
 		wantErr string
@@ -22,6 +23,10 @@ func TestDecideFormat(t *testing.T) {
 		{"blank read-only source", nil, ext4, true, false, "is blank and the source is read-only: cannot format"},
 		{"same filesystem is mounted", []Signature{{Type: "ext4", Usage: "filesystem"}}, ext4, false, false, ""},
 		{"ext3 mounts as ext4", []Signature{{Type: "ext3", Usage: "filesystem"}}, ext4, false, false, ""},
+		// decide knows no filesystem's names: ext3 is kept for ext4 only
+		// because the Desired carries the registry's word for it.
+		{"ext3 with no other names carried is refused", []Signature{{Type: "ext3", Usage: "filesystem"}}, noAlso, false, false,
+			"holds an existing ext3 filesystem but the manifest wants ext4: not reformatted"},
 		{"foreign filesystem is never reformatted", []Signature{{Type: "xfs", Usage: "filesystem"}}, ext4, false, false,
 			"holds an existing xfs filesystem but the manifest wants ext4: not reformatted"},
 		{"partition table refused", []Signature{{Type: "gpt", Usage: "partition_table", Offset: 512}}, ext4, false, false,
@@ -70,7 +75,7 @@ func TestDecideResume(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, why := Resume(c.uuid, c.sigs, c.info, "ext4")
+			got, why := Resume(c.uuid, c.sigs, c.info, want("a"))
 			if got != c.want {
 				t.Errorf("Resume = %d (%s), want %d", got, why, c.want)
 			}
@@ -81,7 +86,7 @@ func TestDecideResume(t *testing.T) {
 // Mkfs: the interrupted format's own damaged filesystem is the one
 // signature formatted over (forced); otherwise decideFormat decides.
 func TestDecideMkfs(t *testing.T) {
-	ext4 := &manifest.Filesystem{Type: "ext4", Format: manifest.FormatIfBlank}
+	ext4 := wantFS(&manifest.Filesystem{Type: "ext4", Format: manifest.FormatIfBlank}, ext4Also...)
 	fsSig := []Signature{{Type: "ext4", Usage: "filesystem"}}
 	cases := []struct {
 		name              string

@@ -9,7 +9,17 @@ import (
 // what the records say of it.
 
 func want(name string, targets ...DesiredTarget) *Desired {
-	return &Desired{Name: name, Driver: "loop", Spec: &manifest.VolumeSpec{Filesystem: &manifest.Filesystem{Type: "ext4"}}, Targets: targets}
+	return &Desired{Name: name, Driver: "loop", Spec: &manifest.VolumeSpec{Filesystem: &manifest.Filesystem{Type: "ext4"}}, FSAlso: ext4Also, Targets: targets}
+}
+
+// ext4Also is what the filesystem registry says blkid may report of an
+// ext4 filesystem besides ext4; the agent copies it into Desired.
+var ext4Also = []string{"ext2", "ext3"}
+
+// wantFS is a volume that wants fs, with the registry's other names for
+// it (also).
+func wantFS(fs *manifest.Filesystem, also ...string) *Desired {
+	return &Desired{Name: "a", Driver: "loop", Spec: &manifest.VolumeSpec{Filesystem: fs}, FSAlso: also}
 }
 
 func tgt(p string, ro bool) DesiredTarget { return DesiredTarget{Path: p, ReadOnly: ro} }

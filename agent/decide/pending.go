@@ -74,7 +74,7 @@ func PendingChanges(d *Desired, rec *record.Volume) []Pending {
 	if st == nil || fs == nil {
 		return out
 	}
-	if st.FSType != "" && !CompatibleFS(st.FSType, fs.Type) {
+	if st.FSType != "" && !d.KeepsFS(st.FSType) {
 		out = append(out, Pending{"FilesystemTypeChanged", fmt.Sprintf(
 			"filesystem.type %s not applied: the volume holds %s, and volumed never formats over a filesystem; to change it, take the volume down (state: absent), move the data off and wipe the device yourself, then set state: present",
 			fs.Type, st.FSType)})

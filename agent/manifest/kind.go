@@ -39,6 +39,10 @@ type Caps struct {
 	// size the kind keeps it at (grown to, never shrunk), 0 for none.
 	ImageFile string
 	Size      int64
+	// SizeField is the field that holds Size (relative to
+	// spec.source.<name>), "" for a kind that keeps no size: a CSI
+	// expansion writes the size asked for there.
+	SizeField string
 	// Key names what the source attaches: the fields that cannot change
 	// under a live attachment (tunables such as timeouts, and a size,
 	// which grows, are left out).

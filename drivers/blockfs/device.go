@@ -74,10 +74,10 @@ func ProbeDeviceWith(ctx context.Context, path string, o ProbeOptions) ([]Signat
 // openDirect opens path for reading around the page cache (O_DIRECT),
 // or through it where that is refused (EINVAL: a filesystem without
 // direct I/O). The probe's windows, cached, were dropped again by the
-// mount that follows (which sets the device's block size), and made the
-// probe and mount of a loop device take two to three times the mount
-// alone. A direct read still sees what was written through the cache:
-// the kernel writes the range back first.
+// mount that follows (which sets the device's block size), so caching
+// them only cost time (docs/performance.md has what was measured). A
+// direct read still sees what was written through the cache: the
+// kernel writes the range back first.
 func openDirect(path string) (io.ReaderAt, *os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_CLOEXEC|unix.O_DIRECT, 0)
 	if err == nil {

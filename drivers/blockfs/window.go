@@ -17,8 +17,8 @@ type windowKey struct{ start, size int64 }
 // where a dozen magics lie; pageWindow is that of a cached read anywhere else,
 // where they lie alone (LUKS2's secondary headers, 128 KiB to 4 MiB in;
 // the md superblocks and the GPT backup at the end): a 64 KiB window
-// there read 16 times the bytes for a few of them, and made a probe of
-// a formatted loop device read 576 KiB through the device's driver.
+// there reads 16 times the bytes for a few of them, each through the
+// device's driver (docs/performance.md has what a probe read).
 const (
 	window     = 64 * kib
 	pageWindow = 4 * kib

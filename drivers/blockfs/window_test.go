@@ -7,6 +7,7 @@ import (
 	"io"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -26,7 +27,10 @@ func (c *countingReader) ReadAt(b []byte, off int64) (int, error) {
 }
 
 // slowReader takes a while for each read, as a cold device does, and
-// counts how many reads overlap.
+// counts how many reads overlap. Run in a synctest bubble, its wait is
+// on the bubble's clock, which moves only once every read under way has
+// begun: reads that go out together all overlap, and reads made one
+// after another never do, however busy the machine.
 type slowReader struct {
 	r              io.ReaderAt
 	mu             sync.Mutex
@@ -50,20 +54,22 @@ func (s *slowReader) ReadAt(b []byte, off int64) (int, error) {
 // worker), and a dozen in a row made the probe slower than the mount
 // after it. What it finds is the same.
 func TestProbeReadsAtOnce(t *testing.T) {
-	dev := make([]byte, 64*mib)
-	s := &slowReader{r: bytes.NewReader(dev)}
-	if sigs, err := Probe(s, int64(len(dev))); err != nil || len(sigs) != 0 {
-		t.Fatalf("Probe(blank) = %v, %v", sigs, err)
-	}
-	if s.most < 4 {
-		t.Errorf("at most %d reads of the probe overlapped, want the windows read together", s.most)
-	}
-	// A magic in a window read ahead is still found, at its offset.
-	copy(dev[0x200000:], "SKUL\xba\xbe")
-	sigs, err := Probe(&slowReader{r: bytes.NewReader(dev)}, int64(len(dev)))
-	if err != nil || len(sigs) != 1 || sigs[0].Type != "crypto_LUKS" || sigs[0].Offset != 0x200000 {
-		t.Errorf("Probe found %+v, %v; want the LUKS2 secondary header at 2 MiB", sigs, err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		dev := make([]byte, 64*mib)
+		s := &slowReader{r: bytes.NewReader(dev)}
+		if sigs, err := Probe(s, int64(len(dev))); err != nil || len(sigs) != 0 {
+			t.Fatalf("Probe(blank) = %v, %v", sigs, err)
+		}
+		if s.most < 4 {
+			t.Errorf("at most %d reads of the probe overlapped, want the windows read together", s.most)
+		}
+		// A magic in a window read ahead is still found, at its offset.
+		copy(dev[0x200000:], "SKUL\xba\xbe")
+		sigs, err := Probe(&slowReader{r: bytes.NewReader(dev)}, int64(len(dev)))
+		if err != nil || len(sigs) != 1 || sigs[0].Type != "crypto_LUKS" || sigs[0].Offset != 0x200000 {
+			t.Errorf("Probe found %+v, %v; want the LUKS2 secondary header at 2 MiB", sigs, err)
+		}
+	})
 }
 
 // Each read of a cold device is a round trip through its driver: the

@@ -64,7 +64,7 @@ func (Kind) Check(spec any, c *manifest.Check) manifest.Caps {
 	}
 	if l.Create != nil {
 		l.Create.SizeBytes = c.Size("create.size", l.Create.Size)
-		caps.Size = l.Create.SizeBytes
+		caps.Size, caps.SizeField = l.Create.SizeBytes, "create.size"
 	}
 	return caps
 }
