@@ -1,4 +1,4 @@
-# vmtest: timeout=60 disks
+# vmtest: timeout=150 disks
 # Bare metal from blank disks: two partition volumes pick the NVMe disk
 # by a CEL expression over its facts (its transport and size), and a GPT
 # with both partitions (found by label) is written, formatted and
