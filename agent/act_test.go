@@ -22,7 +22,7 @@ func TestStalePlanIsNotActedOn(t *testing.T) {
 
 	actual, versions := a.state.VersionedSnapshot()
 	dec := decide.Decide(desired, actual, decide.Observations{})
-	if len(dec.Ops) != 1 || dec.Ops[0].Kind != OpAttach {
+	if len(dec.Ops) != 1 || dec.Ops[0].Name != OpAttach {
 		t.Fatalf("plan %+v, want one attach", dec.Ops)
 	}
 	// The attach of an earlier pass finishes after the snapshot.
@@ -46,7 +46,7 @@ func TestStalePlanIsNotActedOn(t *testing.T) {
 	// A fresh snapshot plans and acts normally.
 	actual, versions = a.state.VersionedSnapshot()
 	dec = decide.Decide(desired, actual, decide.Observations{})
-	if len(dec.Ops) != 1 || dec.Ops[0].Kind != OpMountDevice {
+	if len(dec.Ops) != 1 || dec.Ops[0].Name != OpMountDevice {
 		t.Fatalf("after the attach the plan is %+v, want mount_device", dec.Ops)
 	}
 	if started := a.act(ctx, dec, desired, actual, versions); started != 1 {

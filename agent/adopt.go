@@ -15,7 +15,7 @@ import (
 // of a restart.
 type startView struct {
 	mounts     MountTable
-	ownedLists map[string][]store.Attachment // what carries our marker, by driver
+	ownedLists map[string][]store.Attachment // what carries our marker, by source kind
 	strays     map[string]bool               // drivers with marked attachments no record names
 	holders    map[string]string             // identity -> the volume whose record holds it
 }
@@ -28,10 +28,10 @@ func (a *Agent) newStartView(ctx context.Context, mounts MountTable, recs map[st
 			kv.holders[r.Attachment.Identity] = name
 		}
 	}
-	for driver, list := range kv.ownedLists {
+	for kind, list := range kv.ownedLists {
 		for _, o := range list {
 			if kv.holders[o.Identity] == "" {
-				kv.strays[driver] = true
+				kv.strays[kind] = true
 			}
 		}
 	}
@@ -48,24 +48,24 @@ type volumeClues struct {
 	mapUUID    string            // the LUKS2 UUID a mapping must map to be adopted
 }
 
-func (c volumeClues) driver() string {
+func (c volumeClues) kind() string {
 	switch {
 	case c.desired != nil:
-		return c.desired.Driver
+		return c.desired.Kind
 	case c.rec != nil:
-		return c.rec.Driver
+		return c.rec.Kind
 	}
 	return ""
 }
 
 // probeVolume finds what of one volume is really in the kernel.
 func (a *Agent) probeVolume(ctx context.Context, name string, c volumeClues, kv *startView) *store.Volume {
-	v := &store.Volume{Name: name, Driver: c.driver()}
+	v := &store.Volume{Name: name, Kind: c.kind()}
 	d, rec := c.desired, c.rec
 	log := a.cfg.Log.With("volume", name)
 
 	v.Attachment = a.recordedAttachment(ctx, rec, kv, log)
-	if v.Attachment == nil && d != nil && a.mayHaveUnrecorded(d.Driver, kv.ownedLists, kv.strays, c.pending) {
+	if v.Attachment == nil && d != nil && a.mayHaveUnrecorded(d.Kind, kv.ownedLists, kv.strays, c.pending) {
 		v.Attachment = a.unrecordedAttachment(ctx, name, c, kv, log)
 	}
 	p := a.stagingPathOf(name, d, rec)
@@ -74,7 +74,7 @@ func (a *Agent) probeVolume(ctx context.Context, name string, c volumeClues, kv 
 		// volume's, even when its image was deleted or moved away (so it
 		// is not found by the file): adopting it keeps the data and stops
 		// a second device (and a format) on whatever is at the path now.
-		if o, ok := ownedAt(kv.ownedLists[d.Driver], kv.mounts.Top(p)); ok {
+		if o, ok := ownedAt(kv.ownedLists[d.Kind], kv.mounts.Top(p)); ok {
 			v.Attachment = &o
 			log.Info("adopting our attachment mounted at the staging path", "device", o.Device, "identity", o.Identity)
 		}
@@ -95,11 +95,11 @@ func (a *Agent) recordedAttachment(ctx context.Context, rec *store.Volume, kv *s
 	if rec == nil || rec.Attachment == nil {
 		return nil
 	}
-	if listed(kv.ownedLists[rec.Attachment.Driver], *rec.Attachment) {
+	if listed(kv.ownedLists[rec.Attachment.Kind], *rec.Attachment) {
 		// Seen in the kernel by this start's one pass over it.
 		return rec.Attachment
 	}
-	att, err := a.attacher(rec.Attachment.Driver)
+	att, err := a.attacher(rec.Attachment.Kind)
 	if err != nil {
 		return nil
 	}
@@ -122,7 +122,7 @@ func (a *Agent) recordedAttachment(ctx context.Context, rec *store.Volume, kv *s
 // lost, or we died between attaching and recording).
 func (a *Agent) unrecordedAttachment(ctx context.Context, name string, c volumeClues, kv *startView, log *slog.Logger) *store.Attachment {
 	d := c.desired
-	att, err := a.attacher(d.Driver)
+	att, err := a.attacher(d.Kind)
 	if err != nil {
 		return nil
 	}
@@ -153,10 +153,10 @@ func (a *Agent) adoptStaging(v *store.Volume, c volumeClues, p string, mounts Mo
 		return nil
 	}
 	d, rec := c.desired, c.rec
-	stager, staged := a.cfg.Attachers[v.Driver].(Stager)
+	stager, staged := a.cfg.Attachers[v.Kind].(Stager)
 	switch {
 	case staged && d != nil && v.Attachment != nil && stager.IsStaged(d, p):
-		v.Staging = &store.MountRecord{Path: p, Device: v.Attachment.Device, FSType: v.Driver, MountID: top.ID, Owned: true}
+		v.Staging = &store.MountRecord{Path: p, Device: v.Attachment.Device, FSType: v.Kind, MountID: top.ID, Owned: true}
 	case v.Attachment != nil && sameDevice(top, blockDevice(v)):
 		v.Staging = &store.MountRecord{Path: p, Device: blockDevice(v), FSType: top.FSType, MountID: top.ID, Owned: true}
 		if rec != nil && rec.Staging != nil {

@@ -20,11 +20,11 @@ func sourceInputs(d *Desired) map[string]string {
 }
 
 func (a *Agent) opAttach(ctx context.Context, d *Desired) error {
-	att, err := a.attacher(d.Driver)
+	att, err := a.attacher(d.Kind)
 	if err != nil {
 		return err
 	}
-	return a.state.Do(d.Name, d.Driver, OpAttach, sourceInputs(d), func(rec *store.Volume) error {
+	return a.state.Do(d.Name, d.Kind, OpAttach, sourceInputs(d), func(rec *store.Volume) error {
 		found, err := att.Find(ctx, d)
 		if err != nil {
 			return err
@@ -70,7 +70,7 @@ func (a *Agent) attach(ctx context.Context, att Attacher, d *Desired) (Found, er
 	}
 	var others []*Desired
 	for n, o := range a.desiredSnapshot() {
-		if n != d.Name && o.Driver == d.Driver && o.Wanted() {
+		if n != d.Name && o.Kind == d.Kind && o.Wanted() {
 			others = append(others, o)
 		}
 	}
@@ -161,22 +161,22 @@ func pick(found []Found) (Found, bool) {
 // attachmentOf records f for d, owned as decide.Owns says. interrupted:
 // a crash caught volumed attaching d (known at start-up only).
 func (a *Agent) attachmentOf(d *Desired, f Found, interrupted bool) *store.Attachment {
-	key := sessionKey(d.Driver, f.Session)
+	key := sessionKey(d.Kind, f.Session)
 	if f.Owned {
 		a.sessions.add(key)
 	}
 	owned := decide.Owns(decide.Claim{
 		Made: f.Owned, Reusable: f.Reusable, Pinned: f.Pinned,
 		Session: f.Session, SessionMade: a.sessions.has(key), AttachInterrupted: interrupted,
-	}, a.sharers(d.Name, d.Driver))
+	}, a.sharers(d.Name, d.Kind))
 	return &store.Attachment{
-		Driver: d.Driver, Device: f.Device, Identity: f.Identity, Session: f.Session,
+		Kind: d.Kind, Device: f.Device, Identity: f.Identity, Session: f.Session,
 		Owned: owned, Pinned: f.Pinned, Source: d.Caps.Key,
 		Created: f.Created,
 	}
 }
 
 // sharers are the attachments other volumes hold through the same driver.
-func (a *Agent) sharers(name, driver string) []store.Attachment {
-	return a.state.Attachments(name, driver)
+func (a *Agent) sharers(name, kind string) []store.Attachment {
+	return a.state.Attachments(name, kind)
 }

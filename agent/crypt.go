@@ -87,9 +87,9 @@ func (a *Agent) open(ctx context.Context, d *Desired) error {
 			}
 			header = uuid.NewString()
 		}
-		err := a.run(ctx, d.Name, d.Driver, OpEncrypt, func(ctx context.Context) error {
+		err := a.run(ctx, d.Name, d.Kind, OpEncrypt, func(ctx context.Context) error {
 			inputs := map[string]string{"device": dev, "uuid": header, "cipher": luks.Cipher, "sectorSize": strconv.Itoa(luks.SectorSize), "pbkdf": luks.PBKDF}
-			return a.state.Do(d.Name, d.Driver, OpEncrypt, inputs, func(*store.Volume) error {
+			return a.state.Do(d.Name, d.Kind, OpEncrypt, inputs, func(*store.Volume) error {
 				// The header's UUID is the volume's, as volumed's own
 				// format, before the header is written: the mapping it
 				// opens decrypts the zeros the blank rule passed into
@@ -112,7 +112,7 @@ func (a *Agent) open(ctx context.Context, d *Desired) error {
 	a.formats.encrypting.clear(d.Name)
 	name := MappingName(d.Name)
 	inputs := map[string]string{"device": dev, "mapping": name, "uuid": header}
-	return a.state.Do(d.Name, d.Driver, OpOpen, inputs, func(rec *store.Volume) error {
+	return a.state.Do(d.Name, d.Kind, OpOpen, inputs, func(rec *store.Volume) error {
 		o, err := c.Open(ctx, CryptOpen{Device: dev, Name: name, UUID: header, Keys: luks.Keys})
 		if err != nil {
 			return err
@@ -143,7 +143,7 @@ func (a *Agent) noteLocked(name string, err error) {
 
 // opClose closes the volume's mapping, after its filesystem is unmounted
 // and before its device is detached.
-func (a *Agent) opClose(ctx context.Context, name, driver string) error {
+func (a *Agent) opClose(ctx context.Context, name, kind string) error {
 	c, err := a.crypt()
 	if err != nil {
 		return err
@@ -153,7 +153,7 @@ func (a *Agent) opClose(ctx context.Context, name, driver string) error {
 		return errRetryNow
 	}
 	inputs := map[string]string{"mapping": rec.Mapping.Name}
-	return a.state.Do(name, driver, OpClose, inputs, func(rec *store.Volume) error {
+	return a.state.Do(name, kind, OpClose, inputs, func(rec *store.Volume) error {
 		if rec.Mapping == nil {
 			return nil
 		}

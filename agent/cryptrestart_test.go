@@ -51,7 +51,7 @@ func TestReconstructAdoptsMapping(t *testing.T) {
 	if v.Mapping != nil {
 		t.Errorf("a closed mapping was adopted: %+v", v.Mapping)
 	}
-	if ops := decide.Plan(map[string]*Desired{"a": d}, map[string]*store.Volume{"a": v}); len(ops) != 1 || ops[0].Kind != OpOpen {
+	if ops := decide.Plan(map[string]*Desired{"a": d}, map[string]*store.Volume{"a": v}); len(ops) != 1 || ops[0].Name != OpOpen {
 		t.Errorf("after a reboot the plan is %+v, want open", ops)
 	}
 }
@@ -110,13 +110,13 @@ func TestReconstructEncrypted(t *testing.T) {
 	a.cfg.Attachers = map[string]Attacher{"fake": &verifyingTarget{}}
 	st := a.cfg.Store
 	at := func(name string) *store.Attachment {
-		return &store.Attachment{Driver: "fake", Device: "/dev/fake-" + name, Identity: "fake:" + name, Owned: true}
+		return &store.Attachment{Kind: "fake", Device: "/dev/fake-" + name, Identity: "fake:" + name, Owned: true}
 	}
-	open := &store.Volume{Name: "open", Driver: "fake", Attachment: at("open"),
+	open := &store.Volume{Name: "open", Kind: "fake", Attachment: at("open"),
 		Mapping: &store.Mapping{Name: "volumed-open", UUID: "u-open", Device: "/dev/mapper/volumed-open", KeyKind: "file"}}
-	rebooted := &store.Volume{Name: "rebooted", Driver: "fake", Attachment: at("rebooted"),
+	rebooted := &store.Volume{Name: "rebooted", Kind: "fake", Attachment: at("rebooted"),
 		Mapping: &store.Mapping{Name: "volumed-rebooted", UUID: "u-reb", Device: "/dev/mapper/volumed-rebooted", KeyKind: "file"}}
-	encrypting := &store.Volume{Name: "encrypting", Driver: "fake", Attachment: at("encrypting")}
+	encrypting := &store.Volume{Name: "encrypting", Kind: "fake", Attachment: at("encrypting")}
 	for _, v := range []*store.Volume{open, rebooted, encrypting} {
 		if err := st.Put(v); err != nil {
 			t.Fatal(err)
@@ -149,7 +149,7 @@ func TestReconstructEncrypted(t *testing.T) {
 		t.Errorf("%d opens at start-up, want none", f.opens)
 	}
 	ops := decide.Plan(desired, a.state.Snapshot())
-	want := []Op{{Volume: "encrypting", Kind: OpOpen}, {Volume: "open", Kind: OpMountDevice}, {Volume: "rebooted", Kind: OpOpen}}
+	want := []Op{{Volume: "encrypting", Name: OpOpen}, {Volume: "open", Name: OpMountDevice}, {Volume: "rebooted", Name: OpOpen}}
 	if !reflect.DeepEqual(ops, want) {
 		t.Errorf("plan after start-up %+v, want %+v", ops, want)
 	}

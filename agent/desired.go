@@ -44,7 +44,7 @@ func buildDesired(res *manifest.Result) map[string]*Desired {
 // its kind and capabilities from the source, its targets' paths clean
 // and in order. file names where it comes from ("csi:ID" for CSI).
 func NewDesired(name, file string, spec *manifest.VolumeSpec, block bool, targets []DesiredTarget) *Desired {
-	d := &Desired{Name: name, Driver: spec.Source.Driver(), File: file, Spec: spec, Caps: spec.Source.Caps, Block: block}
+	d := &Desired{Name: name, Kind: spec.Source.Kind, File: file, Spec: spec, Caps: spec.Source.Caps, Block: block}
 	if spec.Filesystem != nil {
 		if t, ok := filesystem.Lookup(spec.Filesystem.Type); ok {
 			d.FSAlso = t.Also

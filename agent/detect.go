@@ -49,7 +49,7 @@ func (a *Agent) checkBacking(d *Desired, rec *store.Volume) (*Problem, error) {
 	if rec.Attachment == nil {
 		return nil, nil
 	}
-	bc, ok := a.cfg.Attachers[rec.Attachment.Driver].(BackingChecker)
+	bc, ok := a.cfg.Attachers[rec.Attachment.Kind].(BackingChecker)
 	if !ok {
 		return nil, nil
 	}
@@ -106,7 +106,7 @@ func (a *Agent) checkFilesystem(d *Desired, rec *store.Volume, mounts MountTable
 	if d == nil || d.Spec.Filesystem == nil || rec.Staging == nil || rec.Attachment == nil {
 		return nil, nil
 	}
-	if _, staged := a.cfg.Attachers[rec.Attachment.Driver].(Stager); staged {
+	if _, staged := a.cfg.Attachers[rec.Attachment.Kind].(Stager); staged {
 		return nil, nil
 	}
 	dev, fstype := blockDevice(rec), d.Spec.Filesystem.Type

@@ -102,10 +102,10 @@ func TestGrowFailedRaisedAndCleared(t *testing.T) {
 	fs := &fakeFS{size: 128 << 20, growErr: errors.New("resize2fs: exit status 1: Permission denied to resize filesystem")}
 	a := sessionAgent(t, &fakeTarget{})
 	a.cfg.FS, a.cfg.Mounter = fs, &fakeMounter{}
-	d := &Desired{Name: "g", Driver: "fake", Spec: &manifest.VolumeSpec{Filesystem: &manifest.Filesystem{Type: "ext4", Grow: true}}}
+	d := &Desired{Name: "g", Kind: "fake", Spec: &manifest.VolumeSpec{Filesystem: &manifest.Filesystem{Type: "ext4", Grow: true}}}
 	a.manifests.replace(map[string]*Desired{"g": d}, nil)
-	rec := &store.Volume{Name: "g", Driver: "fake",
-		Attachment: &store.Attachment{Driver: "fake", Device: "/dev/fake-g", Identity: "fake:g"},
+	rec := &store.Volume{Name: "g", Kind: "fake",
+		Attachment: &store.Attachment{Kind: "fake", Device: "/dev/fake-g", Identity: "fake:g"},
 		Staging:    &store.MountRecord{Path: "/s/g", Owned: true, DeviceBytes: 64 << 20, Options: decide.StagingOptions(d)}}
 	if err := a.state.Adopt(rec); err != nil {
 		t.Fatal(err)
@@ -143,7 +143,7 @@ func TestTeardownBlockedNamesHolder(t *testing.T) {
 	m := &fakeMounter{mounted: map[string]bool{target: true}, unmountErr: fmt.Errorf("unmount %s: %w", target, ErrBusy)}
 	a := sessionAgent(t, &fakeTarget{})
 	a.cfg.Mounter = m
-	rec := &store.Volume{Name: "b", Driver: "fake", Targets: []store.MountRecord{{Path: target, MountID: 7, Owned: true}}}
+	rec := &store.Volume{Name: "b", Kind: "fake", Targets: []store.MountRecord{{Path: target, MountID: 7, Owned: true}}}
 	if err := a.state.Adopt(rec); err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ type externalState struct {
 	volumes map[string]*Desired
 }
 
-// SetDesired makes d (Name, Driver, Spec, Caps, Targets, StagingPath set
+// SetDesired makes d (Name, Kind, Spec, Caps, Targets, StagingPath set
 // by the caller) part of the desired state, replacing any entry of the
 // same name that was set this way; Generation is computed here. Its name
 // starts with manifest.ReservedPrefix, which no manifest may use. Safe to
@@ -106,9 +106,9 @@ func (a *Agent) Settled() bool {
 
 // ClaimHolder names the wanted volume other than skip that already
 // claims one of claims (of a source of driver), or "".
-func (a *Agent) ClaimHolder(driver string, claims []manifest.Claim, skip string) string {
+func (a *Agent) ClaimHolder(kind string, claims []manifest.Claim, skip string) string {
 	for name, d := range a.manifests.merged(a.external) {
-		if name == skip || d.Driver != driver || !d.Wanted() {
+		if name == skip || d.Kind != kind || !d.Wanted() {
 			continue
 		}
 		for _, c := range d.Caps.Claims {

@@ -20,8 +20,8 @@ func (a *Agent) refreshSizes(ctx context.Context) {
 		if at == nil || rec.Staging == nil {
 			continue
 		}
-		r, ok := a.cfg.Attachers[at.Driver].(Refresher)
-		key := sessionKey(at.Driver, at.Session)
+		r, ok := a.cfg.Attachers[at.Kind].(Refresher)
+		key := sessionKey(at.Kind, at.Session)
 		if !ok || (key != "" && done[key]) {
 			continue
 		}
@@ -46,7 +46,7 @@ func (a *Agent) observeSizes(d *Desired, rec *store.Volume) (decide.Sizes, error
 			s.Image = n
 		}
 	}
-	if _, staged := a.cfg.Attachers[rec.Attachment.Driver].(Stager); !staged {
+	if _, staged := a.cfg.Attachers[rec.Attachment.Kind].(Stager); !staged {
 		n, err := a.growableSize(rec)
 		if err != nil {
 			return s, err
@@ -71,8 +71,8 @@ func (a *Agent) grow(ctx context.Context, d *Desired) error {
 	}
 	dev := blockDevice(rec)
 	inputs := map[string]string{"device": dev}
-	return a.state.Do(d.Name, d.Driver, OpGrow, inputs, func(rec *store.Volume) error {
-		if r, ok := a.cfg.Attachers[d.Driver].(Resizer); ok {
+	return a.state.Do(d.Name, d.Kind, OpGrow, inputs, func(rec *store.Volume) error {
+		if r, ok := a.cfg.Attachers[d.Kind].(Resizer); ok {
 			if err := r.Grow(ctx, d, *rec.Attachment); err != nil {
 				return err
 			}

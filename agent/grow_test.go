@@ -19,9 +19,9 @@ func TestGrowthCheckShowsUnreadableSize(t *testing.T) {
 	a.cfg.Log = slog.New(slog.NewTextHandler(&buf, nil))
 	a.driftLog = newOnceLog(a.cfg.Log)
 	a.cfg.FS = &fakeFS{sizeErr: errors.New("sysfs size: no such device")}
-	d := &Desired{Name: "g", Driver: "fake", Spec: &manifest.VolumeSpec{Filesystem: &manifest.Filesystem{Type: "ext4", Grow: true}}}
-	rec := &store.Volume{Name: "g", Driver: "fake",
-		Attachment: &store.Attachment{Driver: "fake", Device: "/dev/fake-g", Identity: "fake:g"},
+	d := &Desired{Name: "g", Kind: "fake", Spec: &manifest.VolumeSpec{Filesystem: &manifest.Filesystem{Type: "ext4", Grow: true}}}
+	rec := &store.Volume{Name: "g", Kind: "fake",
+		Attachment: &store.Attachment{Kind: "fake", Device: "/dev/fake-g", Identity: "fake:g"},
 		Staging:    &store.MountRecord{Path: "/s/g", Owned: true, DeviceBytes: 64 << 20, Options: decide.StagingOptions(d)}}
 	desired, actual := map[string]*Desired{"g": d}, map[string]*store.Volume{"g": rec}
 	for range 2 {

@@ -64,8 +64,8 @@ func TestDiskHeldByAnotherVolumeRefused(t *testing.T) {
 func TestReconstructLeavesAnotherVolumesDisk(t *testing.T) {
 	a := sessionAgent(t, nil)
 	a.cfg.Attachers = map[string]Attacher{"fake": &oneDisk{present: true}}
-	held := &store.Volume{Name: "whole", Driver: "fake",
-		Attachment: &store.Attachment{Driver: "fake", Device: "/dev/sdz", Identity: "device:serial:Z"}}
+	held := &store.Volume{Name: "whole", Kind: "fake",
+		Attachment: &store.Attachment{Kind: "fake", Device: "/dev/sdz", Identity: "device:serial:Z"}}
 	if err := a.cfg.Store.Put(held); err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestCoplannerSeesItsSiblings(t *testing.T) {
 	gone := netVolume("gone")
 	gone.Absent = true
 	other := netVolume("other")
-	other.Driver = "loop"
+	other.Kind = "loop"
 	a.manifests.replace(map[string]*Desired{"b": netVolume("b"), "a": netVolume("a"), "c": netVolume("c"), "gone": gone, "other": other}, nil)
 	if err := a.opAttach(context.Background(), netVolume("b")); err != nil {
 		t.Fatal(err)

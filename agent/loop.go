@@ -181,7 +181,7 @@ func (a *Agent) pass(ctx context.Context) {
 	}
 	settled := settledForReady(converged, a.systemd.hasSettled(), a.exec.RunningVolumes(), func(v string) bool {
 		d := desired[v]
-		return d != nil && a.hold.network(d.Driver)
+		return d != nil && a.hold.network(d.Kind)
 	})
 	first, report := a.systemd.passDone(settled, a.cfg.Now())
 	if first {
@@ -213,7 +213,7 @@ func (a *Agent) act(ctx context.Context, dec decide.Decision, desired map[string
 	started := 0
 	for _, op := range dec.Ops {
 		fn := a.opFunc(op, desired[op.Volume], actual[op.Volume])
-		driver := driverOf(desired[op.Volume], actual[op.Volume])
+		kind := kindOf(desired[op.Volume], actual[op.Volume])
 		current := func() bool {
 			if a.state.Version(op.Volume) == versions[op.Volume] {
 				return true
@@ -223,8 +223,8 @@ func (a *Agent) act(ctx context.Context, dec decide.Decision, desired map[string
 			a.Trigger()
 			return false
 		}
-		ok, _ := a.exec.StartIf(ctx, op.Volume, op.Kind, current, func(ctx context.Context) error {
-			err := a.run(ctx, op.Volume, driver, op.Kind, fn)
+		ok, _ := a.exec.StartIf(ctx, op.Volume, op.Name, current, func(ctx context.Context) error {
+			err := a.run(ctx, op.Volume, kind, op.Name, fn)
 			if errors.Is(err, errRetryNow) {
 				return nil
 			}
@@ -253,19 +253,19 @@ func (a *Agent) forgetGone(desired map[string]*Desired, actual map[string]*store
 	}
 }
 
-func driverOf(d *Desired, rec *store.Volume) string {
+func kindOf(d *Desired, rec *store.Volume) string {
 	if d != nil {
-		return d.Driver
+		return d.Kind
 	}
 	if rec != nil {
-		return rec.Driver
+		return rec.Kind
 	}
 	return ""
 }
 
 func (a *Agent) opFunc(op Op, d *Desired, rec *store.Volume) func(context.Context) error {
-	driver := driverOf(d, rec)
-	switch op.Kind {
+	kind := kindOf(d, rec)
+	switch op.Name {
 	case OpAttach:
 		return func(ctx context.Context) error { return a.opAttach(ctx, d) }
 	case OpOpen:
@@ -275,14 +275,14 @@ func (a *Agent) opFunc(op Op, d *Desired, rec *store.Volume) func(context.Contex
 	case OpPublish:
 		return func(context.Context) error { return a.opPublish(d, op.Target) }
 	case OpUnpublish:
-		return func(ctx context.Context) error { return a.opUnpublish(ctx, op.Volume, driver, op.Target.Path) }
+		return func(ctx context.Context) error { return a.opUnpublish(ctx, op.Volume, kind, op.Target.Path) }
 	case OpUnmountDevice:
-		return func(ctx context.Context) error { return a.opUnmountDevice(ctx, op.Volume, driver) }
+		return func(ctx context.Context) error { return a.opUnmountDevice(ctx, op.Volume, kind) }
 	case OpClose:
-		return func(ctx context.Context) error { return a.opClose(ctx, op.Volume, driver) }
+		return func(ctx context.Context) error { return a.opClose(ctx, op.Volume, kind) }
 	case OpDetach:
 		return func(ctx context.Context) error {
-			err := a.opDetach(ctx, op.Volume, driver)
+			err := a.opDetach(ctx, op.Volume, kind)
 			if err == nil {
 				a.forgetIdentityIfGone(op.Volume)
 			}
@@ -293,27 +293,27 @@ func (a *Agent) opFunc(op Op, d *Desired, rec *store.Volume) func(context.Contex
 	case OpRemount:
 		return func(context.Context) error { return a.opRemount(d, op.Target) }
 	}
-	return func(context.Context) error { return fmt.Errorf("unknown operation %q", op.Kind) }
+	return func(context.Context) error { return fmt.Errorf("unknown operation %q", op.Name) }
 }
 
 // run logs, measures and records one operation.
-func (a *Agent) run(ctx context.Context, volume, driver, op string, fn func(context.Context) error) error {
+func (a *Agent) run(ctx context.Context, volume, kind, op string, fn func(context.Context) error) error {
 	start := a.cfg.Now()
-	a.cfg.Log.Info("operation started", "volume", volume, "operation", op, "driver", driver)
+	a.cfg.Log.Info("operation started", "volume", volume, "operation", op, "driver", kind)
 	err := fn(ctx)
 	d := a.cfg.Now().Sub(start)
 	if errors.Is(err, errRetryNow) {
-		a.cfg.Log.Info("operation found the record stale; replanning", "volume", volume, "operation", op, "driver", driver)
+		a.cfg.Log.Info("operation found the record stale; replanning", "volume", volume, "operation", op, "driver", kind)
 		return err
 	}
 	ev := api.Event{Time: start, Op: op, Result: "success", Duration: d.Seconds()}
 	if err != nil {
 		ev.Result, ev.Error = "error", err.Error()
-		a.cfg.Log.Error("operation failed", "volume", volume, "operation", op, "driver", driver, "duration", d, "error", err)
+		a.cfg.Log.Error("operation failed", "volume", volume, "operation", op, "driver", kind, "duration", d, "error", err)
 	} else {
-		a.cfg.Log.Info("operation finished", "volume", volume, "operation", op, "driver", driver, "duration", d)
+		a.cfg.Log.Info("operation finished", "volume", volume, "operation", op, "driver", kind, "duration", d)
 	}
-	a.cfg.Metrics.observeOp(op, driver, d, err)
+	a.cfg.Metrics.observeOp(op, kind, d, err)
 	a.history.add(volume, ev)
 	return err
 }

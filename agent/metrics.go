@@ -63,16 +63,16 @@ func NewMetrics(version string) *Metrics {
 	return m
 }
 
-func (m *Metrics) observeOp(op, driver string, d time.Duration, err error) {
+func (m *Metrics) observeOp(op, kind string, d time.Duration, err error) {
 	if m == nil {
 		return
 	}
 	result := "success"
 	if err != nil {
 		result = "error"
-		m.opErrors.WithLabelValues(op, driver).Inc()
+		m.opErrors.WithLabelValues(op, kind).Inc()
 	}
-	m.opDuration.WithLabelValues(op, driver, result).Observe(d.Seconds())
+	m.opDuration.WithLabelValues(op, kind, result).Observe(d.Seconds())
 }
 
 // StateRecovered counts a damaged state file moved aside.

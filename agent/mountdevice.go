@@ -25,7 +25,7 @@ func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
 	if rec == nil || rec.Attachment == nil {
 		return errRetryNow
 	}
-	if stager, ok := a.cfg.Attachers[d.Driver].(Stager); ok {
+	if stager, ok := a.cfg.Attachers[d.Kind].(Stager); ok {
 		return a.stageSource(ctx, d, stager)
 	}
 	if err := a.formatRefusedFor(d); err != nil {
@@ -53,9 +53,9 @@ func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
 	}
 	fsUUID := uuid.NewString()
 	format := func(force bool) error {
-		return a.run(ctx, d.Name, d.Driver, OpFormat, func(ctx context.Context) error {
+		return a.run(ctx, d.Name, d.Kind, OpFormat, func(ctx context.Context) error {
 			inputs := map[string]string{"device": dev, "fsType": fs.Type, "uuid": fsUUID}
-			return a.state.Do(d.Name, d.Driver, OpFormat, inputs, func(rec *store.Volume) error {
+			return a.state.Do(d.Name, d.Kind, OpFormat, inputs, func(rec *store.Volume) error {
 				if rec.Attachment != nil {
 					rec.Attachment.Created = false // formatted: no longer blank by the record
 				}
@@ -117,13 +117,13 @@ func (a *Agent) mountStaging(d *Desired, dev string, formatted bool) error {
 	fs := d.Spec.Filesystem
 	p := a.stagingPathOf(d.Name, d, nil)
 	do := func(act func(rec *store.Volume) error) error {
-		return a.state.DoNamed(d.Name, d.Driver, OpMountDevice, act)
+		return a.state.DoNamed(d.Name, d.Kind, OpMountDevice, act)
 	}
 	if formatted || p != a.stagingPath(d.Name) {
 		// A path the kubelet chose does not name the volume: only the
 		// intent tells a restart that the mount there is ours.
 		do = func(act func(rec *store.Volume) error) error {
-			return a.state.Do(d.Name, d.Driver, OpMountDevice, map[string]string{"device": dev}, act)
+			return a.state.Do(d.Name, d.Kind, OpMountDevice, map[string]string{"device": dev}, act)
 		}
 	}
 	return do(func(rec *store.Volume) error {
@@ -179,7 +179,7 @@ func (a *Agent) fittedSize(name, dev string) int64 {
 // stageSource puts a source that is not a block device (a directory, a
 // tmpfs) at the staging path.
 func (a *Agent) stageSource(ctx context.Context, d *Desired, stager Stager) error {
-	return a.state.Do(d.Name, d.Driver, OpMountDevice, nil, func(rec *store.Volume) error {
+	return a.state.Do(d.Name, d.Kind, OpMountDevice, nil, func(rec *store.Volume) error {
 		p := a.stagingPathOf(d.Name, d, nil)
 		if pt, err := a.cfg.Mounter.At(p); err == nil && pt.Root {
 			if !stager.IsStaged(d, p) {
@@ -201,9 +201,9 @@ func (a *Agent) stageSource(ctx context.Context, d *Desired, stager Stager) erro
 			return err
 		}
 		if !pt.Root {
-			return fmt.Errorf("staging %s at %s succeeded but the kernel does not show it", d.Driver, p)
+			return fmt.Errorf("staging %s at %s succeeded but the kernel does not show it", d.Kind, p)
 		}
-		rec.Staging = stagingRecord(p, pt.MountID, rec.Attachment.Device, d.Driver, nil)
+		rec.Staging = stagingRecord(p, pt.MountID, rec.Attachment.Device, d.Kind, nil)
 		return nil
 	})
 }

@@ -38,7 +38,7 @@ func (h *networkHold) on() bool {
 }
 
 // network: the driver's volumes need the network.
-func (h *networkHold) network(driver string) bool { return slices.Contains(h.drivers, driver) }
+func (h *networkHold) network(kind string) bool { return slices.Contains(h.drivers, kind) }
 
 // apply returns desired as the passes must see it: while held, every
 // network volume is wanted absent. desired itself is not changed.
@@ -48,7 +48,7 @@ func (h *networkHold) apply(desired map[string]*Desired) map[string]*Desired {
 	}
 	held := make(map[string]*Desired, len(desired))
 	for n, d := range desired {
-		if h.network(d.Driver) && !d.Absent {
+		if h.network(d.Kind) && !d.Absent {
 			c := *d
 			c.Absent = true
 			d = &c
@@ -94,7 +94,7 @@ func (a *Agent) ResumeNetwork() {
 	if was := a.hold.set(false); was {
 		a.cfg.Log.Info("resume --network: network volumes are set up again")
 		for n, d := range a.desiredSnapshot() {
-			if a.hold.network(d.Driver) {
+			if a.hold.network(d.Kind) {
 				a.exec.Reset(n)
 			}
 		}
@@ -110,12 +110,12 @@ func (a *Agent) networkDown() (api.ShutdownReply, bool) {
 	// manifest is gone is held still.
 	names := map[string]bool{}
 	for n, d := range a.desiredSnapshot() {
-		if a.hold.network(d.Driver) {
+		if a.hold.network(d.Kind) {
 			names[n] = true
 		}
 	}
 	for n, rec := range actual {
-		if a.hold.network(rec.Driver) {
+		if a.hold.network(rec.Kind) {
 			names[n] = true
 		}
 	}

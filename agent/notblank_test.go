@@ -110,7 +110,7 @@ func TestFreshMappingIsFormattedAfterReboot(t *testing.T) {
 	dm.mu.Lock()
 	clear(dm.open)
 	dm.mu.Unlock()
-	if err := a.state.Do("a", d.Driver, "reboot", nil, func(rec *store.Volume) error {
+	if err := a.state.Do("a", d.Kind, "reboot", nil, func(rec *store.Volume) error {
 		rec.Mapping = nil
 		rec.Attachment.Created = false
 		return nil

@@ -37,10 +37,10 @@ func (a *Agent) stagingPathOf(name string, d *Desired, rec *store.Volume) string
 	return a.stagingPath(name)
 }
 
-func (a *Agent) attacher(driver string) (Attacher, error) {
-	att := a.cfg.Attachers[driver]
+func (a *Agent) attacher(kind string) (Attacher, error) {
+	att := a.cfg.Attachers[kind]
 	if att == nil {
-		return nil, fmt.Errorf("driver %q is not available in this build", driver)
+		return nil, fmt.Errorf("source kind %q is not available in this build", kind)
 	}
 	return att, nil
 }

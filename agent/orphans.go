@@ -12,9 +12,9 @@ import (
 // mayHaveUnrecorded: a volume with no recorded attachment may still have
 // one in the kernel, unless its driver lists what is owned and all of that
 // is accounted for by records (and no crash left this volume uncertain).
-func (a *Agent) mayHaveUnrecorded(driver string, ownedLists map[string][]store.Attachment, strays map[string]bool, pending []string) bool {
-	_, listed := ownedLists[driver]
-	return !listed || strays[driver] || len(pending) > 0
+func (a *Agent) mayHaveUnrecorded(kind string, ownedLists map[string][]store.Attachment, strays map[string]bool, pending []string) bool {
+	_, listed := ownedLists[kind]
+	return !listed || strays[kind] || len(pending) > 0
 }
 
 // listOwned lists, per driver that can, the attachments carrying our
@@ -22,17 +22,17 @@ func (a *Agent) mayHaveUnrecorded(driver string, ownedLists map[string][]store.A
 // volume by volume, and its orphans left for the next start).
 func (a *Agent) listOwned(ctx context.Context) map[string][]store.Attachment {
 	out := map[string][]store.Attachment{}
-	for driver, att := range a.cfg.Attachers {
+	for kind, att := range a.cfg.Attachers {
 		lister, ok := att.(OrphanLister)
 		if !ok {
 			continue
 		}
 		list, err := lister.ListOwned(ctx)
 		if err != nil {
-			a.cfg.Log.Warn("list own attachments", "driver", driver, "error", err)
+			a.cfg.Log.Warn("list own attachments", "driver", kind, "error", err)
 			continue
 		}
-		out[driver] = list
+		out[kind] = list
 	}
 	return out
 }
@@ -41,8 +41,8 @@ func (a *Agent) listOwned(ctx context.Context) map[string][]store.Attachment {
 // volume claims: left by a crash between attaching and recording, for a
 // volume that is no longer wanted.
 func (a *Agent) detachOrphans(ctx context.Context, ownedLists map[string][]store.Attachment, claimed map[string]bool, mounts MountTable) {
-	for driver, list := range ownedLists {
-		att := a.cfg.Attachers[driver]
+	for kind, list := range ownedLists {
+		att := a.cfg.Attachers[kind]
 		for _, o := range list {
 			if claimed[o.Identity] || !decide.MayRelease(o, nil, false) {
 				continue

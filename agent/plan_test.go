@@ -10,13 +10,13 @@ import (
 
 // wantA is what a manifest asks of volume "a", an ext4 loop volume.
 func wantA(targets ...DesiredTarget) *Desired {
-	return &Desired{Name: "a", Driver: "loop", Spec: &manifest.VolumeSpec{Filesystem: &manifest.Filesystem{Type: "ext4"}}, Targets: targets}
+	return &Desired{Name: "a", Kind: "loop", Spec: &manifest.VolumeSpec{Filesystem: &manifest.Filesystem{Type: "ext4"}}, Targets: targets}
 }
 
 func have(name string, attached, staged bool, targets ...store.MountRecord) *store.Volume {
-	v := &store.Volume{Name: name, Driver: "loop", Targets: targets}
+	v := &store.Volume{Name: name, Kind: "loop", Targets: targets}
 	if attached {
-		v.Attachment = &store.Attachment{Driver: "loop", Device: "/dev/loop1", Identity: "loop:/i@1:2", Owned: true}
+		v.Attachment = &store.Attachment{Kind: "loop", Device: "/dev/loop1", Identity: "loop:/i@1:2", Owned: true}
 	}
 	if staged {
 		v.Staging = &store.MountRecord{Path: "/s/" + name, Owned: true, Options: []string{"nosuid", "nodev"}}

@@ -17,7 +17,7 @@ import (
 // no manifest names the target any more, the intent is what tells
 // start-up (probeVolume) that the bind there is ours to take down.
 func (a *Agent) opPublish(d *Desired, t DesiredTarget) error {
-	return a.state.Do(d.Name, d.Driver, OpPublish, publishInputs(t), func(rec *store.Volume) error {
+	return a.state.Do(d.Name, d.Kind, OpPublish, publishInputs(t), func(rec *store.Volume) error {
 		if decide.HasTarget(rec, t.Path) {
 			// Planned from a snapshot taken before the publish that
 			// recorded it finished: recording it twice would leave a
@@ -192,9 +192,9 @@ func targetRecord(id int, t DesiredTarget, opts []string) store.MountRecord {
 	return store.MountRecord{Path: t.Path, SubPath: t.SubPath, ReadOnly: t.ReadOnly, MountID: id, Owned: true, Options: opts}
 }
 
-func (a *Agent) opUnpublish(ctx context.Context, name, driver, path string) error {
+func (a *Agent) opUnpublish(ctx context.Context, name, kind, path string) error {
 	// A target is ours when it binds our staging mount: no intent.
-	return a.state.DoNamed(name, driver, OpUnpublish, func(rec *store.Volume) error {
+	return a.state.DoNamed(name, kind, OpUnpublish, func(rec *store.Volume) error {
 		i := slices.IndexFunc(rec.Targets, func(t store.MountRecord) bool { return t.Path == path })
 		if i < 0 {
 			return nil

@@ -129,7 +129,7 @@ func (a *Agent) adoptProbed(name string, v, rec *store.Volume, intents []store.I
 			holders[v.Attachment.Identity] = name
 		}
 		if v.Attachment.Owned {
-			a.sessions.add(sessionKey(v.Attachment.Driver, v.Attachment.Session))
+			a.sessions.add(sessionKey(v.Attachment.Kind, v.Attachment.Session))
 		}
 	}
 	if err := a.state.AdoptKnown(v, rec); err != nil {
@@ -198,10 +198,10 @@ func lastIntent(intents []store.Intent, name, op string) (string, bool) {
 // a volume to find what it attached.
 func desiredFromIntent(in store.Intent) *Desired {
 	var src manifest.Source
-	if err := json.Unmarshal([]byte(in.Inputs["source"]), &src); err != nil || src.Driver() == "" {
+	if err := json.Unmarshal([]byte(in.Inputs["source"]), &src); err != nil || src.Kind == "" {
 		return nil
 	}
-	return &Desired{Name: in.Volume, Driver: src.Driver(), Spec: &manifest.VolumeSpec{Source: src}, Absent: true}
+	return &Desired{Name: in.Volume, Kind: src.Kind, Spec: &manifest.VolumeSpec{Source: src}, Absent: true}
 }
 
 // keepOptions carries over what a record says a mount was made with

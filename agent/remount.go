@@ -20,7 +20,7 @@ func (a *Agent) opRemount(d *Desired, t DesiredTarget) error {
 	if what == "" {
 		what = "staging"
 	}
-	return a.state.Do(d.Name, d.Driver, OpRemount, map[string]string{"target": what}, func(rec *store.Volume) error {
+	return a.state.Do(d.Name, d.Kind, OpRemount, map[string]string{"target": what}, func(rec *store.Volume) error {
 		if t.Path == "" {
 			return a.remountStaging(d, rec)
 		}

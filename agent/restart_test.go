@@ -38,15 +38,15 @@ func (l *listingTarget) Verify(_ context.Context, at store.Attachment) (string, 
 func TestRestartVerifiesFromTheOwnedList(t *testing.T) {
 	a := sessionAgent(t, nil)
 	l := &listingTarget{owned: []store.Attachment{
-		{Driver: "fake", Device: "/dev/loop1", Identity: "id-in-place", Owned: true},
-		{Driver: "fake", Device: "/dev/loop7", Identity: "id-moved", Owned: true},
+		{Kind: "fake", Device: "/dev/loop1", Identity: "id-in-place", Owned: true},
+		{Kind: "fake", Device: "/dev/loop7", Identity: "id-moved", Owned: true},
 	}}
 	a.cfg.Attachers = map[string]Attacher{"fake": l}
 	recs := map[string]string{"in-place": "id-in-place", "moved": "id-moved", "gone": "id-gone"}
 	desired := map[string]*Desired{}
 	for name, id := range recs {
-		rec := &store.Volume{Name: name, Driver: "fake",
-			Attachment: &store.Attachment{Driver: "fake", Device: "/dev/loop2", Identity: id, Owned: true}}
+		rec := &store.Volume{Name: name, Kind: "fake",
+			Attachment: &store.Attachment{Kind: "fake", Device: "/dev/loop2", Identity: id, Owned: true}}
 		if name == "in-place" {
 			rec.Attachment.Device = "/dev/loop1"
 		}

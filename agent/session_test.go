@@ -76,7 +76,7 @@ func sessionAgent(t *testing.T, f *fakeTarget) *Agent {
 }
 
 func netVolume(name string) *Desired {
-	return &Desired{Name: name, Driver: "fake", Spec: &manifest.VolumeSpec{}}
+	return &Desired{Name: name, Kind: "fake", Spec: &manifest.VolumeSpec{}}
 }
 
 // Two volumes on one session, whichever order they attach in and
@@ -161,8 +161,8 @@ func TestFoundOnOurSessionIsOwned(t *testing.T) {
 	ctx := context.Background()
 	f := &fakeTarget{connected: true}
 	a := sessionAgent(t, f)
-	maker := &store.Volume{Name: "a", Driver: "fake",
-		Attachment: &store.Attachment{Driver: "fake", Device: "/dev/fake-a", Identity: "fake:a", Session: "t", Owned: true}}
+	maker := &store.Volume{Name: "a", Kind: "fake",
+		Attachment: &store.Attachment{Kind: "fake", Device: "/dev/fake-a", Identity: "fake:a", Session: "t", Owned: true}}
 	if err := a.cfg.Store.Put(maker); err != nil {
 		t.Fatal(err)
 	}

@@ -50,9 +50,9 @@ func (s *ownedSessions) drop(key string) {
 }
 
 // sessionKey names a shared kernel object across drivers; "" for none.
-func sessionKey(driver, session string) string {
+func sessionKey(kind, session string) string {
 	if session == "" {
 		return ""
 	}
-	return driver + "\x00" + session
+	return kind + "\x00" + session
 }

@@ -111,12 +111,12 @@ func (s *State) Version(name string) uint64 {
 
 // Attachments returns the attachment of every volume but skip through
 // driver, without copying the records.
-func (s *State) Attachments(skip, driver string) []store.Attachment {
+func (s *State) Attachments(skip, kind string) []store.Attachment {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []store.Attachment
 	for n, v := range s.vols {
-		if n != skip && v.Attachment != nil && v.Attachment.Driver == driver {
+		if n != skip && v.Attachment != nil && v.Attachment.Kind == kind {
 			out = append(out, *v.Attachment)
 		}
 	}
@@ -151,8 +151,8 @@ func (s *State) Get(name string) *store.Volume {
 // recorded after. act must leave rec describing what is true in the kernel
 // now, whether it succeeded or not. The caller (the executor) guarantees
 // that one volume has at most one Do at a time.
-func (s *State) Do(name, driver, op string, inputs map[string]string, act func(rec *store.Volume) error) error {
-	return s.do(name, driver, op, inputs, true, act)
+func (s *State) Do(name, kind, op string, inputs map[string]string, act func(rec *store.Volume) error) error {
+	return s.do(name, kind, op, inputs, true, act)
 }
 
 // DoNamed is Do without the durable intent, for an operation whose
@@ -163,11 +163,11 @@ func (s *State) Do(name, driver, op string, inputs map[string]string, act func(r
 // keeps its intent: a bind mount does not name its owner. Its outcome
 // rides the next commit; an fsync'd intent cost each volume's teardown
 // two of its three waits for a commit, and its start as many.
-func (s *State) DoNamed(name, driver, op string, act func(rec *store.Volume) error) error {
-	return s.do(name, driver, op, nil, false, act)
+func (s *State) DoNamed(name, kind, op string, act func(rec *store.Volume) error) error {
+	return s.do(name, kind, op, nil, false, act)
 }
 
-func (s *State) do(name, driver, op string, inputs map[string]string, durable bool, act func(rec *store.Volume) error) error {
+func (s *State) do(name, kind, op string, inputs map[string]string, durable bool, act func(rec *store.Volume) error) error {
 	l := s.lockOf(name)
 	l.Lock()
 	defer l.Unlock()
@@ -178,7 +178,7 @@ func (s *State) do(name, driver, op string, inputs map[string]string, durable bo
 	}
 	rec := s.Get(name)
 	if rec == nil {
-		rec = &store.Volume{Name: name, Driver: driver}
+		rec = &store.Volume{Name: name, Kind: kind}
 	}
 	var id uint64 // 0: no intent
 	if durable {

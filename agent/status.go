@@ -71,14 +71,14 @@ func (a *Agent) Status() []api.Volume {
 func (a *Agent) volumeStatus(name string, d *Desired, rec *store.Volume, next map[string]Op) api.Volume {
 	v := api.Volume{Name: name, Kind: "Volume", Wanted: d.Wanted(), StagingPath: a.stagingPathOf(name, d, rec), Targets: []api.Target{}}
 	if d != nil {
-		v.Driver, v.File = d.Driver, d.File
+		v.Driver, v.File = d.Kind, d.File
 		for _, t := range d.Targets {
 			v.Targets = append(v.Targets, api.Target{Path: t.Path, ReadOnly: t.ReadOnly, SubPath: t.SubPath, Mounted: rec != nil && decide.HasTarget(rec, t.Path)})
 		}
 	}
 	if rec != nil {
 		if v.Driver == "" {
-			v.Driver = rec.Driver
+			v.Driver = rec.Kind
 		}
 		if rec.Attachment != nil {
 			v.Device = rec.Attachment.Device
@@ -128,12 +128,12 @@ func (a *Agent) volumeStatus(name string, d *Desired, rec *store.Volume, next ma
 		v.Phase = api.PhaseAbsent
 	case failed:
 		v.Phase = api.PhaseError
-	case op.Kind == OpAttach:
+	case op.Name == OpAttach:
 		v.Phase = api.PhasePending
-	case op.Kind == OpMountDevice || op.Kind == OpOpen:
+	case op.Name == OpMountDevice || op.Name == OpOpen:
 		v.Phase = api.PhaseAttached
 	default:
-		v.Phase = opPhase[op.Kind]
+		v.Phase = opPhase[op.Name]
 	}
 	v.Conditions = a.conds.Of(name)
 	v.Encryption = encryptionStatus(d, rec, v.Conditions)

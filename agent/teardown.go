@@ -59,9 +59,9 @@ func (a *Agent) unmount(ctx context.Context, name, path string) error {
 	return a.teardownStep(ctx, name, "unmount", path, busyWait, unmount)
 }
 
-func (a *Agent) opUnmountDevice(ctx context.Context, name, driver string) error {
+func (a *Agent) opUnmountDevice(ctx context.Context, name, kind string) error {
 	// staging/<volume> names itself: no intent.
-	return a.state.DoNamed(name, driver, OpUnmountDevice, func(rec *store.Volume) error {
+	return a.state.DoNamed(name, kind, OpUnmountDevice, func(rec *store.Volume) error {
 		if rec.Staging == nil {
 			return nil
 		}
@@ -88,22 +88,22 @@ func (a *Agent) opUnmountDevice(ctx context.Context, name, driver string) error 
 	})
 }
 
-func (a *Agent) opDetach(ctx context.Context, name, driver string) error {
-	do := func(act func(rec *store.Volume) error) error { return a.state.Do(name, driver, OpDetach, nil, act) }
-	if _, ok := a.cfg.Attachers[driver].(SelfNamedDetacher); ok {
-		do = func(act func(rec *store.Volume) error) error { return a.state.DoNamed(name, driver, OpDetach, act) }
+func (a *Agent) opDetach(ctx context.Context, name, kind string) error {
+	do := func(act func(rec *store.Volume) error) error { return a.state.Do(name, kind, OpDetach, nil, act) }
+	if _, ok := a.cfg.Attachers[kind].(SelfNamedDetacher); ok {
+		do = func(act func(rec *store.Volume) error) error { return a.state.DoNamed(name, kind, OpDetach, act) }
 	}
 	return do(func(rec *store.Volume) error {
 		if rec.Attachment == nil {
 			return nil
 		}
 		at := *rec.Attachment
-		key := sessionKey(at.Driver, at.Session)
+		key := sessionKey(at.Kind, at.Session)
 		// Observed here, under the volume's intent, not at planning: a
 		// volume that joined the session since the pass began keeps it.
-		sharers := a.sharers(name, at.Driver)
+		sharers := a.sharers(name, at.Kind)
 		if decide.MayRelease(at, sharers, a.sessions.has(key)) {
-			att, err := a.attacher(at.Driver)
+			att, err := a.attacher(at.Kind)
 			if err != nil {
 				return err
 			}

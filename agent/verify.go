@@ -25,7 +25,7 @@ func (a *Agent) verify(ctx context.Context) {
 		fixed := cloneVolume(rec)
 		var changes []string
 		if fixed.Attachment != nil {
-			if att, err := a.attacher(fixed.Attachment.Driver); err == nil {
+			if att, err := a.attacher(fixed.Attachment.Kind); err == nil {
 				dev, ok, err := att.Verify(ctx, *fixed.Attachment)
 				switch {
 				case err != nil:

@@ -28,7 +28,7 @@ func TestDriftCheckJudgesTopOfStack(t *testing.T) {
 		{ID: 100, Parent: 200, Mountpoint: "/s/v", Major: 7, Minor: 1, Source: "/dev/fake-v"},
 		{ID: 200, Parent: 1, Mountpoint: "/s/v", Major: 0, Minor: 50, Source: "tucked"},
 	}
-	rec := &store.Volume{Name: "v", Driver: "fake",
+	rec := &store.Volume{Name: "v", Kind: "fake",
 		Staging: &store.MountRecord{Path: "/s/v", Device: "/dev/fake-v", MountID: 100, Owned: true}}
 	if err := a.state.Adopt(rec); err != nil {
 		t.Fatal(err)
@@ -55,8 +55,8 @@ func (h hookedTarget) Verify(context.Context, store.Attachment) (string, bool, e
 // correction, made from the record it read before, must not undo it.
 func TestDriftCheckNeverUndoesANewerRecord(t *testing.T) {
 	a := sessionAgent(t, &fakeTarget{})
-	rec := &store.Volume{Name: "v", Driver: "fake",
-		Attachment: &store.Attachment{Driver: "fake", Device: "/dev/fake-v", Identity: "fake:v"}}
+	rec := &store.Volume{Name: "v", Kind: "fake",
+		Attachment: &store.Attachment{Kind: "fake", Device: "/dev/fake-v", Identity: "fake:v"}}
 	if err := a.state.Adopt(rec); err != nil {
 		t.Fatal(err)
 	}
@@ -86,8 +86,8 @@ func TestDriftCheckLogsVerifyFailureOnce(t *testing.T) {
 	a := sessionAgent(t, &fakeTarget{})
 	a.cfg.Log = slog.New(slog.NewTextHandler(&buf, nil))
 	a.driftLog = newOnceLog(a.cfg.Log)
-	rec := &store.Volume{Name: "v", Driver: "fake",
-		Attachment: &store.Attachment{Driver: "fake", Device: "/dev/fake-v", Identity: "fake:v"}}
+	rec := &store.Volume{Name: "v", Kind: "fake",
+		Attachment: &store.Attachment{Kind: "fake", Device: "/dev/fake-v", Identity: "fake:v"}}
 	if err := a.state.Adopt(rec); err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ func (a *Agent) wake(ctx context.Context, w Wake) bool {
 	actual := a.state.Snapshot()
 	var retried []string
 	for n, d := range a.desiredSnapshot() {
-		if !d.Wanted() || !slices.Contains(w.Drivers, d.Driver) {
+		if !d.Wanted() || !slices.Contains(w.Drivers, d.Kind) {
 			continue
 		}
 		if rec := actual[n]; rec != nil && rec.Staging != nil && len(rec.Targets) == len(d.Targets) {
@@ -65,7 +65,7 @@ func (a *Agent) refreshPartitionsOf(ctx context.Context, actual map[string]*stor
 			continue
 		}
 		found = true
-		if r, ok := a.cfg.Attachers[at.Driver].(Refresher); ok {
+		if r, ok := a.cfg.Attachers[at.Kind].(Refresher); ok {
 			if err := r.Refresh(ctx, *at); err != nil {
 				a.cfg.Log.Warn("refresh a partition whose disk changed", "volume", name, "disk", disk, "error", err)
 			}

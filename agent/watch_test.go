@@ -51,8 +51,8 @@ func TestWakeOnDiskChangeRefreshesItsPartitions(t *testing.T) {
 	a := sessionAgent(t, &fakeTarget{})
 	a.cfg.Attachers = map[string]Attacher{"fake": r}
 	staged := func(name, dev string) *store.Volume {
-		return &store.Volume{Name: name, Driver: "fake",
-			Attachment: &store.Attachment{Driver: "fake", Device: dev, Identity: "fake:" + name},
+		return &store.Volume{Name: name, Kind: "fake",
+			Attachment: &store.Attachment{Kind: "fake", Device: dev, Identity: "fake:" + name},
 			Staging:    &store.MountRecord{Path: "/s/" + name, Owned: true}}
 	}
 	a.state = NewState(a.cfg.Store, time.Now, map[string]*store.Volume{

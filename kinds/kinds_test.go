@@ -118,7 +118,7 @@ func TestSpecFromStateFile(t *testing.T) {
 		t.Fatalf("source as JSON: %s, %v", data, err)
 	}
 	var src manifest.Source
-	if err := json.Unmarshal(data, &src); err != nil || src.Driver() != loop.Name {
+	if err := json.Unmarshal(data, &src); err != nil || src.Kind != loop.Name {
 		t.Fatalf("source from JSON: %+v, %v", src, err)
 	}
 	d := &agent.Desired{Name: "v", Spec: &manifest.VolumeSpec{Source: src}}

@@ -42,7 +42,7 @@ func TestConcurrentWritersShareCommits(t *testing.T) {
 				errs <- err
 				return
 			}
-			errs <- s.Finish(id, name, &Volume{Name: name, Driver: "loop"})
+			errs <- s.Finish(id, name, &Volume{Name: name, Kind: "loop"})
 		})
 	}
 	close(start)
@@ -131,7 +131,7 @@ func TestFinishLaterIsCommittedByCloseAndNextCommit(t *testing.T) {
 		ids = append(ids, id)
 	}
 	for i, id := range ids {
-		if err := s.FinishLater(id, fmt.Sprintf("v%d", i), &Volume{Name: fmt.Sprintf("v%d", i), Driver: "loop"}, nil); err != nil {
+		if err := s.FinishLater(id, fmt.Sprintf("v%d", i), &Volume{Name: fmt.Sprintf("v%d", i), Kind: "loop"}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -172,7 +172,7 @@ func TestOutcomesRideTheNextIntent(t *testing.T) {
 		ignore := func(error) {}
 		before := s.Commits()
 		for i, id := range ids[:9] {
-			if err := s.FinishLater(id, fmt.Sprintf("v%d", i), &Volume{Name: fmt.Sprintf("v%d", i), Driver: "loop"}, ignore); err != nil {
+			if err := s.FinishLater(id, fmt.Sprintf("v%d", i), &Volume{Name: fmt.Sprintf("v%d", i), Kind: "loop"}, ignore); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -188,7 +188,7 @@ func TestOutcomesRideTheNextIntent(t *testing.T) {
 		}
 
 		before = s.Commits()
-		if err := s.FinishLater(ids[9], "v9", &Volume{Name: "v9", Driver: "loop"}, ignore); err != nil {
+		if err := s.FinishLater(ids[9], "v9", &Volume{Name: "v9", Kind: "loop"}, ignore); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait() // the committer holds it, waiting for company
@@ -218,7 +218,7 @@ func TestFlushCommitsWhatRides(t *testing.T) {
 		}
 		before := s.Commits()
 		s.Flush() // nothing rides: no commit
-		if err := s.FinishLater(id, "a", &Volume{Name: "a", Driver: "loop"}, func(error) {}); err != nil {
+		if err := s.FinishLater(id, "a", &Volume{Name: "a", Kind: "loop"}, func(error) {}); err != nil {
 			t.Fatal(err)
 		}
 		s.Flush()

@@ -28,7 +28,7 @@ func groupOp(s *Store, name string) error {
 	if err != nil {
 		return err
 	}
-	return s.Finish(id, name, &Volume{Name: name, Driver: "loop"})
+	return s.Finish(id, name, &Volume{Name: name, Kind: "loop"})
 }
 
 // updateOp is the baseline: the same two writes, each its own db.Update and fsync.

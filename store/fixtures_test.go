@@ -82,8 +82,8 @@ func mustOpen(t *testing.T, path string, opts Options) *Store {
 func sampleVolume(name string) *Volume {
 	return &Volume{
 		Name:       name,
-		Driver:     "loop",
-		Attachment: &Attachment{Driver: "loop", Device: "/dev/loop3", Identity: "loop:/img/" + name + ".img@2049:1234", Owned: true},
+		Kind:       "loop",
+		Attachment: &Attachment{Kind: "loop", Device: "/dev/loop3", Identity: "loop:/img/" + name + ".img@2049:1234", Owned: true},
 		Staging:    &MountRecord{Path: "/var/lib/volumed/staging/" + name, Device: "/dev/loop3", FSType: "ext4", MountID: 42, Owned: true},
 		Targets: []MountRecord{
 			{Path: "/srv/" + name, SubPath: "data", ReadOnly: true, MountID: 43, Owned: true},

@@ -14,7 +14,7 @@ func TestFormerOutlivesTheRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	at := &Attachment{Driver: "disk", Device: "/dev/loop3", Identity: "disk:path:/dev/loop3"}
+	at := &Attachment{Kind: "disk", Device: "/dev/loop3", Identity: "disk:path:/dev/loop3"}
 	if err := s.Put(&Volume{Name: "data", Attachment: at}); err != nil {
 		t.Fatal(err)
 	}

@@ -379,7 +379,7 @@ func TestCleanCloseSkipsCheck(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Put(&Volume{Name: "x", Driver: "loop"}); err != nil {
+		if err := s.Put(&Volume{Name: "x", Kind: "loop"}); err != nil {
 			t.Fatal(err)
 		}
 		s.Close()

@@ -32,7 +32,7 @@ func TestDesiredFromContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	fs := d.Spec.Filesystem
-	if d.Name != "csi-pv-1" || d.Driver != "loop" || d.Caps.ImageFile != "/images/pv-1.img" || d.Caps.Size != 1<<30 || d.Block {
+	if d.Name != "csi-pv-1" || d.Kind != "loop" || d.Caps.ImageFile != "/images/pv-1.img" || d.Caps.Size != 1<<30 || d.Block {
 		t.Errorf("desired: %+v caps %+v", d, d.Caps)
 	}
 	if fs == nil || fs.Type != "xfs" || !fs.Grow || strings.Join(fs.MountOptions, ",") != "noatime" || strings.Join(fs.MkfsOptions, " ") != "-m crc=1" {

@@ -134,7 +134,7 @@ func (s *Service) NodeStageVolume(ctx context.Context, req *csipb.NodeStageVolum
 		err = status.Errorf(codes.InvalidArgument, "volume %s: the volume context asks for %s: a PV's author is not the host's owner, so volumed refuses it unless started with --csi-allow-suid-dev",
 			id, strings.Join(hostPrivileges(d), " and "))
 	default:
-		if h := s.cfg.Agent.ClaimHolder(d.Driver, d.Caps.Claims, name); h != "" {
+		if h := s.cfg.Agent.ClaimHolder(d.Kind, d.Caps.Claims, name); h != "" {
 			err = status.Errorf(codes.FailedPrecondition, "volume %s: its source is already volume %s's", id, h)
 		}
 	}

@@ -69,7 +69,7 @@ func Decide(desired map[string]*Desired, actual map[string]*record.Volume, obs O
 			continue
 		}
 		if GrowNeeded(d, actual[n], obs.Sizes[n]) {
-			dec.Ops = append(dec.Ops, Op{Volume: n, Kind: OpGrow})
+			dec.Ops = append(dec.Ops, Op{Volume: n, Name: OpGrow})
 		} else {
 			dec.GrowSettled = append(dec.GrowSettled, n)
 		}

@@ -23,7 +23,7 @@ func TestGrowNeeded(t *testing.T) {
 	}
 	absent := loopVol(128*mi, true)
 	absent.Absent = true
-	raw := &Desired{Name: "a", Driver: "loop", Spec: &manifest.VolumeSpec{}, Block: true, Caps: manifest.Caps{ImageFile: "/i", Size: 128 * mi}}
+	raw := &Desired{Name: "a", Kind: "loop", Spec: &manifest.VolumeSpec{}, Block: true, Caps: manifest.Caps{ImageFile: "/i", Size: 128 * mi}}
 	cases := []struct {
 		name string
 		d    *Desired
@@ -99,7 +99,7 @@ func TestDecideGrowth(t *testing.T) {
 			dec := Decide(map[string]*Desired{"a": d}, map[string]*record.Volume{"a": v}, c.obs("a"))
 			var kinds []string
 			for _, op := range dec.Ops {
-				kinds = append(kinds, op.Kind)
+				kinds = append(kinds, op.Name)
 			}
 			if !slices.Equal(kinds, c.wantOps) || !slices.Equal(dec.GrowSettled, c.wantSettled) {
 				t.Fatalf("Decide = ops %v, settled %v; want %v, %v", kinds, dec.GrowSettled, c.wantOps, c.wantSettled)

@@ -8,10 +8,10 @@ import (
 
 // Desired is what the manifests want of one volume.
 type Desired struct {
-	Name   string
-	Driver string
-	File   string // the manifest file that declares it
-	Spec   *manifest.VolumeSpec
+	Name string
+	Kind string
+	File string // the manifest file that declares it
+	Spec *manifest.VolumeSpec
 	// Caps is what the source's kind said of it: the core decides by
 	// these, never by the kind's name or fields.
 	Caps manifest.Caps

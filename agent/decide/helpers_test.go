@@ -9,7 +9,7 @@ import (
 // what the records say of it.
 
 func want(name string, targets ...DesiredTarget) *Desired {
-	return &Desired{Name: name, Driver: "loop", Spec: &manifest.VolumeSpec{Filesystem: &manifest.Filesystem{Type: "ext4"}}, FSAlso: ext4Also, Targets: targets}
+	return &Desired{Name: name, Kind: "loop", Spec: &manifest.VolumeSpec{Filesystem: &manifest.Filesystem{Type: "ext4"}}, FSAlso: ext4Also, Targets: targets}
 }
 
 // ext4Also is what the filesystem registry says blkid may report of an
@@ -19,15 +19,15 @@ var ext4Also = []string{"ext2", "ext3"}
 // wantFS is a volume that wants fs, with the registry's other names for
 // it (also).
 func wantFS(fs *manifest.Filesystem, also ...string) *Desired {
-	return &Desired{Name: "a", Driver: "loop", Spec: &manifest.VolumeSpec{Filesystem: fs}, FSAlso: also}
+	return &Desired{Name: "a", Kind: "loop", Spec: &manifest.VolumeSpec{Filesystem: fs}, FSAlso: also}
 }
 
 func tgt(p string, ro bool) DesiredTarget { return DesiredTarget{Path: p, ReadOnly: ro} }
 
 func have(name string, attached, staged bool, targets ...record.MountRecord) *record.Volume {
-	v := &record.Volume{Name: name, Driver: "loop", Targets: targets}
+	v := &record.Volume{Name: name, Kind: "loop", Targets: targets}
 	if attached {
-		v.Attachment = &record.Attachment{Driver: "loop", Device: "/dev/loop1", Identity: "loop:/i@1:2", Owned: true}
+		v.Attachment = &record.Attachment{Kind: "loop", Device: "/dev/loop1", Identity: "loop:/i@1:2", Owned: true}
 	}
 	if staged {
 		v.Staging = &record.MountRecord{Path: "/s/" + name, Owned: true, Options: []string{"nosuid", "nodev"}}

@@ -7,12 +7,12 @@ import (
 )
 
 func TestMayRelease(t *testing.T) {
-	loop := record.Attachment{Driver: "loop", Device: "/dev/loop1", Owned: true}
+	loop := record.Attachment{Kind: "loop", Device: "/dev/loop1", Owned: true}
 	sess := func(owned, pinned bool) record.Attachment {
-		return record.Attachment{Driver: "iscsi", Device: "/dev/sdb", Session: "iqn.t", Owned: owned, Pinned: pinned}
+		return record.Attachment{Kind: "iscsi", Device: "/dev/sdb", Session: "iqn.t", Owned: owned, Pinned: pinned}
 	}
-	rider := record.Attachment{Driver: "iscsi", Device: "/dev/sdc", Session: "iqn.t"}
-	elsewhere := record.Attachment{Driver: "iscsi", Device: "/dev/sdd", Session: "iqn.other", Owned: true}
+	rider := record.Attachment{Kind: "iscsi", Device: "/dev/sdc", Session: "iqn.t"}
+	elsewhere := record.Attachment{Kind: "iscsi", Device: "/dev/sdd", Session: "iqn.other", Owned: true}
 	for _, tc := range []struct {
 		name         string
 		at           record.Attachment
@@ -21,8 +21,8 @@ func TestMayRelease(t *testing.T) {
 		want         bool
 	}{
 		{"loop device we made", loop, nil, false, true},
-		{"loop device beside other loop devices", loop, []record.Attachment{{Driver: "loop", Device: "/dev/loop2", Owned: true}}, false, true},
-		{"device we did not make", record.Attachment{Driver: "device", Device: "/dev/sda"}, nil, false, false},
+		{"loop device beside other loop devices", loop, []record.Attachment{{Kind: "loop", Device: "/dev/loop2", Owned: true}}, false, true},
+		{"device we did not make", record.Attachment{Kind: "device", Device: "/dev/sda"}, nil, false, false},
 		{"session we made, last rider", sess(true, false), nil, false, true},
 		{"session we made, another volume rides it", sess(true, false), []record.Attachment{rider}, true, false},
 		{"session we made, others on other sessions", sess(true, false), []record.Attachment{elsewhere}, true, true},
@@ -30,7 +30,7 @@ func TestMayRelease(t *testing.T) {
 		{"session another tool made", sess(false, false), nil, false, false},
 		{"booted from, owned", sess(true, true), nil, true, false},
 		{"booted from, not owned", sess(false, true), nil, true, false},
-		{"sessionOwned means nothing without a session", record.Attachment{Driver: "device", Device: "/dev/sda"}, nil, true, false},
+		{"sessionOwned means nothing without a session", record.Attachment{Kind: "device", Device: "/dev/sda"}, nil, true, false},
 	} {
 		if got := MayRelease(tc.at, tc.others, tc.sessionOwned); got != tc.want {
 			t.Errorf("%s: MayRelease = %v, want %v", tc.name, got, tc.want)
@@ -39,9 +39,9 @@ func TestMayRelease(t *testing.T) {
 }
 
 func TestOwns(t *testing.T) {
-	ours := []record.Attachment{{Driver: "iscsi", Session: "s1", Owned: true}}
-	theirs := []record.Attachment{{Driver: "iscsi", Session: "s1"}}
-	loneOwned := []record.Attachment{{Driver: "loop", Owned: true}}
+	ours := []record.Attachment{{Kind: "iscsi", Session: "s1", Owned: true}}
+	theirs := []record.Attachment{{Kind: "iscsi", Session: "s1"}}
+	loneOwned := []record.Attachment{{Kind: "loop", Owned: true}}
 	cases := []struct {
 		name   string
 		c      Claim

@@ -20,11 +20,11 @@ func TestPendingChanges(t *testing.T) {
 	refused.Staging.Refused = &record.Refusal{Options: StagingOptions(journal), Error: "invalid argument"}
 	legacy := madeWith(base)
 	legacy.Attachment.Source = ""
-	raw := &Desired{Name: "a", Driver: "loop", Caps: base.Caps, Block: true, Targets: []DesiredTarget{{Path: "/dev-t", Block: true}}, Spec: &manifest.VolumeSpec{}}
-	rawEnc := &Desired{Name: "a", Driver: "loop", Caps: base.Caps, Block: true, Targets: raw.Targets,
+	raw := &Desired{Name: "a", Kind: "loop", Caps: base.Caps, Block: true, Targets: []DesiredTarget{{Path: "/dev-t", Block: true}}, Spec: &manifest.VolumeSpec{}}
+	rawEnc := &Desired{Name: "a", Kind: "loop", Caps: base.Caps, Block: true, Targets: raw.Targets,
 		Spec: &manifest.VolumeSpec{Encryption: &manifest.Encryption{LUKS2: &manifest.LUKS2{Keys: []manifest.LUKS2Key{{File: "/k"}}}}}}
 	rawPublished := func() *record.Volume {
-		return &record.Volume{Name: "a", Driver: "loop", Attachment: madeWith(base).Attachment, Targets: []record.MountRecord{{Path: "/dev-t", Owned: true}}}
+		return &record.Volume{Name: "a", Kind: "loop", Attachment: madeWith(base).Attachment, Targets: []record.MountRecord{{Path: "/dev-t", Owned: true}}}
 	}
 
 	cases := []struct {
@@ -47,7 +47,7 @@ func TestPendingChanges(t *testing.T) {
 			[]string{"EncryptionRemoved: removing spec.encryption is not applied", "LUKS2 volume u (open as /dev/mapper/volumed-a)"}},
 		{"encryption added to a published raw block volume", rawEnc, rawPublished(),
 			[]string{"EncryptionAdded: encryption not applied", "raw block data (published at /dev-t)", "only ever encrypts a blank device"}},
-		{"encryption added to a raw block volume not yet published: opened, nothing pending", rawEnc, &record.Volume{Name: "a", Driver: "loop", Attachment: madeWith(base).Attachment}, nil},
+		{"encryption added to a raw block volume not yet published: opened, nothing pending", rawEnc, &record.Volume{Name: "a", Kind: "loop", Attachment: madeWith(base).Attachment}, nil},
 		{"encryption removed from a published raw block volume", raw, mapped(rawPublished()),
 			[]string{"EncryptionRemoved: removing spec.encryption is not applied", "raw block data (published at /dev-t)"}},
 		// Plan never opens under a published target, staging mount or not

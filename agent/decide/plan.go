@@ -11,7 +11,7 @@ import (
 // Op is the next step for one volume.
 type Op struct {
 	Volume string
-	Kind   string
+	Name   string
 	// Target is the publish target (publish) or the recorded path (unpublish).
 	Target DesiredTarget
 }
@@ -20,7 +20,7 @@ type Op struct {
 // away what is no longer wanted from consumers, then set up, then tear
 // down devices.
 func (o Op) Stage() int {
-	switch o.Kind {
+	switch o.Name {
 	case OpUnpublish:
 		return 0
 	case OpUnmountDevice, OpClose, OpDetach:
@@ -80,17 +80,17 @@ func nextOp(name string, d *Desired, a *record.Volume, held heldPaths) (Op, bool
 	for _, t := range a.Targets {
 		want, ok := d.Target(t.Path)
 		if (!ok || want.SubPath != t.SubPath) && !coversHeld(t.Path, held) {
-			return Op{Volume: name, Kind: OpUnpublish, Target: DesiredTarget{Path: t.Path}}, true
+			return Op{Volume: name, Name: OpUnpublish, Target: DesiredTarget{Path: t.Path}}, true
 		}
 	}
 	if a.Attachment == nil {
-		return Op{Volume: name, Kind: OpAttach}, true
+		return Op{Volume: name, Name: OpAttach}, true
 	}
 	if open, _ := EncryptionChange(d, a); open {
-		return Op{Volume: name, Kind: OpOpen}, true
+		return Op{Volume: name, Name: OpOpen}, true
 	}
 	if a.Staging == nil && !d.Block {
-		return Op{Volume: name, Kind: OpMountDevice}, true
+		return Op{Volume: name, Name: OpMountDevice}, true
 	}
 	for _, t := range d.Targets {
 		if HasTarget(a, t.Path) {
@@ -102,7 +102,7 @@ func nextOp(name string, d *Desired, a *record.Volume, held heldPaths) (Op, bool
 		if t.NestedIn != "" && !enclosedBy(t.Path, t.NestedIn, held) {
 			continue // published on top of the enclosing target, so after it
 		}
-		return Op{Volume: name, Kind: OpPublish, Target: t}, true
+		return Op{Volume: name, Name: OpPublish, Target: t}, true
 	}
 	return remountOp(name, d, a)
 }
@@ -110,20 +110,20 @@ func nextOp(name string, d *Desired, a *record.Volume, held heldPaths) (Op, bool
 func teardownOp(name string, a *record.Volume, held heldPaths) (Op, bool) {
 	for _, t := range a.Targets {
 		if !coversHeld(t.Path, held) {
-			return Op{Volume: name, Kind: OpUnpublish, Target: DesiredTarget{Path: t.Path}}, true
+			return Op{Volume: name, Name: OpUnpublish, Target: DesiredTarget{Path: t.Path}}, true
 		}
 	}
 	if len(a.Targets) > 0 {
 		return Op{}, false // a nested target still sits on top of ours
 	}
 	if a.Staging != nil {
-		return Op{Volume: name, Kind: OpUnmountDevice}, true
+		return Op{Volume: name, Name: OpUnmountDevice}, true
 	}
 	if a.Mapping != nil {
-		return Op{Volume: name, Kind: OpClose}, true
+		return Op{Volume: name, Name: OpClose}, true
 	}
 	if a.Attachment != nil {
-		return Op{Volume: name, Kind: OpDetach}, true
+		return Op{Volume: name, Name: OpDetach}, true
 	}
 	return Op{}, false
 }

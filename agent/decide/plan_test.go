@@ -31,25 +31,25 @@ func checkPlan(t *testing.T, cases []planCase) {
 
 // Setting up: attach, mount, publish, remount; nothing for what converged.
 func TestPlan(t *testing.T) {
-	raw := &Desired{Name: "r", Driver: "loop", Spec: &manifest.VolumeSpec{}, Block: true, Targets: []DesiredTarget{{Path: "/dev-t", Block: true}}}
+	raw := &Desired{Name: "r", Kind: "loop", Spec: &manifest.VolumeSpec{}, Block: true, Targets: []DesiredTarget{{Path: "/dev-t", Block: true}}}
 	rawPub := record.MountRecord{Path: "/dev-t", Owned: true, Options: BindWords(BindOptionsFor(raw, raw.Targets[0]))}
 	checkPlan(t, []planCase{
 		{"nothing", nil, nil, nil},
 		{"new volume attaches first",
 			map[string]*Desired{"a": want("a", tgt("/t", false))}, nil,
-			[]Op{{Volume: "a", Kind: OpAttach}}},
+			[]Op{{Volume: "a", Name: OpAttach}}},
 		{"attached volume mounts its device",
 			map[string]*Desired{"a": want("a", tgt("/t", false))},
 			map[string]*record.Volume{"a": have("a", true, false)},
-			[]Op{{Volume: "a", Kind: OpMountDevice}}},
+			[]Op{{Volume: "a", Name: OpMountDevice}}},
 		{"staged volume publishes its targets in path order",
 			map[string]*Desired{"a": want("a", tgt("/t1", false), tgt("/t2", true))},
 			map[string]*record.Volume{"a": have("a", true, true, pub("/t1", false))},
-			[]Op{{Volume: "a", Kind: OpPublish, Target: tgt("/t2", true)}}},
+			[]Op{{Volume: "a", Name: OpPublish, Target: tgt("/t2", true)}}},
 		{"a raw block volume is published once attached, never staged",
 			map[string]*Desired{"r": raw},
 			map[string]*record.Volume{"r": have("r", true, false)},
-			[]Op{{Volume: "r", Kind: OpPublish, Target: raw.Targets[0]}}},
+			[]Op{{Volume: "r", Name: OpPublish, Target: raw.Targets[0]}}},
 		{"a published raw block volume needs nothing",
 			map[string]*Desired{"r": raw},
 			map[string]*record.Volume{"r": have("r", true, false, rawPub)},
@@ -61,15 +61,15 @@ func TestPlan(t *testing.T) {
 		{"target no longer wanted is unpublished before anything else",
 			map[string]*Desired{"a": want("a")},
 			map[string]*record.Volume{"a": have("a", true, true, pub("/old", false))},
-			[]Op{{Volume: "a", Kind: OpUnpublish, Target: DesiredTarget{Path: "/old"}}}},
+			[]Op{{Volume: "a", Name: OpUnpublish, Target: DesiredTarget{Path: "/old"}}}},
 		{"read-only flip is remounted in place, not republished",
 			map[string]*Desired{"a": want("a", tgt("/t", true))},
 			map[string]*record.Volume{"a": have("a", true, true, pub("/t", false))},
-			[]Op{{Volume: "a", Kind: OpRemount, Target: tgt("/t", true)}}},
+			[]Op{{Volume: "a", Name: OpRemount, Target: tgt("/t", true)}}},
 		{"and back to read-write, in place too",
 			map[string]*Desired{"a": want("a", tgt("/t", false))},
 			map[string]*record.Volume{"a": have("a", true, true, pub("/t", true))},
-			[]Op{{Volume: "a", Kind: OpRemount, Target: tgt("/t", false)}}},
+			[]Op{{Volume: "a", Name: OpRemount, Target: tgt("/t", false)}}},
 		{"converged read-only target needs nothing",
 			map[string]*Desired{"a": want("a", tgt("/t", true))},
 			map[string]*record.Volume{"a": have("a", true, true, pub("/t", true))},
@@ -90,40 +90,40 @@ func TestPlanTeardownAndOrder(t *testing.T) {
 		{"removed volume: unpublish, then unmount, then detach",
 			nil,
 			map[string]*record.Volume{"a": have("a", true, true, pub("/t", false)), "b": have("b", true, true), "c": have("c", true, false)},
-			[]Op{{Volume: "a", Kind: OpUnpublish, Target: DesiredTarget{Path: "/t"}}, {Volume: "b", Kind: OpUnmountDevice}, {Volume: "c", Kind: OpDetach}}},
+			[]Op{{Volume: "a", Name: OpUnpublish, Target: DesiredTarget{Path: "/t"}}, {Volume: "b", Name: OpUnmountDevice}, {Volume: "c", Name: OpDetach}}},
 		{"state absent tears down like removal",
 			map[string]*Desired{"a": absent},
 			map[string]*record.Volume{"a": have("a", true, false)},
-			[]Op{{Volume: "a", Kind: OpDetach}}},
+			[]Op{{Volume: "a", Name: OpDetach}}},
 		{"stages: unpublish before setup before teardown",
 			map[string]*Desired{"new": want("new"), "moved": want("moved")},
 			map[string]*record.Volume{"gone": have("gone", true, false), "moved": have("moved", true, true, pub("/x", false))},
-			[]Op{{Volume: "moved", Kind: OpUnpublish, Target: DesiredTarget{Path: "/x"}}, {Volume: "new", Kind: OpAttach}, {Volume: "gone", Kind: OpDetach}}},
+			[]Op{{Volume: "moved", Name: OpUnpublish, Target: DesiredTarget{Path: "/x"}}, {Volume: "new", Name: OpAttach}, {Volume: "gone", Name: OpDetach}}},
 		{"publish waits while another volume still holds the path",
 			map[string]*Desired{"a": want("a"), "b": want("b", tgt("/x", false))},
 			map[string]*record.Volume{"a": have("a", true, true, pub("/x", false)), "b": have("b", true, true)},
-			[]Op{{Volume: "a", Kind: OpUnpublish, Target: DesiredTarget{Path: "/x"}}}},
+			[]Op{{Volume: "a", Name: OpUnpublish, Target: DesiredTarget{Path: "/x"}}}},
 		{"a pinned volume is never torn down",
 			nil, map[string]*record.Volume{"boot": pinned}, nil},
 		{"a nested target waits for the target it is in",
 			map[string]*Desired{"outer": want("outer", tgt("/srv/data", false)), "inner": want("inner", nested)},
 			map[string]*record.Volume{"outer": have("outer", true, true), "inner": have("inner", true, true)},
-			[]Op{{Volume: "outer", Kind: OpPublish, Target: tgt("/srv/data", false)}}},
+			[]Op{{Volume: "outer", Name: OpPublish, Target: tgt("/srv/data", false)}}},
 		{"a nested target is published once the outer one is",
 			map[string]*Desired{"outer": want("outer", tgt("/srv/data", false)), "inner": want("inner", nested)},
 			map[string]*record.Volume{"outer": have("outer", true, true, pub("/srv/data", false)), "inner": have("inner", true, true)},
-			[]Op{{Volume: "inner", Kind: OpPublish, Target: nested}}},
+			[]Op{{Volume: "inner", Name: OpPublish, Target: nested}}},
 		{"the outer target is unpublished only after the nested one",
 			nil,
 			map[string]*record.Volume{"outer": have("outer", true, true, pub("/srv/data", false)), "inner": have("inner", true, true, pub("/srv/data/logs", false))},
-			[]Op{{Volume: "inner", Kind: OpUnpublish, Target: DesiredTarget{Path: "/srv/data/logs"}}}},
+			[]Op{{Volume: "inner", Name: OpUnpublish, Target: DesiredTarget{Path: "/srv/data/logs"}}}},
 	})
 }
 
 func TestPlanEncrypted(t *testing.T) {
 	enc := encrypted(want("a", tgt("/t", false)), "/k")
 	gone := mapped(have("a", true, false))
-	rawEnc := &Desired{Name: "a", Driver: "loop", Block: true, Targets: []DesiredTarget{{Path: "/dev-t", Block: true}},
+	rawEnc := &Desired{Name: "a", Kind: "loop", Block: true, Targets: []DesiredTarget{{Path: "/dev-t", Block: true}},
 		Spec: &manifest.VolumeSpec{Encryption: &manifest.Encryption{LUKS2: &manifest.LUKS2{Keys: []manifest.LUKS2Key{{File: "/k"}}}}}}
 	cases := []struct {
 		name    string
@@ -133,40 +133,40 @@ func TestPlanEncrypted(t *testing.T) {
 	}{
 		{"attached: open before mount_device",
 			map[string]*Desired{"a": enc}, map[string]*record.Volume{"a": have("a", true, false)},
-			[]Op{{Volume: "a", Kind: OpOpen}}},
+			[]Op{{Volume: "a", Name: OpOpen}}},
 		{"open: mount_device",
 			map[string]*Desired{"a": enc}, map[string]*record.Volume{"a": mapped(have("a", true, false))},
-			[]Op{{Volume: "a", Kind: OpMountDevice}}},
+			[]Op{{Volume: "a", Name: OpMountDevice}}},
 		{"not attached: attach first",
 			map[string]*Desired{"a": enc}, nil,
-			[]Op{{Volume: "a", Kind: OpAttach}}},
+			[]Op{{Volume: "a", Name: OpAttach}}},
 		{"converged encrypted volume needs nothing",
 			map[string]*Desired{"a": enc}, map[string]*record.Volume{"a": mapped(have("a", true, true, pub("/t", false)))},
 			nil},
 		{"removed while staged: unmount, no close yet",
 			nil, map[string]*record.Volume{"a": mapped(have("a", true, true))},
-			[]Op{{Volume: "a", Kind: OpUnmountDevice}}},
+			[]Op{{Volume: "a", Name: OpUnmountDevice}}},
 		{"removed, unmounted: close before detach",
 			nil, map[string]*record.Volume{"a": gone},
-			[]Op{{Volume: "a", Kind: OpClose}}},
+			[]Op{{Volume: "a", Name: OpClose}}},
 		{"removed, closed: detach",
 			nil, map[string]*record.Volume{"a": have("a", true, false)},
-			[]Op{{Volume: "a", Kind: OpDetach}}},
+			[]Op{{Volume: "a", Name: OpDetach}}},
 		{"encryption added to a mounted volume: no open over its filesystem",
 			map[string]*Desired{"a": enc}, map[string]*record.Volume{"a": have("a", true, true, pub("/t", false))},
 			nil},
 		{"raw block: open before publish",
 			map[string]*Desired{"a": rawEnc}, map[string]*record.Volume{"a": have("a", true, false)},
-			[]Op{{Volume: "a", Kind: OpOpen}}},
+			[]Op{{Volume: "a", Name: OpOpen}}},
 		{"raw block, open: publish the mapping",
 			map[string]*Desired{"a": rawEnc}, map[string]*record.Volume{"a": mapped(have("a", true, false))},
-			[]Op{{Volume: "a", Kind: OpPublish, Target: rawEnc.Targets[0]}}},
+			[]Op{{Volume: "a", Name: OpPublish, Target: rawEnc.Targets[0]}}},
 		{"encryption added to a published raw block volume: no open under its consumer",
 			map[string]*Desired{"a": rawEnc}, map[string]*record.Volume{"a": have("a", true, false, record.MountRecord{Path: "/dev-t", Owned: true, Options: BindWords(BindOptionsFor(rawEnc, rawEnc.Targets[0]))})},
 			nil},
 		{"close is teardown: after the setup of others",
 			map[string]*Desired{"b": want("b")}, map[string]*record.Volume{"a": mapped(have("a", true, false))},
-			[]Op{{Volume: "b", Kind: OpAttach}, {Volume: "a", Kind: OpClose}}},
+			[]Op{{Volume: "b", Name: OpAttach}, {Volume: "a", Name: OpClose}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -191,7 +191,7 @@ func TestEncryptionOpenedOrPending(t *testing.T) {
 		}
 		planned := false
 		for _, op := range Plan(map[string]*Desired{"a": enc}, map[string]*record.Volume{"a": rec}) {
-			planned = planned || op.Kind == OpOpen
+			planned = planned || op.Name == OpOpen
 		}
 		if planned != open {
 			t.Errorf("%s: Plan opens %v, EncryptionChange says %v", name, planned, open)

@@ -25,7 +25,7 @@ func BindWords(o BindOptions) []string {
 // not tried again until the manifest asks for others.
 func remountOp(name string, d *Desired, a *record.Volume) (Op, bool) {
 	if a.Staging != nil && d.Spec.Filesystem != nil && wantsRemount(*a.Staging, StagingOptions(d)) {
-		return Op{Volume: name, Kind: OpRemount}, true
+		return Op{Volume: name, Name: OpRemount}, true
 	}
 	for _, t := range a.Targets {
 		want, ok := d.Target(t.Path)
@@ -33,7 +33,7 @@ func remountOp(name string, d *Desired, a *record.Volume) (Op, bool) {
 			continue
 		}
 		if want.ReadOnly != t.ReadOnly || wantsRemount(t, BindWords(BindOptionsFor(d, want))) {
-			return Op{Volume: name, Kind: OpRemount, Target: want}, true
+			return Op{Volume: name, Name: OpRemount, Target: want}, true
 		}
 	}
 	return Op{}, false

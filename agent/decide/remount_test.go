@@ -36,14 +36,14 @@ func TestPlanRemountsChangedOptions(t *testing.T) {
 		want []Op
 	}{
 		{"as made: nothing", base, madeWith(base), nil},
-		{"mountOptions edited: the staging mount", noatime, madeWith(base), []Op{{Volume: "a", Kind: OpRemount}}},
-		{"allowSuid edited: staging first", suid, madeWith(base), []Op{{Volume: "a", Kind: OpRemount}}},
-		{"allowSuid edited, staging done: then the target", suid, stagingDone, []Op{{Volume: "a", Kind: OpRemount, Target: suid.Targets[0]}}},
-		{"readOnly edited: the target alone", ro, madeWith(base), []Op{{Volume: "a", Kind: OpRemount, Target: ro.Targets[0]}}},
+		{"mountOptions edited: the staging mount", noatime, madeWith(base), []Op{{Volume: "a", Name: OpRemount}}},
+		{"allowSuid edited: staging first", suid, madeWith(base), []Op{{Volume: "a", Name: OpRemount}}},
+		{"allowSuid edited, staging done: then the target", suid, stagingDone, []Op{{Volume: "a", Name: OpRemount, Target: suid.Targets[0]}}},
+		{"readOnly edited: the target alone", ro, madeWith(base), []Op{{Volume: "a", Name: OpRemount, Target: ro.Targets[0]}}},
 		{"a refused remount is not tried again for the same options", noatime, refused, nil},
-		{"a refused remount is tried for other options", suid, refused, []Op{{Volume: "a", Kind: OpRemount}}},
-		{"a mount of unknown options is remounted to the manifest's", base, legacy, []Op{{Volume: "a", Kind: OpRemount}}},
-		{"a target of unknown options too", base, legacyTarget, []Op{{Volume: "a", Kind: OpRemount, Target: base.Targets[0]}}},
+		{"a refused remount is tried for other options", suid, refused, []Op{{Volume: "a", Name: OpRemount}}},
+		{"a mount of unknown options is remounted to the manifest's", base, legacy, []Op{{Volume: "a", Name: OpRemount}}},
+		{"a target of unknown options too", base, legacyTarget, []Op{{Volume: "a", Name: OpRemount, Target: base.Targets[0]}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -31,7 +31,7 @@ func FuzzParse(f *testing.F) {
 			}
 			switch o.Kind {
 			case KindVolume:
-				if o.Volume == nil || o.Mount != nil || o.Volume.Source.Driver() == "" {
+				if o.Volume == nil || o.Mount != nil || o.Volume.Source.Kind == "" {
 					t.Fatalf("accepted volume %+v", o)
 				}
 				if fs := o.Volume.Filesystem; fs != nil && fs.Format != FormatIfBlank && fs.Format != FormatNever {

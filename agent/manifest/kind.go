@@ -144,9 +144,6 @@ type member struct {
 	spec any
 }
 
-// Driver names the attacher a source needs ("loop", "iscsi", ...).
-func (s Source) Driver() string { return s.Kind }
-
 // MarshalJSON writes the source as it is written in a manifest:
 // {"loop": {...}}. The state file keeps it in attach intents.
 func (s Source) MarshalJSON() ([]byte, error) {

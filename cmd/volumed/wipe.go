@@ -84,7 +84,7 @@ func formerDevice(snap store.Snapshot, name string, stdout io.Writer) (string, e
 		return "", fmt.Errorf("the state has no device of a volume %s", name)
 	}
 	a := f.Attachment
-	if a.Driver == "loop" {
+	if a.Kind == "loop" {
 		return "", fmt.Errorf("volume %s was a loop image (%s): nothing to wipe; delete the image file if nothing in it is wanted", name, a.Identity)
 	}
 	if sel, err := device.ParseIdentity(a.Identity); err == nil {

@@ -48,7 +48,7 @@ func TestAttachRefusesWhenSessionsCannotBeRead(t *testing.T) {
 		sessions: kernelSessionsUnreadable{},
 	}
 	src := &Source{Portal: "192.0.2.10:3260", IQN: "iqn.2026-01.com.example:data", LUN: 0}
-	d := &agent.Desired{Name: "v", Driver: Name, Spec: &manifest.VolumeSpec{Source: manifest.Source{Kind: Name, Spec: src}}}
+	d := &agent.Desired{Name: "v", Kind: Name, Spec: &manifest.VolumeSpec{Source: manifest.Source{Kind: Name, Spec: src}}}
 
 	f, err := a.Attach(context.Background(), d)
 	if err == nil || !strings.Contains(err.Error(), "read the iSCSI sessions") {

@@ -244,7 +244,7 @@ func (l attacher) ListOwned(context.Context) ([]store.Attachment, error) {
 	var out []store.Attachment
 	for _, d := range devs {
 		if d.Tag == l.tag {
-			out = append(out, store.Attachment{Driver: Name, Device: d.Path, Identity: d.Identity(), Owned: true})
+			out = append(out, store.Attachment{Kind: Name, Device: d.Path, Identity: d.Identity(), Owned: true})
 		}
 	}
 	return out, nil

@@ -12,7 +12,7 @@ func TestIsRecorded(t *testing.T) {
 	dev := func(file string, ino uint64, tag string) loopdev.Device {
 		return loopdev.Device{Path: "/dev/loop3", Number: 3, BackingFile: file, BackingDev: 2049, BackingIno: ino, Tag: tag}
 	}
-	owned := store.Attachment{Driver: Name, Device: "/dev/loop3", Identity: "loop:/img/v.img@2049:12", Owned: true}
+	owned := store.Attachment{Kind: Name, Device: "/dev/loop3", Identity: "loop:/img/v.img@2049:12", Owned: true}
 	found := owned
 	found.Owned = false
 	cases := []struct {

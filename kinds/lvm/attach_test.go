@@ -118,7 +118,7 @@ func (f *fakeVG) attacher() attacher {
 }
 
 func desired(name string, s Source) *agent.Desired {
-	return &agent.Desired{Name: name, Driver: Name, Spec: &manifest.VolumeSpec{Source: manifest.Source{Kind: Name, Spec: &s}}}
+	return &agent.Desired{Name: name, Kind: Name, Spec: &manifest.VolumeSpec{Source: manifest.Source{Kind: Name, Spec: &s}}}
 }
 
 var data = desired("data", Source{VolumeGroup: "vg0", Size: "64Mi"})
@@ -158,7 +158,7 @@ func TestAttachActivates(t *testing.T) {
 	f := newFakeVG(t, lvmdrv.LV{VG: "vg0", Name: "data", UUID: "u1", Tags: []string{"volumed:data"}, Size: 64 << 20, Major: -1, Minor: -1})
 	a := f.attacher()
 	ctx := context.Background()
-	rec := store.Attachment{Driver: Name, Device: "/dev/dm-7", Identity: "lvm:vg0/u1", Owned: true}
+	rec := store.Attachment{Kind: Name, Device: "/dev/dm-7", Identity: "lvm:vg0/u1", Owned: true}
 	if _, ok, err := a.Verify(ctx, rec); ok || err != nil {
 		t.Errorf("Verify of an inactive LV = %v, %v: want not there", ok, err)
 	}
@@ -207,7 +207,7 @@ func TestDetach(t *testing.T) {
 	lv := lvmdrv.LV{VG: "vg0", Name: "data", UUID: "u1", Tags: []string{"volumed:data"}, Active: true, Open: true}
 	f := newFakeVG(t, lv)
 	a := f.attacher()
-	rec := store.Attachment{Driver: Name, Identity: "lvm:vg0/u1", Owned: true}
+	rec := store.Attachment{Kind: Name, Identity: "lvm:vg0/u1", Owned: true}
 	ctx := context.Background()
 	if err := a.Detach(ctx, rec); !errors.Is(err, agent.ErrBusy) || slices.Contains(f.calls, "lvchange") {
 		t.Errorf("Detach of an open LV = %v after %q, want busy and no lvchange", err, f.calls)

@@ -7,7 +7,9 @@ import "time"
 
 // Attachment is the device a volume is attached as.
 type Attachment struct {
-	Driver   string `json:"driver"`
+	// Kind is the source kind that attached it. The state file's key
+	// stays "driver", the name of state files written before the rename.
+	Kind     string `json:"driver"`
 	Device   string `json:"device"`   // e.g. /dev/loop3 — a hint only, never trusted without Identity
 	Identity string `json:"identity"` // stable identity, e.g. "loop:/img/a.img@2049:1234"
 	Owned    bool   `json:"owned"`    // we created it, so we may tear it down
@@ -74,8 +76,10 @@ type Mapping struct {
 
 // Volume is the recorded actual state of one volume.
 type Volume struct {
-	Name       string      `json:"name"`
-	Driver     string      `json:"driver"`
+	Name string `json:"name"`
+	// Kind is the volume's source kind (the key stays "driver", as in
+	// Attachment).
+	Kind       string      `json:"driver"`
 	Attachment *Attachment `json:"attachment,omitempty"`
 	// Mapping is set while an encrypted volume is open.
 	Mapping   *Mapping      `json:"mapping,omitempty"`
