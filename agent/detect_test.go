@@ -15,7 +15,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/volumed/volumed/agent/api"
-	"github.com/volumed/volumed/agent/decide"
 	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/drivers/mount"
 	"github.com/volumed/volumed/internal/blank"
@@ -103,13 +102,7 @@ func TestGrowFailedRaisedAndCleared(t *testing.T) {
 	a := sessionAgent(t, &fakeTarget{})
 	a.cfg.FS, a.cfg.Mounter = fs, &fakeMounter{}
 	d := &Desired{Name: "g", Driver: "fake", Spec: &manifest.VolumeSpec{Filesystem: &manifest.Filesystem{Type: "ext4", Grow: true}}}
-	a.manifests.replace(map[string]*Desired{"g": d}, nil)
-	rec := &store.Volume{Name: "g", Driver: "fake",
-		Attachment: &store.Attachment{Driver: "fake", Device: "/dev/fake-g", Identity: "fake:g"},
-		Staging:    &store.MountRecord{Path: "/s/g", Owned: true, DeviceBytes: 64 << 20, Options: decide.StagingOptions(d)}}
-	if err := a.state.Adopt(rec); err != nil {
-		t.Fatal(err)
-	}
+	stagedAt64Mi(t, a, d)
 
 	if err := a.opGrow(context.Background(), d); err == nil {
 		t.Fatal("grow succeeded with a failing resize")

@@ -39,6 +39,10 @@ type Caps struct {
 	// size the kind keeps it at (grown to, never shrunk), 0 for none.
 	ImageFile string
 	Size      int64
+	// RefuseShrink: a Size under the source's present size is refused
+	// with a condition (an LV's size is the LV's own), not ignored as a
+	// loop image's is (its Size only sizes the file to create).
+	RefuseShrink bool
 	// Key names what the source attaches: the fields that cannot change
 	// under a live attachment (tunables such as timeouts, and a size,
 	// which grows, are left out).

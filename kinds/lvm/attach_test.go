@@ -97,6 +97,13 @@ func (f *fakeVG) Run(_ context.Context, args []string) ([]byte, []byte, error) {
 		lv := lvmdrv.LV{VG: f.name, Name: arg("--name"), UUID: "new-" + arg("--name"), Tags: []string{arg("--addtag")}, Size: size}
 		f.activate(&lv)
 		f.lvs = append(f.lvs, lv)
+	case "lvextend":
+		size, _ := strconv.ParseInt(strings.TrimSuffix(arg("--size"), "b"), 10, 64)
+		for i := range f.lvs {
+			if f.lvs[i].Ref() == args[len(args)-1] {
+				f.lvs[i].Size = size
+			}
+		}
 	case "lvchange":
 		ref := args[len(args)-1]
 		for i := range f.lvs {

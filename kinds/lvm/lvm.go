@@ -31,8 +31,11 @@ type Source struct {
 	VolumeGroup string `yaml:"volumeGroup" json:"volumeGroup"`
 	// Name is the LV's name; the volume's name when empty.
 	Name string `yaml:"name,omitempty" json:"name,omitempty"`
-	// Size of the LV volumed creates (e.g. 10Gi), rounded up by lvm2 to
-	// the VG's extent size. An LV in place keeps its size.
+	// Size of the LV (e.g. 10Gi), rounded up by lvm2 to the VG's extent
+	// size: volumed creates it so, and extends an LV it created when the
+	// size grows (then its filesystem, with filesystem.grow); a smaller
+	// size is refused, never shrunk. An LV it did not create is never
+	// resized.
 	Size string `yaml:"size" json:"size"`
 
 	size int64
@@ -75,7 +78,8 @@ func (Kind) Check(spec any, c *manifest.Check) manifest.Caps {
 	} else {
 		s.size = c.Size("size", s.Size)
 	}
-	caps := manifest.Caps{Key: "lvm " + s.VolumeGroup + "/" + s.Name}
+	// Size is kept (grown to, a smaller one refused): the LV's own.
+	caps := manifest.Caps{Key: "lvm " + s.VolumeGroup + "/" + s.Name, Size: s.size, RefuseShrink: true}
 	if s.Name == "" {
 		caps.Key = "lvm in " + s.VolumeGroup + " named for the volume"
 		// No claim: the default name is the volume's, unique already; a
