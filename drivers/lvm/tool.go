@@ -89,8 +89,15 @@ func LVsArgs(vg string) []string {
 
 // CreateArgs makes w's LV, linear, tagged, active. --zero and
 // --wipesignatures clear what a removed LV left at its start; --yes
-// answers lvm2's question before wiping one (there is no terminal).
+// answers lvm2's question before wiping one (there is no terminal). A
+// thin LV (virtual size, in its pool) has neither: its blocks are not
+// provisioned yet and read as zeros, and zeroing would provision one.
 func CreateArgs(w Want) []string {
+	if w.Type == Thin {
+		return []string{"lvcreate", "--yes", "--type", Thin, "--name", w.Name,
+			"--virtualsize", strconv.FormatInt(w.Size, 10) + "b", "--thinpool", w.ThinPool,
+			"--addtag", Tag(w.Volume), "--activate", "y", w.VG}
+	}
 	return []string{"lvcreate", "--yes", "--type", "linear", "--name", w.Name,
 		"--size", strconv.FormatInt(w.Size, 10) + "b", "--addtag", Tag(w.Volume),
 		"--zero", "y", "--wipesignatures", "y", "--activate", "y", w.VG}

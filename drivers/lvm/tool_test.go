@@ -69,6 +69,15 @@ func TestCreateArgs(t *testing.T) {
 	}
 }
 
+func TestCreateArgsThin(t *testing.T) {
+	got := CreateArgs(Want{Volume: "data", VG: "vg0", Name: "data", Size: 1 << 30, Type: Thin, ThinPool: "pool"})
+	want := []string{"lvcreate", "--yes", "--type", "thin", "--name", "data", "--virtualsize", "1073741824b",
+		"--thinpool", "pool", "--addtag", "volumed:data", "--activate", "y", "vg0"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("CreateArgs(thin) = %q, want %q", got, want)
+	}
+}
+
 func TestActivateArgs(t *testing.T) {
 	lv := LV{VG: "vg0", Name: "data"}
 	if got := ActivateArgs(lv, true); !reflect.DeepEqual(got, []string{"lvchange", "--activate", "y", "vg0/data"}) {

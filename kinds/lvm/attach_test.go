@@ -1,6 +1,7 @@
 package lvm
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -89,12 +90,12 @@ func (f *fakeVG) Run(_ context.Context, args []string) ([]byte, []byte, error) {
 			}
 			rows = append(rows, map[string]string{"lv_name": lv.Name, "lv_uuid": lv.UUID, "lv_tags": strings.Join(lv.Tags, ","),
 				"lv_size": strconv.FormatInt(lv.Size, 10), "lv_active": active, "lv_device_open": open,
-				"lv_kernel_major": major, "lv_kernel_minor": minor, "segtype": "linear", "vg_name": f.name})
+				"lv_kernel_major": major, "lv_kernel_minor": minor, "segtype": cmp.Or(lv.Segtype, "linear"), "vg_name": f.name})
 		}
 		return f.report("lv", rows), nil, nil
 	case "lvcreate":
-		size, _ := strconv.ParseInt(strings.TrimSuffix(arg("--size"), "b"), 10, 64)
-		lv := lvmdrv.LV{VG: f.name, Name: arg("--name"), UUID: "new-" + arg("--name"), Tags: []string{arg("--addtag")}, Size: size}
+		size, _ := strconv.ParseInt(strings.TrimSuffix(arg("--size")+arg("--virtualsize"), "b"), 10, 64)
+		lv := lvmdrv.LV{VG: f.name, Name: arg("--name"), UUID: "new-" + arg("--name"), Tags: []string{arg("--addtag")}, Size: size, Segtype: arg("--type")}
 		f.activate(&lv)
 		f.lvs = append(f.lvs, lv)
 	case "lvextend":
@@ -156,6 +157,19 @@ func TestAttachCreates(t *testing.T) {
 	}
 	if n := strings.Count(strings.Join(f.calls, " "), "lvcreate"); n != 1 {
 		t.Errorf("lvcreate ran %d times: %q", n, f.calls)
+	}
+}
+
+// A thin LV is made in its pool, tagged like a linear one.
+func TestAttachCreatesThin(t *testing.T) {
+	f := newFakeVG(t, lvmdrv.LV{VG: "vg0", Name: "pool", UUID: "p", Segtype: "thin-pool", Active: true})
+	got, err := f.attacher().Attach(context.Background(), desired("thin", Source{VolumeGroup: "vg0", Size: "1Gi", Type: lvmdrv.Thin, ThinPool: "pool"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lv := f.lvs[1]
+	if !got.Created || lvmdrv.Owner(lv) != "thin" || lv.Segtype != "thin" || lv.Size != 1<<30 {
+		t.Errorf("Attach = %+v, LV %+v: want a thin LV of 1 GiB, tagged volumed:thin, created", got, lv)
 	}
 }
 
