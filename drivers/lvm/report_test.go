@@ -29,9 +29,9 @@ func TestParseLVsInactive(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []LV{
-		{VG: "vgcap", Name: "data", UUID: "k3Jd1B-7dUe-Xf0s-Kq3e-1cFx-9bQz-Zx2A7a", Tags: []string{"volumed:data"}, Size: 8 << 20, Segtype: "linear", Major: -1, Minor: -1},
-		{VG: "vgcap", Name: "foreign", UUID: "Wm4pQe-0aLz-Yc8r-Tn2v-5dHs-3kJw-Bq9C1d", Size: 4 << 20, Segtype: "linear", Major: -1, Minor: -1},
-		{VG: "vgcap", Name: "other", UUID: "Pp0aaa-1bbb-2ccc-3ddd-4eee-5fff-6gggg7", Tags: []string{"backup", "volumed:logs"}, Size: 4 << 20, Segtype: "linear", Major: -1, Minor: -1},
+		{VG: "vgcap", Name: "data", UUID: "k3Jd1B-7dUe-Xf0s-Kq3e-1cFx-9bQz-Zx2A7a", Tags: []string{"volumed:data"}, Size: 8 << 20, Segtype: "linear", Major: -1, Minor: -1, Data: -1, Metadata: -1},
+		{VG: "vgcap", Name: "foreign", UUID: "Wm4pQe-0aLz-Yc8r-Tn2v-5dHs-3kJw-Bq9C1d", Size: 4 << 20, Segtype: "linear", Major: -1, Minor: -1, Data: -1, Metadata: -1},
+		{VG: "vgcap", Name: "other", UUID: "Pp0aaa-1bbb-2ccc-3ddd-4eee-5fff-6gggg7", Tags: []string{"backup", "volumed:logs"}, Size: 4 << 20, Segtype: "linear", Major: -1, Minor: -1, Data: -1, Metadata: -1},
 	}
 	if !reflect.DeepEqual(lvs, want) {
 		t.Errorf("ParseLVs =\n%+v\nwant\n%+v", lvs, want)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -127,7 +128,7 @@ func (t Tool) LVs(ctx context.Context, vg string) (lvs []LV, found bool, err err
 	if err != nil {
 		return nil, false, err
 	}
-	if !hasVG(vgs, vg) {
+	if indexVG(vgs, vg) < 0 {
 		return nil, false, nil
 	}
 	out, err := t.run(ctx, "list the LVs of volume group "+vg, LVsArgs(vg))
@@ -138,13 +139,8 @@ func (t Tool) LVs(ctx context.Context, vg string) (lvs []LV, found bool, err err
 	return lvs, true, err
 }
 
-func hasVG(vgs []VG, name string) bool {
-	for _, v := range vgs {
-		if v.Name == name {
-			return true
-		}
-	}
-	return false
+func indexVG(vgs []VG, name string) int {
+	return slices.IndexFunc(vgs, func(v VG) bool { return v.Name == name })
 }
 
 // Create makes w's LV.

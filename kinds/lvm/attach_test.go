@@ -33,6 +33,8 @@ type fakeVG struct {
 	lvs   []lvmdrv.LV
 	calls []string // subcommands run
 	minor int
+	// missing is the VG's vg_missing_pv_count.
+	missing int
 }
 
 func newFakeVG(t *testing.T, lvs ...lvmdrv.LV) *fakeVG {
@@ -77,7 +79,8 @@ func (f *fakeVG) Run(_ context.Context, args []string) ([]byte, []byte, error) {
 	}
 	switch args[0] {
 	case "vgs":
-		return f.report("vg", []map[string]string{{"vg_name": f.name, "vg_uuid": "vgu", "vg_size": "1073741824", "vg_free": "1073741824", "vg_extent_size": "4194304"}}), nil, nil
+		return f.report("vg", []map[string]string{{"vg_name": f.name, "vg_uuid": "vgu", "vg_size": "1073741824", "vg_free": "1073741824", "vg_extent_size": "4194304",
+			"vg_missing_pv_count": strconv.Itoa(f.missing)}}), nil, nil
 	case "lvs":
 		var rows []map[string]string
 		for _, lv := range f.lvs {
@@ -90,7 +93,8 @@ func (f *fakeVG) Run(_ context.Context, args []string) ([]byte, []byte, error) {
 			}
 			rows = append(rows, map[string]string{"lv_name": lv.Name, "lv_uuid": lv.UUID, "lv_tags": strings.Join(lv.Tags, ","),
 				"lv_size": strconv.FormatInt(lv.Size, 10), "lv_active": active, "lv_device_open": open,
-				"lv_kernel_major": major, "lv_kernel_minor": minor, "segtype": cmp.Or(lv.Segtype, "linear"), "vg_name": f.name})
+				"lv_kernel_major": major, "lv_kernel_minor": minor, "segtype": cmp.Or(lv.Segtype, "linear"), "vg_name": f.name,
+				"pool_lv": lv.Pool, "data_percent": pct(lv.Data), "metadata_percent": pct(lv.Metadata)})
 		}
 		return f.report("lv", rows), nil, nil
 	case "lvcreate":
@@ -119,6 +123,15 @@ func (f *fakeVG) Run(_ context.Context, args []string) ([]byte, []byte, error) {
 		}
 	}
 	return nil, nil, nil
+}
+
+// pct is a percentage as lvs reports it: "" for none (0 in a fake LV
+// that is no pool).
+func pct(v float64) string {
+	if v <= 0 {
+		return ""
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64)
 }
 
 func (f *fakeVG) attacher() attacher {
