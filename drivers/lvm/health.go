@@ -28,12 +28,12 @@ func Health(s Source) []string {
 	var out []string
 	if p := s.Pool; p != nil {
 		for _, u := range []struct {
-			what string
-			pct  float64
-		}{{"data", p.Data}, {"metadata", p.Metadata}} {
+			what, flag string
+			pct        float64
+		}{{"data", "--size", p.Data}, {"metadata", "--poolmetadatasize", p.Metadata}} {
 			if u.pct >= FullPercent {
-				out = append(out, fmt.Sprintf("thin pool %s is %.1f%% full (%s): at 100%% writes to LV %s fail; extend the pool (lvextend --poolmetadatasize or -L %s) or free space in it (fstrim)",
-					p.Ref(), u.pct, u.what, s.LV.Ref(), p.Ref()))
+				out = append(out, fmt.Sprintf("thin pool %s is %.1f%% full (%s): at 100%% writes to LV %s fail; extend it (lvextend %s +SIZE %s) or free space in it (fstrim)",
+					p.Ref(), u.pct, u.what, s.LV.Ref(), u.flag, p.Ref()))
 			}
 		}
 	}
