@@ -59,13 +59,16 @@ func (m *fakeMounter) Unmount(_ context.Context, p string) error {
 // fakeFS has devices of size bytes and fails grows with growErr.
 type fakeFS struct {
 	size    int64
+	fsBytes int64 // the filesystem's own size, by Inspect
 	growErr error
 	sizeErr error
 }
 
 func (f *fakeFS) Probe(context.Context, string) ([]Signature, error)           { return nil, nil }
 func (f *fakeFS) Mkfs(context.Context, string, string, string, []string) error { return nil }
-func (f *fakeFS) Inspect(context.Context, string) (FSInfo, error)              { return FSInfo{}, nil }
+func (f *fakeFS) Inspect(context.Context, string) (FSInfo, error) {
+	return FSInfo{Bytes: f.fsBytes}, nil
+}
 func (f *fakeFS) CheckReadOnly(context.Context, string, string) (FSCheck, error) {
 	return FSCheckUnknown, nil
 }

@@ -83,3 +83,27 @@ func stagedAt64Mi(t *testing.T, a *Agent, d *Desired) {
 		t.Fatal(err)
 	}
 }
+
+// A mount records the filesystem's own size when it is smaller than the
+// device's (the device grew, a power cut came before the filesystem
+// grow): the growth check then owes it the grow. A filesystem that fills
+// its device, or whose size is unknown, records the device's.
+func TestFittedSizeIsTheFilesystems(t *testing.T) {
+	a := sessionAgent(t, &fakeTarget{})
+	ctx := context.Background()
+	for _, c := range []struct{ dev, fs, want int64 }{
+		{96 << 20, 64 << 20, 64 << 20},
+		{96 << 20, 96 << 20, 96 << 20},
+		{96 << 20, 0, 96 << 20},
+	} {
+		a.cfg.FS = &fakeFS{size: c.dev, fsBytes: c.fs}
+		if got := a.fittedSize(ctx, "g", "/dev/fake-g"); got != c.want {
+			t.Errorf("device %d, filesystem %d: fitted %d, want %d", c.dev, c.fs, got, c.want)
+		}
+	}
+	d := &Desired{Name: "g", Driver: "fake", Spec: &manifest.VolumeSpec{Filesystem: &manifest.Filesystem{Type: "ext4", Grow: true}}}
+	rec := &store.Volume{Name: "g", Attachment: &store.Attachment{Device: "/dev/fake-g"}, Staging: &store.MountRecord{DeviceBytes: 64 << 20}}
+	if !decide.GrowNeeded(d, rec, decide.Sizes{Device: 96 << 20, Image: -1}) {
+		t.Error("a filesystem fitted to 64 MiB on a 96 MiB device is not grown")
+	}
+}

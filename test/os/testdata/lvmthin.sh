@@ -6,6 +6,9 @@
 #          smaller size refused; an lvextend whose filesystem grow did
 #          not happen (volumed stopped) finished at the next start.
 #   metrics, full: the pool's gauges, and the pool filled past 90%.
+#   cut:   the LV extended again by hand, volumed stopped, then the power
+#          cut (the host kills qemu): after the reboot the filesystem is
+#          grown.
 FIELDS=lv_name,lv_uuid,lv_tags,lv_size,lv_active,lv_device_open,lv_kernel_major,lv_kernel_minor,segtype,vg_name,pool_lv,data_percent,metadata_percent
 VGFIELDS=vg_name,vg_uuid,vg_size,vg_free,vg_extent_size,vg_missing_pv_count
 lvfield() { lvs --noheadings --units b --nosuffix -o "$2" "vgthin/$1" 2>&1 | tr -d ' '; }
@@ -16,6 +19,16 @@ metrics() { bash -c 'exec 3<>/dev/tcp/127.0.0.1/9760 && printf "GET /metrics HTT
 metric_has() { metrics | grep -q "^$1"; }
 setsize() { sed -i "s/size: [0-9]*Mi/size: $1/" /etc/volumed/volumes.d/grow.yaml; }
 
+if [ -e /var/lib/ostest/thin-phase2 ]; then
+	check "volume grow Ready after the power cut" volumed wait grow --timeout 5m
+	cutgrown() { [ "$(fssize /srv/grow)" -gt "$(cat /var/lib/ostest/thin-phase2)" ]; }
+	wait_until 180 cutgrown || fail "the filesystem of grow not grown after the power cut: $(fssize /srv/grow)"
+	kv cut.fssize "$(fssize /srv/grow)"
+	kv cut.lvsize "$(lvfield grow lv_size)"
+	log_cmd volumed status grow
+	done_step thin2
+	exit 0
+fi
 check "volume thin Ready" volumed wait thin --timeout 5m
 check "volume grow Ready" volumed wait grow --timeout 3m
 kv thin.phase "$(vfield thin phase)"
@@ -92,5 +105,15 @@ fullmetric() { metrics | grep '^volumed_lvm_thinpool_data_percent' | awk '{ exit
 wait_until 120 fullmetric && kv full.metric yes
 log_cmd volumed status thin
 log_cmd lvs --reportformat json --units b --nosuffix --binary -o $FIELDS vgthin
+
+# cut: the LV extended to 128 MiB and the manifest raised while volumed
+# is stopped; the host then cuts the power.
+check "stop volumed" systemctl stop volumed
+check "lvextend by hand" lvextend -q -L 128M vgthin/grow
+setsize 128Mi
+kv cut.fssize "$(fssize /srv/grow)"
+mkdir -p /var/lib/ostest
+fssize /srv/grow >/var/lib/ostest/thin-phase2
+sync
 done_step thin
-systemctl poweroff
+sleep infinity
