@@ -97,6 +97,7 @@ type Agent struct {
 	sessions *ownedSessions
 	history  *history
 	notes    choiceNotes
+	sources  sourceHealth
 	systemd  *systemdStatus
 	// driftLog says each drift-check failure once, not at every resync.
 	driftLog *onceLog
@@ -144,7 +145,7 @@ func New(cfg Config) *Agent {
 		startedc:  make(chan struct{}),
 	}
 	if cfg.Metrics != nil {
-		cfg.Metrics.Registry.MustRegister(&volumeCollector{a: a})
+		cfg.Metrics.Registry.MustRegister(&volumeCollector{a: a}, &sourceCollector{a: a})
 	}
 	return a
 }

@@ -50,6 +50,9 @@ const (
 	// CondIdentityChanged: the device holds another filesystem or LUKS2
 	// header than the one the volume was formatted with or adopted.
 	CondIdentityChanged = "IdentityChanged"
+	// CondSourceDegraded: what the device stands on puts its data at
+	// risk (an LV's thin pool nearly full, its VG missing a disk).
+	CondSourceDegraded = "SourceDegraded"
 )
 
 // AllConditionTypes lists every type, for the metric (a series per type
@@ -57,7 +60,7 @@ const (
 var AllConditionTypes = []string{
 	CondStateNotRecorded, CondMountConfig, CondFormatRefused, CondNotBlank, CondInUse, CondBackingChanged, CondBackingFull,
 	CondFilesystemError, CondPendingChange, CondGrowFailed, CondTeardownBlocked, CondWaitingForState, CondLocked,
-	CondIdentityChanged,
+	CondIdentityChanged, CondSourceDegraded,
 }
 
 // conditions holds the conditions of every volume, set by whoever

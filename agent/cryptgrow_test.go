@@ -57,12 +57,12 @@ func TestGrowEncrypted(t *testing.T) {
 	if err := a.state.Adopt(rec); err != nil {
 		t.Fatal(err)
 	}
-	now, err := a.observeSizes(d, rec)
+	now, err := a.observeSizes(context.Background(), d, rec)
 	if err != nil || decide.GrowNeeded(d, rec, now) {
 		t.Fatalf("as opened: sizes %+v (%v), grow needed %v; want none", now, err, decide.GrowNeeded(d, rec, now))
 	}
 	sizes["/dev/fake-a"] = 96 * mi // the LUN grew
-	if now, err = a.observeSizes(d, rec); err != nil || now.Device != 80*mi || !decide.GrowNeeded(d, rec, now) {
+	if now, err = a.observeSizes(context.Background(), d, rec); err != nil || now.Device != 80*mi || !decide.GrowNeeded(d, rec, now) {
 		t.Fatalf("grown: sizes %+v (%v); want 80 MiB through the mapping, and a grow", now, err)
 	}
 	if err := a.opGrow(ctx, d); err != nil {

@@ -5,6 +5,7 @@
 package agent
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -26,10 +27,12 @@ const lowSpaceBytes = 16 << 20
 // detect runs the checks that need the kernel, at the resync's drift
 // check and at start-up, never in a reconcile pass: a stat per volume,
 // a statfs per image directory and a sysfs read per ext4 volume.
-func (a *Agent) detect(mounts MountTable) {
+func (a *Agent) detect(ctx context.Context, mounts MountTable) {
 	desired := a.desiredSnapshot()
 	spaces := map[string]dirSpace{}
-	for name, rec := range a.state.Snapshot() {
+	recs := a.state.Snapshot()
+	a.checkSources(ctx, desired, recs)
+	for name, rec := range recs {
 		d := desired[name]
 		a.learnMounted(d, rec)
 		p, err := a.checkBacking(d, rec)

@@ -15,7 +15,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/volumed/volumed/agent/api"
-	"github.com/volumed/volumed/agent/decide"
 	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/drivers/mount"
 	"github.com/volumed/volumed/internal/blank"
@@ -60,13 +59,16 @@ func (m *fakeMounter) Unmount(_ context.Context, p string) error {
 // fakeFS has devices of size bytes and fails grows with growErr.
 type fakeFS struct {
 	size    int64
+	fsBytes int64 // the filesystem's own size, by Inspect
 	growErr error
 	sizeErr error
 }
 
 func (f *fakeFS) Probe(context.Context, string) ([]Signature, error)           { return nil, nil }
 func (f *fakeFS) Mkfs(context.Context, string, string, string, []string) error { return nil }
-func (f *fakeFS) Inspect(context.Context, string) (FSInfo, error)              { return FSInfo{}, nil }
+func (f *fakeFS) Inspect(context.Context, string) (FSInfo, error) {
+	return FSInfo{Bytes: f.fsBytes}, nil
+}
 func (f *fakeFS) CheckReadOnly(context.Context, string, string) (FSCheck, error) {
 	return FSCheckUnknown, nil
 }
@@ -103,13 +105,7 @@ func TestGrowFailedRaisedAndCleared(t *testing.T) {
 	a := sessionAgent(t, &fakeTarget{})
 	a.cfg.FS, a.cfg.Mounter = fs, &fakeMounter{}
 	d := &Desired{Name: "g", Kind: "fake", Spec: &manifest.VolumeSpec{Filesystem: &manifest.Filesystem{Type: "ext4", Grow: true}}}
-	a.manifests.replace(map[string]*Desired{"g": d}, nil)
-	rec := &store.Volume{Name: "g", Kind: "fake",
-		Attachment: &store.Attachment{Kind: "fake", Device: "/dev/fake-g", Identity: "fake:g"},
-		Staging:    &store.MountRecord{Path: "/s/g", Owned: true, DeviceBytes: 64 << 20, Options: decide.StagingOptions(d)}}
-	if err := a.state.Adopt(rec); err != nil {
-		t.Fatal(err)
-	}
+	stagedAt64Mi(t, a, d)
 
 	if err := a.opGrow(context.Background(), d); err == nil {
 		t.Fatal("grow succeeded with a failing resize")

@@ -36,15 +36,29 @@ func (a *Agent) refreshSizes(ctx context.Context) {
 // sysfs read), but only done at resync, on device events and on
 // manifest changes. A size that cannot be read is left unknown (0, -1),
 // which never asks for growth, and the error is returned.
-func (a *Agent) observeSizes(d *Desired, rec *store.Volume) (decide.Sizes, error) {
+func (a *Agent) observeSizes(ctx context.Context, d *Desired, rec *store.Volume) (decide.Sizes, error) {
 	s := decide.Sizes{Image: -1}
 	if !decide.Placed(d, rec) {
 		return s, nil
 	}
-	if d.Caps.Size > 0 {
+	switch {
+	case d.Caps.Size > 0 && d.Caps.ImageFile != "":
 		if n, err := fileSize(d.Caps.ImageFile); err == nil {
 			s.Image = n
 		}
+	case d.Caps.Size > 0:
+		// The source is the attached device itself (an LV): the kernel's
+		// size, so a grow cut short is seen and done again.
+		n, err := a.cfg.FS.DeviceSize(rec.Attachment.Device)
+		if err != nil {
+			return s, fmt.Errorf("size of %s: %w", rec.Attachment.Device, err)
+		}
+		if r, ok := a.cfg.Attachers[rec.Attachment.Kind].(SizeRounder); ok {
+			if s.Want, err = r.Rounded(ctx, d, *rec.Attachment); err != nil {
+				return s, err
+			}
+		}
+		s.Image = n
 	}
 	if _, staged := a.cfg.Attachers[rec.Attachment.Kind].(Stager); !staged {
 		n, err := a.growableSize(rec)
@@ -114,4 +128,13 @@ func (a *Agent) growResult(name string, err error) {
 	default:
 		a.apply(name, CondGrowFailed, nil, nil)
 	}
+}
+
+// shrinkRefused says, on the volume, that its manifest asks for less
+// than its source has: nothing shrinks it, and the size asked is not
+// what the volume has.
+func (a *Agent) shrinkRefused(s decide.Shrink) {
+	a.apply(s.Volume, CondGrowFailed, &Problem{Reason: "ShrinkRefused", Message: fmt.Sprintf(
+		"volume %s: the manifest asks for %d bytes, its source has %d: volumed never shrinks a volume (the filesystem on it would be cut); set the size to at least %d bytes, or make a new volume",
+		s.Volume, s.Want, s.Have, s.Have)}, nil)
 }

@@ -166,7 +166,7 @@ func (a *Agent) pass(ctx context.Context) {
 	start := a.cfg.Now()
 	desired := a.desiredSnapshot()
 	actual, versions := a.state.VersionedSnapshot()
-	obs := a.observe(desired, actual)
+	obs := a.observe(ctx, desired, actual)
 	dec := decide.Decide(desired, actual, obs)
 	a.updatePending(desired, actual, dec.Pending)
 	started := a.act(ctx, dec, desired, actual, versions)
@@ -209,6 +209,9 @@ func (a *Agent) act(ctx context.Context, dec decide.Decision, desired map[string
 		// Nothing to grow (the size asked for was lowered back): a
 		// failure of an earlier grow no longer matters.
 		a.apply(n, CondGrowFailed, nil, nil)
+	}
+	for _, sh := range dec.ShrinkRefused {
+		a.shrinkRefused(sh)
 	}
 	started := 0
 	for _, op := range dec.Ops {

@@ -42,7 +42,7 @@ func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
 	if pt, err := a.cfg.Mounter.At(a.stagingPathOf(d.Name, d, nil)); err == nil && pt.Root {
 		// Mounted already: whatever format there was had finished.
 		a.formats.interrupted.clear(d.Name)
-		return a.mountStaging(d, dev, false)
+		return a.mountStaging(ctx, d, dev, false)
 	}
 	if err := a.refuseNonEmptyStaging(d); err != nil {
 		return err
@@ -88,7 +88,7 @@ func (a *Agent) opMountDevice(ctx context.Context, d *Desired) error {
 		a.learnFormatted(d, decide.PartFilesystem, fsUUID)
 	}
 	a.formats.interrupted.clear(d.Name)
-	err = a.mountStaging(d, dev, mkfs)
+	err = a.mountStaging(ctx, d, dev, mkfs)
 	a.noteMountResult(d, err)
 	return err
 }
@@ -113,7 +113,7 @@ func (a *Agent) noteMountResult(d *Desired, err error) {
 // whose attachment is recorded or has its intent on disk, and start-up
 // adopts it from there (probeVolume), so the mount is never done twice
 // and never leaked; its outcome rides the next commit.
-func (a *Agent) mountStaging(d *Desired, dev string, formatted bool) error {
+func (a *Agent) mountStaging(ctx context.Context, d *Desired, dev string, formatted bool) error {
 	fs := d.Spec.Filesystem
 	p := a.stagingPathOf(d.Name, d, nil)
 	do := func(act func(rec *store.Volume) error) error {
@@ -140,7 +140,7 @@ func (a *Agent) mountStaging(d *Desired, dev string, formatted bool) error {
 				return fmt.Errorf("staging path %s has a mount that volumed did not make; left alone", p)
 			}
 			rec.Staging = stagingRecord(p, top.ID, dev, fs.Type, nil)
-			rec.Staging.DeviceBytes = a.fittedSize(d.Name, dev)
+			rec.Staging.DeviceBytes = a.fittedSize(ctx, d.Name, dev)
 			return nil
 		}
 		if err := a.cfg.Mounter.EnsureDir(p); err != nil {
@@ -158,20 +158,26 @@ func (a *Agent) mountStaging(d *Desired, dev string, formatted bool) error {
 			return fmt.Errorf("mount of %s at %s succeeded but the kernel does not show it", dev, p)
 		}
 		rec.Staging = stagingRecord(p, pt.MountID, dev, fs.Type, opts)
-		rec.Staging.DeviceBytes = a.fittedSize(d.Name, dev)
+		rec.Staging.DeviceBytes = a.fittedSize(ctx, d.Name, dev)
 		return nil
 	})
 }
 
 // fittedSize is the size a filesystem just mounted on dev is fitted to,
-// for the record. When it cannot be read the mount still stands (its
-// record must not be lost): the record keeps 0, the failure is logged,
-// and the next growth check reads the size again.
-func (a *Agent) fittedSize(name, dev string) int64 {
+// for the record: the device's, or the filesystem's own when its
+// superblock says it is smaller (the device grew and the grow of the
+// filesystem never ran: a power cut between the two), so the growth
+// check still owes it a grow. When the device's size cannot be read the
+// mount still stands (its record must not be lost): the record keeps 0,
+// the failure is logged, and the next growth check reads the size again.
+func (a *Agent) fittedSize(ctx context.Context, name, dev string) int64 {
 	n, err := a.cfg.FS.DeviceSize(dev)
 	if err != nil {
 		a.cfg.Log.Warn("size of the device unknown; growth is decided at the next check", "volume", name, "device", dev, "error", err)
 		return 0
+	}
+	if info, err := a.cfg.FS.Inspect(ctx, dev); err == nil && info.Bytes > 0 && info.Bytes < n {
+		return info.Bytes
 	}
 	return n
 }

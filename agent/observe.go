@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"path/filepath"
 	"sync"
 
@@ -48,7 +49,7 @@ func (a *Agent) askGrowthCheckOf(device string) { a.growth.ask(device) }
 // observe gathers what a pass decides on besides the records: which
 // volumes are busy, and the sizes of those whose growth check was asked
 // for (a stat and a sysfs read each). It decides nothing.
-func (a *Agent) observe(desired map[string]*Desired, actual map[string]*store.Volume) decide.Observations {
+func (a *Agent) observe(ctx context.Context, desired map[string]*Desired, actual map[string]*store.Volume) decide.Observations {
 	obs := decide.Observations{Running: map[string]bool{}, BackingChanged: map[string]bool{}}
 	all, devices := a.growth.take()
 	if !all && len(devices) == 0 {
@@ -68,7 +69,7 @@ func (a *Agent) observe(desired map[string]*Desired, actual map[string]*store.Vo
 		if !all && (rec == nil || rec.Attachment == nil || !devices[filepath.Base(rec.Attachment.Device)]) {
 			continue
 		}
-		s, err := a.observeSizes(d, rec)
+		s, err := a.observeSizes(ctx, d, rec)
 		if err != nil {
 			a.driftLog.failed("size "+n, "growth check: cannot read a size; the volume is not grown until it can", err, "volume", n)
 		} else {

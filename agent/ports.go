@@ -81,6 +81,23 @@ type Resizer interface {
 	Grow(ctx context.Context, d *Desired, a store.Attachment) error
 }
 
+// SizeRounder is implemented by attachers whose source rounds the size
+// asked for (an LV: up to its VG's extent size): Rounded is Caps.Size as
+// the source would make it, so a growth check neither grows nor refuses
+// a shrink over the rounding. It is asked at a growth check (a resync, a
+// device event, a manifest change), never at every pass.
+type SizeRounder interface {
+	Rounded(ctx context.Context, d *Desired, a store.Attachment) (int64, error)
+}
+
+// HealthChecker is implemented by attachers whose source has a health
+// of its own beyond the device (an LV: its thin pool filling up, its VG
+// missing a disk). Health is asked at the resync's health check and at
+// start-up, never in a reconcile pass: it may run a program.
+type HealthChecker interface {
+	Health(ctx context.Context, d *Desired, a store.Attachment) (SourceHealth, error)
+}
+
 // BackingChecker is implemented by attachers whose device reads a file
 // that can change under it (a loop image deleted or replaced while the
 // device keeps the old inode): CheckBacking says whether the file the

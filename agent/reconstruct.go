@@ -53,7 +53,7 @@ func (a *Agent) reconstruct(ctx context.Context) error {
 	a.sweepStaging(desired)
 	// A restarted agent sees at once what went wrong while it was away
 	// (an image deleted under its device), not a minute later.
-	a.detect(mounts)
+	a.detect(ctx, mounts)
 	for _, in := range intents {
 		if err := a.cfg.Store.DropIntent(in.ID); err != nil {
 			a.cfg.Log.Warn("cannot drop resolved intent yet; retrying", "volume", in.Volume, "intent", in.ID, "error", err)

@@ -136,6 +136,7 @@ func (a *Agent) volumeStatus(name string, d *Desired, rec *store.Volume, next ma
 		v.Phase = opPhase[op.Name]
 	}
 	v.Conditions = a.conds.Of(name)
+	v.SourceDetail = a.sources.detail(name)
 	v.Encryption = encryptionStatus(d, rec, v.Conditions)
 	if v.Phase == api.PhaseReady && len(v.Conditions) > 0 {
 		v.Phase = api.PhaseDegraded

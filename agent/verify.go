@@ -80,5 +80,5 @@ func (a *Agent) verify(ctx context.Context) {
 			a.cfg.Log.Warn("drift: repairing what changed behind volumed's back", "volume", name, "changes", changes)
 		}
 	}
-	a.detect(mounts)
+	a.detect(ctx, mounts)
 }

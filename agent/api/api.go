@@ -53,6 +53,10 @@ type Volume struct {
 	// Pinned: the host booted from this volume's source (firmware
 	// tables); it is never torn down.
 	Pinned bool `json:"pinned,omitempty"`
+	// SourceDetail says what the device stands on, where its kind tells (an
+	// LV: "LV vg0/data in VG vg0, thin in pool vg0/pool"), as of the last
+	// health check.
+	SourceDetail string `json:"sourceDetail,omitempty"`
 	// Encryption is set for an encrypted volume (never a key).
 	Encryption *Encryption `json:"encryption,omitempty"`
 	// Conditions say what is wrong; a Ready volume has none.

@@ -28,6 +28,9 @@ type Decision struct {
 	// GrowSettled: volumes checked and found needing no growth; a
 	// failure of an earlier grow no longer matters.
 	GrowSettled []string
+	// ShrinkRefused: volumes checked whose manifest asks for a size
+	// under their source's (ShrinkRefused says which kinds refuse it).
+	ShrinkRefused []Shrink
 	// Pending: the manifest changes that are not in effect, by volume
 	// (PendingChanges); a wanted volume missing here has none.
 	Pending map[string][]Pending
@@ -68,9 +71,12 @@ func Decide(desired map[string]*Desired, actual map[string]*record.Volume, obs O
 		if d == nil || planned[n] || obs.Running[n] || obs.BackingChanged[n] {
 			continue
 		}
-		if GrowNeeded(d, actual[n], obs.Sizes[n]) {
+		switch {
+		case GrowNeeded(d, actual[n], obs.Sizes[n]):
 			dec.Ops = append(dec.Ops, Op{Volume: n, Name: OpGrow})
-		} else {
+		case ShrinkAsked(d, actual[n], obs.Sizes[n]):
+			dec.ShrinkRefused = append(dec.ShrinkRefused, Shrink{Volume: n, Have: obs.Sizes[n].Image, Want: obs.Sizes[n].wanted(d)})
+		default:
 			dec.GrowSettled = append(dec.GrowSettled, n)
 		}
 	}
@@ -80,7 +86,34 @@ func Decide(desired map[string]*Desired, actual map[string]*record.Volume, obs O
 // Sizes is what a growth check saw of one volume.
 type Sizes struct {
 	Device int64 // the block device now
-	Image  int64 // a loop image file now, -1 when not a loop image
+	// Image is the size of what the kind keeps at Caps.Size (a loop
+	// image file, an LV) now, -1 when it keeps none.
+	Image int64
+	// Want is Caps.Size as the source rounds it (an LV's extents); 0:
+	// Caps.Size as it is.
+	Want int64
+}
+
+// wanted is the size the source is kept at.
+func (s Sizes) wanted(d *Desired) int64 {
+	if s.Want > 0 {
+		return s.Want
+	}
+	return d.Caps.Size
+}
+
+// Shrink is a size asked for under the source's present one.
+type Shrink struct {
+	Volume     string
+	Have, Want int64 // bytes
+}
+
+// ShrinkAsked: the manifest of a converged volume whose kind refuses a
+// shrink (Caps.RefuseShrink: an LV's size is the LV's own) asks for less
+// than its source has. Nothing shrinks a source; this says so, where a
+// loop image's smaller size only sizes a file no longer to be made.
+func ShrinkAsked(d *Desired, rec *record.Volume, now Sizes) bool {
+	return d.Wanted() && Placed(d, rec) && d.Caps.RefuseShrink && d.Caps.Size > 0 && now.Image > now.wanted(d)
 }
 
 // GrowNeeded decides, from what the manifest wants, what was recorded and
@@ -92,7 +125,7 @@ func GrowNeeded(d *Desired, rec *record.Volume, now Sizes) bool {
 	if !d.Wanted() || !Placed(d, rec) {
 		return false
 	}
-	if d.Caps.Size > 0 && now.Image >= 0 && now.Image < d.Caps.Size {
+	if d.Caps.Size > 0 && now.Image >= 0 && now.Image < now.wanted(d) {
 		return true
 	}
 	fs := d.Spec.Filesystem

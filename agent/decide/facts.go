@@ -17,6 +17,9 @@ type FSInfo struct {
 	// EverMounted: the filesystem records a mount (false also when its
 	// type keeps no such record).
 	EverMounted bool
+	// Bytes: the size the filesystem spans by its superblock; 0 when
+	// not known.
+	Bytes int64
 }
 
 // BindOptions are the flags a publish applies to its bind mount.

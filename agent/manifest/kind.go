@@ -43,6 +43,10 @@ type Caps struct {
 	// spec.source.<name>), "" for a kind that keeps no size: a CSI
 	// expansion writes the size asked for there.
 	SizeField string
+	// RefuseShrink: a Size under the source's present size is refused
+	// with a condition (an LV's size is the LV's own), not ignored as a
+	// loop image's is (its Size only sizes the file to create).
+	RefuseShrink bool
 	// Key names what the source attaches: the fields that cannot change
 	// under a live attachment (tunables such as timeouts, and a size,
 	// which grows, are left out).

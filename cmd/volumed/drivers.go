@@ -59,7 +59,7 @@ func (filesystems) Mkfs(ctx context.Context, device, fstype, uuid string, extra 
 
 func (filesystems) Inspect(ctx context.Context, device string) (agent.FSInfo, error) {
 	i, err := blockfs.Inspect(ctx, device)
-	return agent.FSInfo{UUID: i.UUID, EverMounted: i.EverMounted}, err
+	return agent.FSInfo{UUID: i.UUID, EverMounted: i.EverMounted, Bytes: i.Bytes}, err
 }
 
 func (filesystems) CheckReadOnly(ctx context.Context, fstype, device string) (agent.FSCheck, error) {

@@ -147,6 +147,9 @@ func describe(w io.Writer, v api.Volume) {
 	if v.Pinned {
 		fmt.Fprintln(w, "Pinned:    yes, the host booted from it: never torn down")
 	}
+	if v.SourceDetail != "" {
+		fmt.Fprintf(w, "Source:    %s\n", v.SourceDetail)
+	}
 	if e := v.Encryption; e != nil {
 		fmt.Fprintf(w, "Encrypted: %s\n", encryptionLine(e))
 	}

@@ -20,6 +20,9 @@ type Info struct {
 	// (ext2/3/4 keep a mount count and time in the superblock). False
 	// also when the type keeps no such record (xfs, btrfs).
 	EverMounted bool
+	// Bytes is the size the filesystem spans by its superblock (0 when
+	// volumed does not read its type).
+	Bytes int64
 }
 
 // Inspect reads the filesystem UUID of device (blkid -p, the superblock
@@ -43,6 +46,11 @@ func Inspect(ctx context.Context, device string) (Info, error) {
 			typ = v
 		}
 	}
+	n, err := superblockBytes(device, typ)
+	if err != nil {
+		return Info{}, err
+	}
+	info.Bytes = n
 	if t, ok := filesystem.Of(typ); ok && t.MountRecord {
 		mounted, err := extEverMounted(device)
 		if err != nil {

@@ -29,8 +29,15 @@ func TestInspectAndCheckReadOnly(t *testing.T) {
 				t.Fatal(err)
 			}
 			info, err := Inspect(ctx, img)
-			if err != nil || info.UUID != uuid || info.EverMounted {
-				t.Fatalf("Inspect = %+v, %v; want UUID %s, never mounted", info, err, uuid)
+			if err != nil || info.UUID != uuid || info.EverMounted || info.Bytes != 320<<20 {
+				t.Fatalf("Inspect = %+v, %v; want UUID %s, never mounted, 320 MiB", info, err, uuid)
+			}
+			// The device grown, the filesystem not: its own size says so.
+			if err := os.Truncate(img, 384<<20); err != nil {
+				t.Fatal(err)
+			}
+			if info, err := Inspect(ctx, img); err != nil || info.Bytes != 320<<20 {
+				t.Fatalf("the image grown under it: Inspect = %+v, %v; want 320 MiB still", info, err)
 			}
 			if res, err := CheckReadOnly(ctx, fstype, img); res != CheckClean {
 				t.Fatalf("fresh %s: check = %d, %v", fstype, res, err)

@@ -36,7 +36,19 @@ type Want struct {
 	VG     string
 	Name   string // the LV's name when volumed creates it
 	Size   int64  // bytes, when volumed creates it
+	// Type is Linear ("" too) or Thin; ThinPool the pool of a thin LV.
+	Type     string
+	ThinPool string
 }
+
+// LV types volumed creates.
+const (
+	Linear = "linear"
+	Thin   = "thin"
+)
+
+// thinPoolSegtype is lvs's segtype of a thin pool.
+const thinPoolSegtype = "thin-pool"
 
 // Ref is VG/NAME, for messages.
 func (w Want) Ref() string { return w.VG + "/" + w.Name }
@@ -102,7 +114,7 @@ func Decide(w Want, vgFound bool, lvs []LV) Step {
 	}
 	i := slices.IndexFunc(lvs, func(lv LV) bool { return lv.Name == w.Name })
 	if i < 0 {
-		return Step{Action: Create}
+		return create(w, lvs)
 	}
 	lv := lvs[i]
 	if o := Owner(lv); o != "" {
@@ -115,6 +127,22 @@ func Decide(w Want, vgFound bool, lvs []LV) Step {
 		return Step{Action: Wait, LV: lv, Why: fmt.Sprintf("LV %s was not created by volumed (no %s tag) and is not active: volumed uses it as it is and never activates it; activate it (lvchange -ay %s)", lv.Ref(), TagPrefix+"*", lv.Ref())}
 	}
 	return Step{Action: Use, LV: lv}
+}
+
+// create is Create, or a wait when a thin LV's pool is not in the VG
+// (lvcreate would fail; the pool may be made yet).
+func create(w Want, lvs []LV) Step {
+	if w.Type != Thin {
+		return Step{Action: Create}
+	}
+	i := slices.IndexFunc(lvs, func(lv LV) bool { return lv.Name == w.ThinPool })
+	switch {
+	case i < 0:
+		return Step{Action: Wait, Why: fmt.Sprintf("thin pool %s/%s is not there: volumed makes thin LVs in an existing pool (lvcreate --type thin-pool)", w.VG, w.ThinPool)}
+	case lvs[i].Segtype != thinPoolSegtype:
+		return Step{Action: Refuse, Why: fmt.Sprintf("LV %s is %s, not a thin pool", lvs[i].Ref(), lvs[i].Segtype)}
+	}
+	return Step{Action: Create}
 }
 
 func hasTagPrefix(lv LV) bool {

@@ -73,3 +73,28 @@ func TestDecide(t *testing.T) {
 		})
 	}
 }
+
+// A thin LV is created only in a thin pool the VG holds; a missing pool
+// is waited for, an LV of the pool's name that is no pool refused.
+func TestDecideThin(t *testing.T) {
+	w := Want{Volume: "data", VG: "vg0", Name: "data", Size: 1 << 30, Type: Thin, ThinPool: "pool"}
+	pool := LV{VG: "vg0", Name: "pool", UUID: "p", Segtype: "thin-pool", Active: true}
+	notPool := LV{VG: "vg0", Name: "pool", UUID: "p", Segtype: "linear", Active: true}
+	for _, c := range []struct {
+		name   string
+		lvs    []LV
+		action Action
+		says   string
+	}{
+		{"pool there: create", []LV{pool}, Create, ""},
+		{"no pool: wait", nil, Wait, "thin pool vg0/pool is not there"},
+		{"pool's name on a linear LV: refuse", []LV{notPool}, Refuse, "LV vg0/pool is linear, not a thin pool"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := Decide(w, true, c.lvs)
+			if s.Action != c.action || !strings.Contains(s.Why, c.says) {
+				t.Fatalf("Decide = %+v, want %s saying %q", s, c.action, c.says)
+			}
+		})
+	}
+}

@@ -29,6 +29,11 @@ type LV struct {
 	// Major and Minor are the kernel's device numbers while it is
 	// active (-1 when inactive).
 	Major, Minor int
+	// Pool is a thin LV's thin pool ("" for other LVs).
+	Pool string
+	// Data and Metadata are a thin pool's use, in percent, while it is
+	// active (-1 when lvm2 does not say: inactive, not a pool).
+	Data, Metadata float64
 }
 
 // Ref names the LV for the tools: VG/NAME.
@@ -39,14 +44,16 @@ type VG struct {
 	Name, UUID string
 	Size, Free int64 // bytes
 	ExtentSize int64
+	// MissingPVs: PVs of the VG lvm2 cannot find (a disk gone).
+	MissingPVs int
 }
 
 // lvFields and vgFields are the report columns asked for; the parsers
 // read exactly these (lvm2 2.03 names).
 var (
 	lvFields = []string{"lv_name", "lv_uuid", "lv_tags", "lv_size", "lv_active", "lv_device_open",
-		"lv_kernel_major", "lv_kernel_minor", "segtype", "vg_name"}
-	vgFields = []string{"vg_name", "vg_uuid", "vg_size", "vg_free", "vg_extent_size"}
+		"lv_kernel_major", "lv_kernel_minor", "segtype", "vg_name", "pool_lv", "data_percent", "metadata_percent"}
+	vgFields = []string{"vg_name", "vg_uuid", "vg_size", "vg_free", "vg_extent_size", "vg_missing_pv_count"}
 )
 
 // report is lvm2's `--reportformat json`: one object per report, each
@@ -76,10 +83,12 @@ func ParseLVs(data []byte) ([]LV, error) {
 	}
 	out := make([]LV, 0, len(rs))
 	for _, r := range rs {
-		lv := LV{VG: r["vg_name"], Name: r["lv_name"], UUID: r["lv_uuid"], Segtype: r["segtype"],
+		lv := LV{VG: r["vg_name"], Name: r["lv_name"], UUID: r["lv_uuid"], Segtype: r["segtype"], Pool: r["pool_lv"],
 			Active: r["lv_active"] != "", Open: r["lv_device_open"] == "1", Tags: splitTags(r["lv_tags"])}
 		var errs []error
 		lv.Size, errs = number(r, "lv_size", errs)
+		lv.Data, errs = percent(r, "data_percent", errs)
+		lv.Metadata, errs = percent(r, "metadata_percent", errs)
 		major, errs := number(r, "lv_kernel_major", errs)
 		minor, errs := number(r, "lv_kernel_minor", errs)
 		if len(errs) > 0 {
@@ -111,6 +120,11 @@ func ParseVGs(data []byte) ([]VG, error) {
 		vg.Size, errs = number(r, "vg_size", errs)
 		vg.Free, errs = number(r, "vg_free", errs)
 		vg.ExtentSize, errs = number(r, "vg_extent_size", errs)
+		if _, ok := r["vg_missing_pv_count"]; ok {
+			var n int64
+			n, errs = number(r, "vg_missing_pv_count", errs)
+			vg.MissingPVs = int(n)
+		}
 		if len(errs) > 0 {
 			return nil, fmt.Errorf("VG %q in the vgs report: %w", vg.Name, errs[0])
 		}
@@ -128,6 +142,21 @@ func number(r map[string]string, field string, errs []error) (int64, []error) {
 		return 0, append(errs, fmt.Errorf("%s %q is not a number", field, r[field]))
 	}
 	return n, errs
+}
+
+// percent reads a percentage lvm2 reports as "12.50", or leaves it
+// blank where it has none (an LV that is no pool, an inactive pool): -1.
+// A report without the column (captured before it was asked) reads -1.
+func percent(r map[string]string, field string, errs []error) (float64, []error) {
+	v := r[field]
+	if v == "" {
+		return -1, errs
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f < 0 || f > 100 {
+		return 0, append(errs, fmt.Errorf("%s %q is not a percentage", field, v))
+	}
+	return f, errs
 }
 
 // splitTags reads lv_tags: lvm2 joins them with commas, which a tag

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -29,9 +30,9 @@ func TestParseLVsInactive(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []LV{
-		{VG: "vgcap", Name: "data", UUID: "k3Jd1B-7dUe-Xf0s-Kq3e-1cFx-9bQz-Zx2A7a", Tags: []string{"volumed:data"}, Size: 8 << 20, Segtype: "linear", Major: -1, Minor: -1},
-		{VG: "vgcap", Name: "foreign", UUID: "Wm4pQe-0aLz-Yc8r-Tn2v-5dHs-3kJw-Bq9C1d", Size: 4 << 20, Segtype: "linear", Major: -1, Minor: -1},
-		{VG: "vgcap", Name: "other", UUID: "Pp0aaa-1bbb-2ccc-3ddd-4eee-5fff-6gggg7", Tags: []string{"backup", "volumed:logs"}, Size: 4 << 20, Segtype: "linear", Major: -1, Minor: -1},
+		{VG: "vgcap", Name: "data", UUID: "k3Jd1B-7dUe-Xf0s-Kq3e-1cFx-9bQz-Zx2A7a", Tags: []string{"volumed:data"}, Size: 8 << 20, Segtype: "linear", Major: -1, Minor: -1, Data: -1, Metadata: -1},
+		{VG: "vgcap", Name: "foreign", UUID: "Wm4pQe-0aLz-Yc8r-Tn2v-5dHs-3kJw-Bq9C1d", Size: 4 << 20, Segtype: "linear", Major: -1, Minor: -1, Data: -1, Metadata: -1},
+		{VG: "vgcap", Name: "other", UUID: "Pp0aaa-1bbb-2ccc-3ddd-4eee-5fff-6gggg7", Tags: []string{"backup", "volumed:logs"}, Size: 4 << 20, Segtype: "linear", Major: -1, Minor: -1, Data: -1, Metadata: -1},
 	}
 	if !reflect.DeepEqual(lvs, want) {
 		t.Errorf("ParseLVs =\n%+v\nwant\n%+v", lvs, want)
@@ -103,7 +104,7 @@ func TestNoDeviceIsNotActive(t *testing.T) {
 }
 
 func FuzzParseLVs(f *testing.F) {
-	for _, n := range []string{"lvs-inactive.json", "lvs-active.json", "lvs-empty.json"} {
+	for _, n := range []string{"lvs-inactive.json", "lvs-active.json", "lvs-empty.json", "lvs-thin.json", "lvs-thin-full.json"} {
 		b, err := os.ReadFile(filepath.Join("testdata", n))
 		if err != nil {
 			f.Fatal(err)
@@ -122,6 +123,59 @@ func FuzzParseLVs(f *testing.F) {
 			if lv.Active && (lv.Major < 0 || lv.Minor < 0) {
 				t.Fatalf("an active LV without device numbers: %+v", lv)
 			}
+			if lv.Data < -1 || lv.Data > 100 || lv.Metadata < -1 || lv.Metadata > 100 {
+				t.Fatalf("a percentage out of range: %+v", lv)
+			}
 		}
 	})
+}
+
+// lvs-thin.json and vgs-thin.json: from TestLVMThin's guest (test/os),
+// with the columns this slice asks: a linear LV volumed grew, a thin pool
+// the test made, a thin LV volumed made in it.
+func TestParseThin(t *testing.T) {
+	lvs, err := ParseLVs(read(t, "lvs-thin.json"))
+	if err != nil || len(lvs) != 3 {
+		t.Fatalf("ParseLVs = %+v, %v", lvs, err)
+	}
+	grow, pool, thin := lvs[0], lvs[1], lvs[2]
+	if grow.Segtype != "linear" || grow.Pool != "" || grow.Data != -1 || grow.Metadata != -1 || grow.Size != 96<<20 {
+		t.Errorf("linear LV = %+v, want no pool, no percentages, 96 MiB", grow)
+	}
+	if pool.Segtype != "thin-pool" || pool.Data != 19.53 || pool.Metadata != 11.13 || pool.Size != 128<<20 {
+		t.Errorf("thin pool = %+v, want 19.53%% data, 11.13%% metadata, 128 MiB", pool)
+	}
+	if thin.Segtype != "thin" || thin.Pool != "pool" || Owner(thin) != "thin" || thin.Size != 256<<20 || !thin.Active {
+		t.Errorf("thin LV = %+v, want thin in pool, volume thin's, 256 MiB, active", thin)
+	}
+	vgs, err := ParseVGs(read(t, "vgs-thin.json"))
+	if err != nil || len(vgs) != 1 || vgs[0].Size != 532676608 || vgs[0].Free != 289406976 || vgs[0].MissingPVs != 0 {
+		t.Errorf("ParseVGs = %+v, %v", vgs, err)
+	}
+	s := Source{LV: thin, VG: vgs[0], Pool: &pool}
+	if h := Health(s); len(h) != 0 {
+		t.Errorf("Health at 19.53%% = %q, want nothing", h)
+	}
+}
+
+// lvs-thin-full.json: the same guest once dd filled the thin LV: the
+// pool at 94.53%: Health says so, naming the pool and the LV.
+func TestParseThinFull(t *testing.T) {
+	lvs, err := ParseLVs(read(t, "lvs-thin-full.json"))
+	if err != nil || len(lvs) != 3 {
+		t.Fatalf("ParseLVs = %+v, %v", lvs, err)
+	}
+	h := Health(Source{LV: lvs[2], VG: VG{Name: "vgthin"}, Pool: &lvs[1]})
+	if len(h) != 1 || !strings.Contains(h[0], "thin pool vgthin/pool is 94.5% full (data): at 100% writes to LV vgthin/thin fail") {
+		t.Errorf("Health = %q", h)
+	}
+}
+
+func TestParsePercentRefusesNonsense(t *testing.T) {
+	for _, v := range []string{"x", "-1", "100.5"} {
+		doc := `{"report":[{"lv":[{"lv_name":"a","lv_uuid":"u","vg_name":"v","lv_size":"1","lv_kernel_major":"-1","lv_kernel_minor":"-1","data_percent":"` + v + `"}]}]}`
+		if _, err := ParseLVs([]byte(doc)); err == nil {
+			t.Errorf("data_percent %q was taken", v)
+		}
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -89,8 +90,15 @@ func LVsArgs(vg string) []string {
 
 // CreateArgs makes w's LV, linear, tagged, active. --zero and
 // --wipesignatures clear what a removed LV left at its start; --yes
-// answers lvm2's question before wiping one (there is no terminal).
+// answers lvm2's question before wiping one (there is no terminal). A
+// thin LV (virtual size, in its pool) has neither: its blocks are not
+// provisioned yet and read as zeros, and zeroing would provision one.
 func CreateArgs(w Want) []string {
+	if w.Type == Thin {
+		return []string{"lvcreate", "--yes", "--type", Thin, "--name", w.Name,
+			"--virtualsize", strconv.FormatInt(w.Size, 10) + "b", "--thinpool", w.ThinPool,
+			"--addtag", Tag(w.Volume), "--activate", "y", w.VG}
+	}
 	return []string{"lvcreate", "--yes", "--type", "linear", "--name", w.Name,
 		"--size", strconv.FormatInt(w.Size, 10) + "b", "--addtag", Tag(w.Volume),
 		"--zero", "y", "--wipesignatures", "y", "--activate", "y", w.VG}
@@ -120,7 +128,7 @@ func (t Tool) LVs(ctx context.Context, vg string) (lvs []LV, found bool, err err
 	if err != nil {
 		return nil, false, err
 	}
-	if !hasVG(vgs, vg) {
+	if indexVG(vgs, vg) < 0 {
 		return nil, false, nil
 	}
 	out, err := t.run(ctx, "list the LVs of volume group "+vg, LVsArgs(vg))
@@ -131,13 +139,8 @@ func (t Tool) LVs(ctx context.Context, vg string) (lvs []LV, found bool, err err
 	return lvs, true, err
 }
 
-func hasVG(vgs []VG, name string) bool {
-	for _, v := range vgs {
-		if v.Name == name {
-			return true
-		}
-	}
-	return false
+func indexVG(vgs []VG, name string) int {
+	return slices.IndexFunc(vgs, func(v VG) bool { return v.Name == name })
 }
 
 // Create makes w's LV.

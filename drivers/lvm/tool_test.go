@@ -51,9 +51,9 @@ func TestLVs(t *testing.T) {
 		t.Fatalf("LVs(vgcap) = %v, %v, %v", lvs, found, err)
 	}
 	want := [][]string{
-		{"vgs", "--reportformat", "json", "--units", "b", "--nosuffix", "-o", "vg_name,vg_uuid,vg_size,vg_free,vg_extent_size"},
+		{"vgs", "--reportformat", "json", "--units", "b", "--nosuffix", "-o", "vg_name,vg_uuid,vg_size,vg_free,vg_extent_size,vg_missing_pv_count"},
 		{"lvs", "--reportformat", "json", "--units", "b", "--nosuffix", "--binary", "-o",
-			"lv_name,lv_uuid,lv_tags,lv_size,lv_active,lv_device_open,lv_kernel_major,lv_kernel_minor,segtype,vg_name", "vgcap"},
+			"lv_name,lv_uuid,lv_tags,lv_size,lv_active,lv_device_open,lv_kernel_major,lv_kernel_minor,segtype,vg_name,pool_lv,data_percent,metadata_percent", "vgcap"},
 	}
 	if !reflect.DeepEqual(f.calls, want) {
 		t.Errorf("commands run:\n%q\nwant\n%q", f.calls, want)
@@ -66,6 +66,15 @@ func TestCreateArgs(t *testing.T) {
 		"--addtag", "volumed:data", "--zero", "y", "--wipesignatures", "y", "--activate", "y", "vg0"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("CreateArgs = %q, want %q", got, want)
+	}
+}
+
+func TestCreateArgsThin(t *testing.T) {
+	got := CreateArgs(Want{Volume: "data", VG: "vg0", Name: "data", Size: 1 << 30, Type: Thin, ThinPool: "pool"})
+	want := []string{"lvcreate", "--yes", "--type", "thin", "--name", "data", "--virtualsize", "1073741824b",
+		"--thinpool", "pool", "--addtag", "volumed:data", "--activate", "y", "vg0"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("CreateArgs(thin) = %q, want %q", got, want)
 	}
 }
 

@@ -29,7 +29,7 @@ func want(d *agent.Desired) (lvmdrv.Want, error) {
 	if err != nil {
 		return lvmdrv.Want{}, err
 	}
-	w := lvmdrv.Want{Volume: d.Name, VG: s.VolumeGroup, Name: s.Name, Size: s.size}
+	w := lvmdrv.Want{Volume: d.Name, VG: s.VolumeGroup, Name: s.Name, Size: s.size, Type: s.Type, ThinPool: s.ThinPool}
 	if w.Name == "" {
 		w.Name = d.Name
 	}

@@ -1,6 +1,7 @@
 package lvm
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -32,6 +33,8 @@ type fakeVG struct {
 	lvs   []lvmdrv.LV
 	calls []string // subcommands run
 	minor int
+	// missing is the VG's vg_missing_pv_count.
+	missing int
 }
 
 func newFakeVG(t *testing.T, lvs ...lvmdrv.LV) *fakeVG {
@@ -76,7 +79,8 @@ func (f *fakeVG) Run(_ context.Context, args []string) ([]byte, []byte, error) {
 	}
 	switch args[0] {
 	case "vgs":
-		return f.report("vg", []map[string]string{{"vg_name": f.name, "vg_uuid": "vgu", "vg_size": "1073741824", "vg_free": "1073741824", "vg_extent_size": "4194304"}}), nil, nil
+		return f.report("vg", []map[string]string{{"vg_name": f.name, "vg_uuid": "vgu", "vg_size": "1073741824", "vg_free": "1073741824", "vg_extent_size": "4194304",
+			"vg_missing_pv_count": strconv.Itoa(f.missing)}}), nil, nil
 	case "lvs":
 		var rows []map[string]string
 		for _, lv := range f.lvs {
@@ -89,14 +93,22 @@ func (f *fakeVG) Run(_ context.Context, args []string) ([]byte, []byte, error) {
 			}
 			rows = append(rows, map[string]string{"lv_name": lv.Name, "lv_uuid": lv.UUID, "lv_tags": strings.Join(lv.Tags, ","),
 				"lv_size": strconv.FormatInt(lv.Size, 10), "lv_active": active, "lv_device_open": open,
-				"lv_kernel_major": major, "lv_kernel_minor": minor, "segtype": "linear", "vg_name": f.name})
+				"lv_kernel_major": major, "lv_kernel_minor": minor, "segtype": cmp.Or(lv.Segtype, "linear"), "vg_name": f.name,
+				"pool_lv": lv.Pool, "data_percent": pct(lv.Data), "metadata_percent": pct(lv.Metadata)})
 		}
 		return f.report("lv", rows), nil, nil
 	case "lvcreate":
-		size, _ := strconv.ParseInt(strings.TrimSuffix(arg("--size"), "b"), 10, 64)
-		lv := lvmdrv.LV{VG: f.name, Name: arg("--name"), UUID: "new-" + arg("--name"), Tags: []string{arg("--addtag")}, Size: size}
+		size, _ := strconv.ParseInt(strings.TrimSuffix(arg("--size")+arg("--virtualsize"), "b"), 10, 64)
+		lv := lvmdrv.LV{VG: f.name, Name: arg("--name"), UUID: "new-" + arg("--name"), Tags: []string{arg("--addtag")}, Size: size, Segtype: arg("--type")}
 		f.activate(&lv)
 		f.lvs = append(f.lvs, lv)
+	case "lvextend":
+		size, _ := strconv.ParseInt(strings.TrimSuffix(arg("--size"), "b"), 10, 64)
+		for i := range f.lvs {
+			if f.lvs[i].Ref() == args[len(args)-1] {
+				f.lvs[i].Size = size
+			}
+		}
 	case "lvchange":
 		ref := args[len(args)-1]
 		for i := range f.lvs {
@@ -111,6 +123,15 @@ func (f *fakeVG) Run(_ context.Context, args []string) ([]byte, []byte, error) {
 		}
 	}
 	return nil, nil, nil
+}
+
+// pct is a percentage as lvs reports it: "" for none (0 in a fake LV
+// that is no pool).
+func pct(v float64) string {
+	if v <= 0 {
+		return ""
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64)
 }
 
 func (f *fakeVG) attacher() attacher {
@@ -149,6 +170,19 @@ func TestAttachCreates(t *testing.T) {
 	}
 	if n := strings.Count(strings.Join(f.calls, " "), "lvcreate"); n != 1 {
 		t.Errorf("lvcreate ran %d times: %q", n, f.calls)
+	}
+}
+
+// A thin LV is made in its pool, tagged like a linear one.
+func TestAttachCreatesThin(t *testing.T) {
+	f := newFakeVG(t, lvmdrv.LV{VG: "vg0", Name: "pool", UUID: "p", Segtype: "thin-pool", Active: true})
+	got, err := f.attacher().Attach(context.Background(), desired("thin", Source{VolumeGroup: "vg0", Size: "1Gi", Type: lvmdrv.Thin, ThinPool: "pool"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lv := f.lvs[1]
+	if !got.Created || lvmdrv.Owner(lv) != "thin" || lv.Segtype != "thin" || lv.Size != 1<<30 {
+		t.Errorf("Attach = %+v, LV %+v: want a thin LV of 1 GiB, tagged volumed:thin, created", got, lv)
 	}
 }
 

@@ -31,9 +31,18 @@ type Source struct {
 	VolumeGroup string `yaml:"volumeGroup" json:"volumeGroup"`
 	// Name is the LV's name; the volume's name when empty.
 	Name string `yaml:"name,omitempty" json:"name,omitempty"`
-	// Size of the LV volumed creates (e.g. 10Gi), rounded up by lvm2 to
-	// the VG's extent size. An LV in place keeps its size.
+	// Size of the LV (e.g. 10Gi), rounded up by lvm2 to the VG's extent
+	// size: volumed creates it so, and extends an LV it created when the
+	// size grows (then its filesystem, with filesystem.grow); a smaller
+	// size is refused, never shrunk. An LV it did not create is never
+	// resized.
 	Size string `yaml:"size" json:"size"`
+
+	// Type of the LV volumed creates: linear (the default) or thin.
+	Type string `yaml:"type,omitempty" json:"type,omitempty"`
+	// ThinPool is the existing thin pool (in volumeGroup) a thin LV is
+	// made in; required for type thin, refused otherwise.
+	ThinPool string `yaml:"thinPool,omitempty" json:"thinPool,omitempty"`
 
 	size int64
 }
@@ -47,15 +56,24 @@ func (Kind) Name() string { return Name }
 func (Kind) Traits() kind.Traits { return kind.Traits{AwaitsDisk: true} }
 func (Kind) New() any            { return new(Source) }
 
-func (Kind) Needs(any) hostcheck.Needs {
-	return hostcheck.Needs{
+func (Kind) Needs(spec any) hostcheck.Needs {
+	n := hostcheck.Needs{
 		Programs: []hostcheck.Program{{Name: lvmdrv.Program, Why: "creates and activates LVM logical volumes", Package: "lvm2"}},
 		Modules:  []hostcheck.Module{{Name: "dm-mod", What: "device-mapper", Dev: "mapper/control"}},
 	}
+	if s, ok := spec.(*Source); ok && s.Type == lvmdrv.Thin {
+		n.Modules = append(n.Modules, hostcheck.Module{Name: "dm-thin-pool", What: "LVM thin provisioning"})
+		// lvm2 runs thin_check when it activates a thin pool.
+		n.Programs = append(n.Programs, hostcheck.Program{Name: "thin_check", Why: "checks a thin pool's metadata when lvm2 activates it", Package: "thin-provisioning-tools"})
+	}
+	return n
 }
 
 func (Kind) Rules() []kind.Rule {
-	return []kind.Rule{{Type: "Source", Prop: "size", Check: kind.Size}}
+	return []kind.Rule{
+		{Type: "Source", Prop: "size", Check: kind.Size},
+		{Type: "Source", Prop: "type", Check: kind.Enum{lvmdrv.Linear, lvmdrv.Thin}},
+	}
 }
 
 func (Kind) Check(spec any, c *manifest.Check) manifest.Caps {
@@ -75,15 +93,40 @@ func (Kind) Check(spec any, c *manifest.Check) manifest.Caps {
 	} else {
 		s.size = c.Size("size", s.Size)
 	}
-	caps := manifest.Caps{Key: "lvm " + s.VolumeGroup + "/" + s.Name}
+	checkType(s, c)
+	// Size is kept (grown to, a smaller one refused): the LV's own. The
+	// type and pool are in the key: an LV is not turned into another.
+	caps := manifest.Caps{Key: "lvm " + s.VolumeGroup + "/" + s.Name + " " + s.Type + " " + s.ThinPool, Size: s.size, SizeField: "size", RefuseShrink: true}
 	if s.Name == "" {
-		caps.Key = "lvm in " + s.VolumeGroup + " named for the volume"
+		caps.Key = "lvm in " + s.VolumeGroup + " named for the volume " + s.Type + " " + s.ThinPool
 		// No claim: the default name is the volume's, unique already; a
 		// name: equal to another volume's is refused at attach by the tag.
 		return caps
 	}
 	caps.Claims = []manifest.Claim{{Key: s.VolumeGroup + "/" + s.Name, Field: "name", What: "LV " + s.VolumeGroup + "/" + s.Name}}
 	return caps
+}
+
+// checkType: linear (the default) or thin, and a thin pool exactly for
+// thin.
+func checkType(s *Source, c *manifest.Check) {
+	switch s.Type {
+	case "":
+		s.Type = lvmdrv.Linear
+	case lvmdrv.Linear, lvmdrv.Thin:
+	default:
+		c.Report("type", fmt.Sprintf("%q is not an LV type volumed creates: linear or thin", s.Type))
+	}
+	switch {
+	case s.Type == lvmdrv.Thin && s.ThinPool == "":
+		c.Report("thinPool", "required for type thin: the name of an existing thin pool in the volume group")
+	case s.Type != lvmdrv.Thin && s.ThinPool != "":
+		c.Report("thinPool", "only for type thin: a "+s.Type+" LV takes its extents from the volume group")
+	case s.ThinPool != "":
+		if why := lvmdrv.CheckLVName(s.ThinPool); why != "" {
+			c.Report("thinPool", why)
+		}
+	}
 }
 
 func (Kind) Attacher(kind.Env) agent.Attacher { return attacher{} }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/volumed/volumed/agent/manifest"
 	lvmdrv "github.com/volumed/volumed/drivers/lvm"
+	"github.com/volumed/volumed/internal/hostcheck"
 	"github.com/volumed/volumed/kinds"
 	"github.com/volumed/volumed/kinds/lvm"
 )
@@ -33,7 +34,13 @@ func TestCheck(t *testing.T) {
 		{"VG with a slash", "lvm: {volumeGroup: vg/0, size: 1Gi}", "v.yaml:7:24: spec.source.lvm.volumeGroup: '/' is not allowed"},
 		{"VG starting with -", "lvm: {volumeGroup: -vg, size: 1Gi}", "spec.source.lvm.volumeGroup: must not start with -"},
 		{"reserved LV name", "lvm: {volumeGroup: vg0, name: my_tmeta, size: 1Gi}", "spec.source.lvm.name: must not contain \"_tmeta\""},
-		{"unknown field", "lvm: {volumeGroup: vg0, size: 1Gi, type: thin}", "type"},
+		{"unknown field", "lvm: {volumeGroup: vg0, size: 1Gi, pool: thin}", "pool"},
+		{"thin", "lvm: {volumeGroup: vg0, size: 1Gi, type: thin, thinPool: pool0}", ""},
+		{"linear said", "lvm: {volumeGroup: vg0, size: 1Gi, type: linear}", ""},
+		{"thin without a pool", "lvm: {volumeGroup: vg0, size: 1Gi, type: thin}", "v.yaml:7:5: spec.source.lvm.thinPool: required for type thin"},
+		{"a pool for linear", "lvm: {volumeGroup: vg0, size: 1Gi, thinPool: pool0}", "spec.source.lvm.thinPool: only for type thin"},
+		{"unknown type", "lvm: {volumeGroup: vg0, size: 1Gi, type: raid5}", "spec.source.lvm.type:"},
+		{"bad pool name", "lvm: {volumeGroup: vg0, size: 1Gi, type: thin, thinPool: p_tdata}", "spec.source.lvm.thinPool: must not contain"},
 	}
 	for _, c := range cases {
 		got := problems(t, head+c.src+"\n")
@@ -74,5 +81,17 @@ func TestIdentity(t *testing.T) {
 		if _, _, err := lvm.ParseIdentity(bad); err == nil {
 			t.Errorf("ParseIdentity(%q) took it", bad)
 		}
+	}
+}
+
+// validate warns of dm-thin and thin_check only for a thin LV.
+func TestNeedsThin(t *testing.T) {
+	has := func(s *lvm.Source) bool {
+		n := lvm.Kind{}.Needs(s)
+		return slices.ContainsFunc(n.Modules, func(m hostcheck.Module) bool { return m.Name == "dm-thin-pool" }) &&
+			slices.ContainsFunc(n.Programs, func(p hostcheck.Program) bool { return p.Name == "thin_check" })
+	}
+	if !has(&lvm.Source{Type: "thin", ThinPool: "p"}) || has(&lvm.Source{Type: "linear"}) {
+		t.Errorf("Needs: want dm-thin-pool and thin_check for thin only")
 	}
 }

@@ -1,0 +1,62 @@
+package lvm
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/volumed/volumed/agent"
+	lvmdrv "github.com/volumed/volumed/drivers/lvm"
+	"github.com/volumed/volumed/store"
+)
+
+// rounded is w with its size as lvm2 makes it in w's VG: up to a whole
+// extent.
+func (a attacher) rounded(ctx context.Context, w lvmdrv.Want) (lvmdrv.Want, error) {
+	vgs, err := a.tool.VGs(ctx)
+	if err != nil {
+		return w, fmt.Errorf("volume %s: %w", w.Volume, err)
+	}
+	for _, vg := range vgs {
+		if vg.Name == w.VG {
+			w.Size = lvmdrv.Round(w.Size, vg.ExtentSize)
+			return w, nil
+		}
+	}
+	return w, fmt.Errorf("volume %s: volume group %s is not there", w.Volume, w.VG)
+}
+
+// Rounded is the manifest's size as lvm2 makes it (the core compares it
+// with the LV's device).
+func (a attacher) Rounded(ctx context.Context, d *agent.Desired, _ store.Attachment) (int64, error) {
+	w, err := want(d)
+	if err != nil {
+		return 0, err
+	}
+	w, err = a.rounded(ctx, w)
+	return w.Size, err
+}
+
+// Grow extends the volume's LV to the manifest's size with lvextend (the
+// core then grows the filesystem from the kernel's sizes, so a crash
+// between the two is finished by the next growth check). Only an LV
+// volumed created is extended, never shrunk (lvmdrv.Extend).
+func (a attacher) Grow(ctx context.Context, d *agent.Desired, at store.Attachment) error {
+	w, err := want(d)
+	if err != nil {
+		return err
+	}
+	if w, err = a.rounded(ctx, w); err != nil {
+		return err
+	}
+	lv, ok, err := a.byIdentity(ctx, at)
+	if err != nil {
+		return fmt.Errorf("volume %s: %w", w.Volume, err)
+	}
+	if !ok {
+		return fmt.Errorf("volume %s: its LV (%s) is gone", w.Volume, at.Identity)
+	}
+	if _, err := a.tool.Grow(ctx, w, lv); err != nil {
+		return fmt.Errorf("volume %s: %w", w.Volume, err)
+	}
+	return nil
+}

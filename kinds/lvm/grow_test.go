@@ -1,0 +1,50 @@
+package lvm
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	lvmdrv "github.com/volumed/volumed/drivers/lvm"
+	"github.com/volumed/volumed/store"
+)
+
+// A larger size extends the volume's LV (rounded up to the VG's 4 MiB
+// extents); the same size again runs no lvextend.
+func TestGrowExtends(t *testing.T) {
+	f := newFakeVG(t, lvmdrv.LV{VG: "vg0", Name: "data", UUID: "u1", Tags: []string{"volumed:data"}, Size: 64 << 20, Active: true})
+	a := f.attacher()
+	rec := store.Attachment{Kind: Name, Identity: "lvm:vg0/u1", Owned: true}
+	d := desired("data", Source{VolumeGroup: "vg0", Size: "126Mi"})
+	ctx := context.Background()
+	if n, err := a.Rounded(ctx, d, rec); err != nil || n != 128<<20 {
+		t.Fatalf("Rounded(126Mi) = %d, %v, want 128 MiB (whole 4 MiB extents)", n, err)
+	}
+	if err := a.Grow(ctx, d, rec); err != nil {
+		t.Fatal(err)
+	}
+	if f.lvs[0].Size != 128<<20 {
+		t.Errorf("LV after the grow: %d bytes, want 128 MiB", f.lvs[0].Size)
+	}
+	f.calls = nil
+	if err := a.Grow(ctx, d, rec); err != nil || slices.Contains(f.calls, "lvextend") {
+		t.Errorf("a second Grow = %v after %q, want nothing extended", err, f.calls)
+	}
+}
+
+// An LV volumed did not create is never extended; a smaller size is
+// refused naming the volume and both sizes.
+func TestGrowRefuses(t *testing.T) {
+	ctx := context.Background()
+	foreign := newFakeVG(t, lvmdrv.LV{VG: "vg0", Name: "shared", UUID: "s", Size: 16 << 20, Active: true})
+	err := foreign.attacher().Grow(ctx, desired("ext", Source{VolumeGroup: "vg0", Name: "shared", Size: "32Mi"}), store.Attachment{Kind: Name, Identity: "lvm:vg0/s"})
+	if err == nil || !strings.Contains(err.Error(), "volume ext") || !strings.Contains(err.Error(), "never resizes an LV it did not create") || slices.Contains(foreign.calls, "lvextend") {
+		t.Errorf("Grow of a foreign LV = %v after %q, want a refusal and no lvextend", err, foreign.calls)
+	}
+	ours := newFakeVG(t, lvmdrv.LV{VG: "vg0", Name: "data", UUID: "u1", Tags: []string{"volumed:data"}, Size: 64 << 20, Active: true})
+	err = ours.attacher().Grow(ctx, desired("data", Source{VolumeGroup: "vg0", Size: "32Mi"}), store.Attachment{Kind: Name, Identity: "lvm:vg0/u1", Owned: true})
+	if err == nil || !strings.Contains(err.Error(), "volume data") || !strings.Contains(err.Error(), "67108864 bytes, the manifest asks for 33554432") || slices.Contains(ours.calls, "lvextend") {
+		t.Errorf("Grow to a smaller size = %v after %q, want a refusal naming both sizes", err, ours.calls)
+	}
+}

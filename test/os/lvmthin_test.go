@@ -1,0 +1,141 @@
+package ostest
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+)
+
+// thinScript runs before volumed: the VG vgthin on the disk LVMTHIN and
+// in it the thin pool pool (128 MiB), which volumed never makes.
+const thinScript = `#!/bin/sh
+. /usr/lib/ostest/lib.sh
+[ -e /var/lib/ostest/vgthin-made ] && exit 0
+dev=
+for d in /sys/block/vd*; do
+	[ "$(cat "$d/serial" 2>/dev/null)" = LVMTHIN ] && dev=/dev/${d##*/}
+done
+[ -n "$dev" ] || { fail "no disk with serial LVMTHIN"; exit 1; }
+check pvcreate pvcreate -q "$dev"
+check vgcreate vgcreate -q vgthin "$dev"
+check "lvcreate pool" lvcreate -q -y --type thin-pool -L 128M -n pool vgthin
+mkdir -p /var/lib/ostest
+touch /var/lib/ostest/vgthin-made
+sync /var/lib/ostest
+`
+
+// TestLVMThin is the second slice of issue 24 on a real Debian 12, one
+// boot:
+//
+//   - a thin LV in a thin pool the host made: created by volumed (type
+//     thin, in the pool, tagged), formatted and mounted;
+//   - online growth: a larger size in the manifest extends the linear LV
+//     and grows its filesystem while mounted (data and mount kept); a
+//     smaller one is refused with a condition naming both sizes, the LV
+//     untouched; an LV extended by a run that stopped before the
+//     filesystem grow (volumed stopped, lvextend by hand) is finished
+//     when volumed starts again, and after a power cut there (a second
+//     boot: the filesystem's own size, not the device's, is recorded at
+//     the mount, so the grow is still owed);
+//   - health and metrics: the VG's and the pool's gauges on volumed's
+//     metrics endpoint; the pool filled past 90% gives SourceDegraded
+//     (ThinPoolFull) on the thin volume.
+func TestLVMThin(t *testing.T) {
+	t.Parallel()
+	m := Base(t).NewMachine(t, "lvmthin")
+	m.AddDisk("LVMTHIN", 512<<20)
+	m.AddFile("/usr/lib/ostest/vgthin.sh", 0o755, thinScript)
+	m.AddUnit("ostest-vgthin.service", `[Unit]
+Description=ostest: the VG vgthin and its thin pool, before volumed
+DefaultDependencies=no
+After=local-fs.target systemd-udevd.service
+Before=volumed.service
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/lib/ostest/vgthin.sh
+`, "sysinit.target")
+	m.AddFile("/etc/volumed/volumes.d/grow.yaml", 0o644, `apiVersion: volumed/v1
+kind: Volume
+metadata: {name: grow}
+spec:
+  source:
+    lvm: {volumeGroup: vgthin, size: 32Mi}
+  filesystem: {type: ext4, grow: true}
+  mounts: [{path: /srv/grow}]
+`)
+	m.AddFile("/etc/volumed/volumes.d/thin.yaml", 0o644, `apiVersion: volumed/v1
+kind: Volume
+metadata: {name: thin}
+spec:
+  source:
+    lvm: {volumeGroup: vgthin, size: 256Mi, type: thin, thinPool: pool}
+  filesystem: {type: ext4}
+  mounts: [{path: /srv/thin}]
+`)
+	script, err := os.ReadFile(filepath.Join("testdata", "lvmthin.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.AddTest("lvmthin", "Wants=volumed-wait@thin.service\nAfter=volumed-wait@thin.service", string(script))
+	r := m.Boot(context.Background())
+	r.Finish(t, "thin", bootTimeout) // a power cut: the LV extended, its filesystem not
+	r.CheckGuest(t)
+	r2 := m.Boot(context.Background())
+	r2.Finish(t, "thin2", bootTimeout)
+	r2.CheckGuest(t)
+	expect := func(t *testing.T, want map[string]string) {
+		t.Helper()
+		for k, v := range want {
+			if got := r.KV(k); got != v {
+				t.Errorf("%s = %q, want %q", k, got, v)
+			}
+		}
+	}
+	t.Run("Thin", func(t *testing.T) {
+		expect(t, map[string]string{"thin.phase": "Ready", "thin.segtype": "thin", "thin.pool": "pool", "thin.tags": "volumed:thin",
+			"thin.size": "268435456", "thin.fstype": "ext4"})
+	})
+	t.Run("Grow", func(t *testing.T) {
+		expect(t, map[string]string{"grow.before.lvsize": "33554432", "grow.lvsize": "67108864", "grow.phase": "Ready", "grow.fsgrew": "yes"})
+		for _, k := range []string{"sum", "mountid"} {
+			if a, b := r.KV("grow.before."+k), r.KV("grow."+k); a == "" || a != b {
+				t.Errorf("%s before the grow %q, after %q: want the same (data intact, not remounted)", k, a, b)
+			}
+		}
+	})
+	t.Run("Shrink", func(t *testing.T) {
+		expect(t, map[string]string{"shrink.reason": "ShrinkRefused", "shrink.lvsize": "67108864", "shrink.names": "yes"})
+	})
+	t.Run("CrashBetween", func(t *testing.T) {
+		// The LV at 96 MiB, its filesystem fitted to 64 MiB when volumed
+		// started: the grow is finished from the kernel's sizes.
+		expect(t, map[string]string{"crash.lvsize": "100663296", "crash.fsgrew": "yes", "crash.phase": "Ready"})
+		if a, b := r.KV("grow.mountid"), r.KV("crash.mountid"); a == "" || a != b {
+			t.Errorf("mount ID %q before the restart, %q after", a, b)
+		}
+	})
+	t.Run("PowerCutBetween", func(t *testing.T) {
+		before, err1 := strconv.ParseInt(r.KV("cut.fssize"), 10, 64)
+		after, err2 := strconv.ParseInt(r2.KV("cut.fssize"), 10, 64)
+		if err1 != nil || err2 != nil || after <= before {
+			t.Errorf("the filesystem of grow was %q bytes at the power cut (its LV extended to 128 MiB), %q after the reboot: want it grown", r.KV("cut.fssize"), r2.KV("cut.fssize"))
+		}
+		if got := r2.KV("cut.lvsize"); got != "134217728" {
+			t.Errorf("LV grow after the reboot: %q bytes, want 134217728", got)
+		}
+	})
+	t.Run("Metrics", func(t *testing.T) {
+		expect(t, map[string]string{"metrics.vgsize": "yes", "metrics.pooldata": "yes", "metrics.poolmeta": "yes"})
+	})
+	t.Run("PoolFull", func(t *testing.T) {
+		pct, err := strconv.ParseFloat(r.KV("full.datapct"), 64)
+		if err != nil || pct < 90 {
+			t.Errorf("the pool's data after the fill: %q%%, want past 90 (the test filled it short)", r.KV("full.datapct"))
+		}
+		expect(t, map[string]string{"full.reason": "ThinPoolFull", "full.phase": "Degraded", "full.metric": "yes"})
+	})
+}
