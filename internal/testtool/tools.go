@@ -122,6 +122,7 @@ var tools = []Tool{
 	{"make", "make", Prerequisite},
 	{"iscsiadm", "open-iscsi", Guest},
 	{"lvm", "lvm2", Guest},
+	{"thin_check", "thin-provisioning-tools", Guest},
 }
 
 // systemd 252 dlopens tpm2-tss (src/shared/tpm2-util.c: esys, rc, mu,
