@@ -32,8 +32,9 @@ func (a *Agent) refreshSizes(ctx context.Context) {
 	}
 }
 
-// observeSizes reads the sizes decide.GrowNeeded compares; cheap (a stat and a
-// sysfs read), but only done at resync, on device events and on
+// observeSizes reads the sizes decide.GrowNeeded compares: a stat and a
+// sysfs read, plus one lvm2 report for a source that rounds its size
+// (SizeRounder), so it is done only at resync, on device events and on
 // manifest changes. A size that cannot be read is left unknown (0, -1),
 // which never asks for growth, and the error is returned.
 func (a *Agent) observeSizes(ctx context.Context, d *Desired, rec *store.Volume) (decide.Sizes, error) {
