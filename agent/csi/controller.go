@@ -1,0 +1,180 @@
+package csi
+
+import (
+	"context"
+	"maps"
+	"strconv"
+	"strings"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/volumed/volumed/agent/decide"
+	"github.com/volumed/volumed/internal/crashpoint"
+)
+
+// defaultVolumeSize is the size of a volume whose request names none.
+const defaultVolumeSize = 1 << 30
+
+// paramBackend is the StorageClass parameter choosing the backend; the
+// others are the volume's manifest fields, as a static PV's context.
+const paramBackend = "backend"
+
+// CreateVolume promises a volume of the pool: the record is kept durably
+// before the answer, and the image is made at first stage by the loop
+// kind's attach (loop.create.size), under the agent's own intent record,
+// so one code path makes every image and a crash in between leaves only a
+// record, which a retried call answers from.
+func (s *Service) CreateVolume(_ context.Context, req *csipb.CreateVolumeRequest) (*csipb.CreateVolumeResponse, error) {
+	want, err := s.volumeRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	size, err := decide.VolumeSize(want.Required, want.Limit, defaultVolumeSize)
+	if err != nil {
+		return nil, status.Error(codes.OutOfRange, err.Error())
+	}
+	key := volumeKey(want.Name)
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	if p := s.provisioned[key]; p != nil {
+		if why := decide.SameVolume(p.Request, p.SizeBytes, want); why != "" {
+			return nil, status.Errorf(codes.AlreadyExists, "volume %q: %s", want.Name, why)
+		}
+		return &csipb.CreateVolumeResponse{Volume: s.volumeOf(p)}, nil
+	}
+	p := &Provisioned{Request: want, Backend: BackendLoop, VolumeID: provisionedID(BackendLoop, s.cfg.NodeID, key),
+		Image: s.pool.image(key), SizeBytes: size}
+	p.Context = provisionedContext(want.Params, p)
+	if err := s.checkProvisioned(p); err != nil {
+		return nil, err
+	}
+	avail, err := s.pool.capacity(s.provisioned)
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	if size > avail {
+		return nil, status.Errorf(codes.ResourceExhausted, "volume %q: %d bytes asked, the loop pool %s can promise %d", want.Name, size, s.pool.dir, avail)
+	}
+	if err := s.prov.put(key, p); err != nil {
+		return nil, status.Errorf(codes.Internal, "keep the volume durably: %v", err)
+	}
+	crashpoint.HitFor("create_volume", "after-record", VolumeName(p.VolumeID))
+	s.provisioned[key] = p
+	s.cfg.Log.Info("csi volume provisioned", "volumeID", p.VolumeID, "image", p.Image, "bytes", size)
+	return &csipb.CreateVolumeResponse{Volume: s.volumeOf(p)}, nil
+}
+
+// volumeRequest checks a CreateVolume call and says what it asks.
+func (s *Service) volumeRequest(req *csipb.CreateVolumeRequest) (decide.VolumeRequest, error) {
+	if err := required(field{"name", req.GetName()}); err != nil {
+		return decide.VolumeRequest{}, err
+	}
+	block, err := provisionedAccess(req.GetVolumeCapabilities())
+	if err != nil {
+		return decide.VolumeRequest{}, err
+	}
+	if req.GetVolumeContentSource() != nil {
+		return decide.VolumeRequest{}, status.Error(codes.InvalidArgument, "volume content source: volumed restores no snapshot or clone yet")
+	}
+	if b := req.GetParameters()[paramBackend]; b != BackendLoop {
+		return decide.VolumeRequest{}, status.Errorf(codes.InvalidArgument, "parameters.%s: must be %q (the backends this node serves), got %q", paramBackend, BackendLoop, b)
+	}
+	var requisite []map[string]string
+	for _, t := range req.GetAccessibilityRequirements().GetRequisite() {
+		requisite = append(requisite, t.GetSegments())
+	}
+	if !decide.Reachable(TopologyKey, s.cfg.NodeID, requisite) {
+		return decide.VolumeRequest{}, status.Errorf(codes.ResourceExhausted, "accessibility requirements: no requisite topology is this node's (%s=%s)", TopologyKey, s.cfg.NodeID)
+	}
+	params := maps.Clone(req.GetParameters())
+	delete(params, paramBackend)
+	return decide.VolumeRequest{Name: req.GetName(), Required: req.GetCapacityRange().GetRequiredBytes(),
+		Limit: req.GetCapacityRange().GetLimitBytes(), Params: params, Block: block}, nil
+}
+
+// provisionedAccess checks the capabilities a volume is created for and
+// says whether it is a raw block volume. An image on this node's disks
+// is reachable from this node only, and one volume is either block or
+// a filesystem.
+func provisionedAccess(caps []*csipb.VolumeCapability) (bool, error) {
+	if len(caps) == 0 {
+		return false, status.Error(codes.InvalidArgument, "volume capabilities are required")
+	}
+	var block, mount bool
+	for _, c := range caps {
+		pc, err := parseCapability(c)
+		if err != nil {
+			return false, err
+		}
+		if !localMode(pc.mode) {
+			return false, status.Errorf(codes.InvalidArgument, "access mode %s: a volume on this node's disks is reachable from this node only", pc.mode)
+		}
+		block, mount = block || pc.block, mount || !pc.block
+	}
+	if block && mount {
+		return false, status.Error(codes.InvalidArgument, "volume capabilities: both block and mount access asked of one volume")
+	}
+	return block, nil
+}
+
+func localMode(m csipb.VolumeCapability_AccessMode_Mode) bool {
+	switch m {
+	case csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, csipb.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY,
+		csipb.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER, csipb.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER:
+		return true
+	}
+	return false
+}
+
+// provisionedContext is the volume context of a provisioned volume: the
+// StorageClass's parameters (less the backend) and the image the loop
+// kind makes at first stage.
+func provisionedContext(params map[string]string, p *Provisioned) map[string]string {
+	ctx := maps.Clone(params)
+	if ctx == nil {
+		ctx = map[string]string{}
+	}
+	ctx["loop.file"] = p.Image
+	ctx["loop.create.size"] = strconv.FormatInt(p.SizeBytes, 10)
+	return ctx
+}
+
+// checkProvisioned reads the volume the promise makes as its first stage
+// will (the same translation and the kinds' checks), so a bad parameter
+// fails CreateVolume, naming the field, rather than the pod's start; and
+// refuses an image path a file already holds: bytes no record accounts
+// for are never taken over as a new volume's.
+func (s *Service) checkProvisioned(p *Provisioned) error {
+	for k := range p.Request.Params {
+		if strings.HasPrefix(k, BackendLoop+".") {
+			return status.Errorf(codes.InvalidArgument, "parameters.%s: the loop backend sets the image's fields, not a StorageClass", k)
+		}
+	}
+	d, err := desired(VolumeName(p.VolumeID), &Record{VolumeID: p.VolumeID, Context: p.Context, Block: p.Request.Block}, s.cfg.Manifest)
+	if err != nil {
+		return status.Errorf(codes.InvalidArgument, "parameters: %v", err)
+	}
+	if !s.cfg.AllowSuidDev && len(hostPrivileges(d)) > 0 {
+		return status.Errorf(codes.InvalidArgument, "parameters ask for %s: refused unless volumed runs with --csi-allow-suid-dev", strings.Join(hostPrivileges(d), " and "))
+	}
+	there, err := exists(p.Image)
+	switch {
+	case err != nil:
+		return status.Errorf(codes.Internal, "image %s: %v", p.Image, err)
+	case there:
+		return status.Errorf(codes.FailedPrecondition, "image %s: a file is already there that no provisioned volume's record accounts for; volumed does not take it over (move it away)", p.Image)
+	}
+	return nil
+}
+
+// volumeOf is the CSI volume a record promised.
+func (s *Service) volumeOf(p *Provisioned) *csipb.Volume {
+	return &csipb.Volume{
+		VolumeId:           p.VolumeID,
+		CapacityBytes:      p.SizeBytes,
+		VolumeContext:      maps.Clone(p.Context),
+		AccessibleTopology: []*csipb.Topology{{Segments: map[string]string{TopologyKey: s.cfg.NodeID}}},
+	}
+}
