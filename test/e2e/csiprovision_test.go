@@ -1,0 +1,217 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/volumed/volumed/agent/csi"
+)
+
+// poolReserve is what the tests' pools keep free (--csi-loop-reserve).
+const poolReserve = 64 << 20
+
+// tmpfsPool mounts a tmpfs of size bytes as the loop pool: its free
+// space moves only with the pool's own images, not with what the other
+// tests on this machine write, so capacity can be compared exactly.
+func (e *env) tmpfsPool(size int64) string {
+	e.t.Helper()
+	p := filepath.Join(e.dir, "pool")
+	if err := os.MkdirAll(p, 0o700); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", p, "tmpfs", 0, fmt.Sprintf("size=%d,mode=0700", size)); err != nil {
+		e.t.Fatal(err)
+	}
+	return p
+}
+
+// startPool starts the agent serving the Controller service on pool.
+func (e *env) startPool(pool string, extraEnv ...string) *grpc.ClientConn {
+	e.t.Helper()
+	e.extraArgs = []string{"--csi-endpoint", "unix://" + filepath.Join(e.dir, "csi.sock"), "--node-id", csiNodeID,
+		"--csi-loop-pool", pool, "--csi-loop-reserve", fmt.Sprint(poolReserve), "--parallel", "1"}
+	conn := e.startCSI(extraEnv...)
+	e.csiReady(conn)
+	return conn
+}
+
+func freeBytes(t *testing.T, p string) int64 {
+	t.Helper()
+	var st unix.Statfs_t
+	if err := unix.Statfs(p, &st); err != nil {
+		t.Fatal(err)
+	}
+	return int64(st.Bavail) * st.Bsize
+}
+
+func poolCapacity(t *testing.T, conn *grpc.ClientConn) int64 {
+	t.Helper()
+	ctx, cancel := csiCall()
+	defer cancel()
+	r, err := csipb.NewControllerClient(conn).GetCapacity(ctx, &csipb.GetCapacityRequest{
+		Parameters:         map[string]string{"backend": "loop"},
+		AccessibleTopology: &csipb.Topology{Segments: map[string]string{csi.TopologyKey: csiNodeID}}})
+	if err != nil {
+		t.Fatalf("GetCapacity: %v", err)
+	}
+	return r.GetAvailableCapacity()
+}
+
+// createReq is what the external-provisioner sends for a PVC of a
+// StorageClass `backend: loop` scheduled to this node.
+func createReq(name string, size int64) *csipb.CreateVolumeRequest {
+	return &csipb.CreateVolumeRequest{Name: name, CapacityRange: &csipb.CapacityRange{RequiredBytes: size},
+		VolumeCapabilities: []*csipb.VolumeCapability{mountCap(csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, "")},
+		// ext4 grows online only with CAP_SYS_RESOURCE, which this
+		// machine's tests lack (see drivers/blockfs); btrfs grows.
+		Parameters: map[string]string{"backend": "loop", "filesystem.type": "btrfs"},
+		AccessibilityRequirements: &csipb.TopologyRequirement{
+			Requisite: []*csipb.Topology{{Segments: map[string]string{csi.TopologyKey: csiNodeID}}},
+			Preferred: []*csipb.Topology{{Segments: map[string]string{csi.TopologyKey: csiNodeID}}}}}
+}
+
+func createVolume(conn *grpc.ClientConn, req *csipb.CreateVolumeRequest) (*csipb.Volume, error) {
+	ctx, cancel := csiCall()
+	defer cancel()
+	r, err := csipb.NewControllerClient(conn).CreateVolume(ctx, req)
+	return r.GetVolume(), err
+}
+
+func deleteVolume(conn *grpc.ClientConn, id string) error {
+	ctx, cancel := csiCall()
+	defer cancel()
+	_, err := csipb.NewControllerClient(conn).DeleteVolume(ctx, &csipb.DeleteVolumeRequest{VolumeId: id})
+	return err
+}
+
+// provisioned is the kubelet of a volume the controller made: the PV's
+// context is the one CreateVolume answered.
+func (e *env) provisioned(conn *grpc.ClientConn, v *csipb.Volume) *kubelet {
+	k := e.kubelet(conn, v.GetVolumeId(), 0, mountCap(csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, ""))
+	k.ctx = v.GetVolumeContext()
+	k.staging = filepath.Join(e.dir, "kubelet", "plugins", "kubernetes.io", "csi", csi.DriverName, "pv", "globalmount")
+	return k
+}
+
+func wantCode(t *testing.T, what string, err error, code codes.Code) {
+	t.Helper()
+	if status.Code(err) != code {
+		t.Errorf("%s: %v, want %s", what, err, code)
+	}
+}
+
+// The sequence the sidecars make, each call twice, with the pool's
+// capacity before and after each step: a promise counts in full from
+// CreateVolume on, the image's allocation only once, and DeleteVolume
+// gives it all back, refused while the volume is staged.
+func TestCSIProvisionLifecycle(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	pool := e.tmpfsPool(1 << 30)
+	conn := e.startPool(pool)
+	cap0 := poolCapacity(t, conn)
+	if want := freeBytes(t, pool) - poolReserve; cap0 != want {
+		t.Errorf("empty pool: capacity %d, want its free space less the reserve, %d", cap0, want)
+	}
+	var vol *csipb.Volume
+	for range 2 {
+		v, err := createVolume(conn, createReq("pvc-life", 300<<20))
+		if err != nil {
+			t.Fatalf("CreateVolume: %v", err)
+		}
+		if vol != nil && v.GetVolumeId() != vol.GetVolumeId() {
+			t.Errorf("CreateVolume again: %s, first %s", v.GetVolumeId(), vol.GetVolumeId())
+		}
+		vol = v
+	}
+	t.Logf("volume %s, context %v", vol.GetVolumeId(), vol.GetVolumeContext())
+	cap1 := poolCapacity(t, conn)
+	if cap1 != cap0-300<<20 {
+		t.Errorf("after CreateVolume of 300 MiB: capacity %d, want %d", cap1, cap0-300<<20)
+	}
+	image := vol.GetVolumeContext()["loop.file"]
+	if _, err := os.Stat(image); !os.IsNotExist(err) {
+		t.Errorf("image made before the first stage: %v", err)
+	}
+	_, err := createVolume(conn, createReq("pvc-life", 400<<20))
+	wantCode(t, "CreateVolume of the same name, larger", err, codes.AlreadyExists)
+
+	k := e.provisioned(conn, vol)
+	free := freeBytes(t, pool)
+	for range 2 {
+		k.must("stage", k.stage())
+	}
+	target := e.target("pod/data")
+	k.must("publish", k.publish(target, false))
+	if err := os.WriteFile(filepath.Join(target, "data"), make([]byte, 20<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	unix.Sync()
+	if freeBytes(t, pool) >= free-20<<20 {
+		t.Errorf("the image allocated nothing: free %d before the stage, %d after 20 MiB written", free, freeBytes(t, pool))
+	}
+	if c := poolCapacity(t, conn); c != cap1 {
+		t.Errorf("after stage and 20 MiB written: capacity %d, want %d (the image's allocation is part of its promise)", c, cap1)
+	}
+	wantCode(t, "DeleteVolume while staged", deleteVolume(conn, vol.GetVolumeId()), codes.FailedPrecondition)
+	if _, err := os.Stat(image); err != nil {
+		t.Errorf("image after the refused delete: %v", err)
+	}
+
+	provisionExpand(t, conn, k, target, cap1)
+
+	k.must("unpublish", k.unpublish(target))
+	for range 2 {
+		k.must("unstage", k.unstage())
+	}
+	for range 2 {
+		if err := deleteVolume(conn, vol.GetVolumeId()); err != nil {
+			t.Fatalf("DeleteVolume: %v", err)
+		}
+	}
+	if _, err := os.Stat(image); !os.IsNotExist(err) {
+		t.Errorf("image after DeleteVolume: %v", err)
+	}
+	if c := poolCapacity(t, conn); c != cap0 {
+		t.Errorf("after DeleteVolume: capacity %d, want all of it back, %d", c, cap0)
+	}
+	wantCode(t, "stage of a deleted volume", k.stage(), codes.NotFound)
+	if _, err := os.Stat(image); !os.IsNotExist(err) {
+		t.Errorf("a stage after the delete made the image again: %v", err)
+	}
+}
+
+// provisionExpand grows the published volume as the external-resizer and
+// the kubelet do: the promise grows by the difference at once, the
+// filesystem at NodeExpandVolume.
+func provisionExpand(t *testing.T, conn *grpc.ClientConn, k *kubelet, target string, before int64) {
+	t.Helper()
+	ctx, cancel := csiCall()
+	defer cancel()
+	for range 2 {
+		r, err := csipb.NewControllerClient(conn).ControllerExpandVolume(ctx, &csipb.ControllerExpandVolumeRequest{VolumeId: k.id,
+			CapacityRange: &csipb.CapacityRange{RequiredBytes: 360 << 20}})
+		if err != nil || r.GetCapacityBytes() != 360<<20 || !r.GetNodeExpansionRequired() {
+			t.Fatalf("ControllerExpandVolume: %v, %v", r, err)
+		}
+	}
+	if c := poolCapacity(t, conn); c != before-60<<20 {
+		t.Errorf("after expanding by 60 MiB: capacity %d, want %d", c, before-60<<20)
+	}
+	if _, err := k.node.NodeExpandVolume(ctx, &csipb.NodeExpandVolumeRequest{VolumeId: k.id, VolumePath: target,
+		CapacityRange: &csipb.CapacityRange{RequiredBytes: 360 << 20}}); err != nil {
+		t.Fatalf("NodeExpandVolume: %v", err)
+	}
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(target, &sfs); err != nil || int64(sfs.Blocks)*sfs.Bsize < 320<<20 {
+		t.Errorf("the filesystem did not grow: %d bytes (%v)", int64(sfs.Blocks)*sfs.Bsize, err)
+	}
+}
