@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
@@ -213,5 +214,64 @@ func provisionExpand(t *testing.T, conn *grpc.ClientConn, k *kubelet, target str
 	var sfs unix.Statfs_t
 	if err := unix.Statfs(target, &sfs); err != nil || int64(sfs.Blocks)*sfs.Bsize < 320<<20 {
 		t.Errorf("the filesystem did not grow: %d bytes (%v)", int64(sfs.Blocks)*sfs.Bsize, err)
+	}
+}
+
+// SIGKILL at each new crash point of provisioning, and at the first
+// stage's attach (where the loop kind makes the image): the restarted
+// agent answers the retried calls with the same volume, makes one image
+// and one loop device, and the pool's capacity counts the promise once
+// and gives it all back at the delete.
+func TestCSIProvisionCrash(t *testing.T) {
+	t.Parallel()
+	for _, point := range []string{"create_volume:after-record", "attach:after-intent", "attach:after-kernel", "delete_volume:after-image"} {
+		t.Run(point, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			pool := e.tmpfsPool(1 << 30)
+			conn := e.startPool(pool, "VOLUMED_CRASH_AT="+point)
+			cap0 := poolCapacity(t, conn)
+			vol, err := createVolume(conn, createReq("pvc-crash", 300<<20))
+			var k *kubelet
+			if err == nil {
+				k = e.provisioned(conn, vol)
+				if err = k.stage(); err == nil {
+					k.must("unstage", k.unstage())
+					err = deleteVolume(conn, vol.GetVolumeId())
+				}
+			}
+			if err == nil {
+				t.Fatalf("every call succeeded on an agent meant to die at %s", point)
+			}
+			if !e.waitExit(60 * time.Second) {
+				t.Fatalf("agent did not die of SIGKILL at %s: %v", point, err)
+			}
+			conn = e.startPool(pool)
+			if c := poolCapacity(t, conn); c != cap0-300<<20 {
+				t.Errorf("after the crash: capacity %d, want the promise counted once, %d", c, cap0-300<<20)
+			}
+			again, err := createVolume(conn, createReq("pvc-crash", 300<<20))
+			if err != nil || (vol != nil && again.GetVolumeId() != vol.GetVolumeId()) {
+				t.Fatalf("CreateVolume retried: %v, %v (first: %v)", again, err, vol)
+			}
+			k = e.provisioned(conn, again)
+			k.must("stage", k.stage())
+			if n := len(e.loops()[k.ctx["loop.file"]]); n != 1 {
+				t.Errorf("%d loop devices for the image, want 1", n)
+			}
+			if c := poolCapacity(t, conn); c != cap0-300<<20 {
+				t.Errorf("staged: capacity %d, want %d", c, cap0-300<<20)
+			}
+			k.unstageDetached(e)
+			if err := deleteVolume(conn, again.GetVolumeId()); err != nil {
+				t.Fatalf("DeleteVolume: %v", err)
+			}
+			if c := poolCapacity(t, conn); c != cap0 {
+				t.Errorf("after DeleteVolume: capacity %d, want %d", c, cap0)
+			}
+			if left, _ := filepath.Glob(filepath.Join(pool, "*")); len(left) > 0 {
+				t.Errorf("left in the pool: %v", left)
+			}
+		})
 	}
 }
