@@ -84,7 +84,11 @@ func (s *Service) use(name string, p *Provisioned) (decide.Use, error) {
 
 // ControllerExpandVolume raises the promise (the pool must have the
 // room); the image grows on the node, at NodeExpandVolume or the next
-// stage, which is why node expansion is always required.
+// stage, which is why node expansion is always required. A volume of
+// another node is answered as asked with nothing done: the controller's
+// side is bookkeeping, which that node does at its NodeExpandVolume, so
+// one external-resizer (which has no per-node mode) serves every node
+// from whichever node's socket it calls.
 func (s *Service) ControllerExpandVolume(_ context.Context, req *csipb.ControllerExpandVolumeRequest) (*csipb.ControllerExpandVolumeResponse, error) {
 	id := req.GetVolumeId()
 	if err := required(field{"volume ID", id}); err != nil {
@@ -97,28 +101,62 @@ func (s *Service) ControllerExpandVolume(_ context.Context, req *csipb.Controlle
 	defer s.pmu.Unlock()
 	key, p := s.provisionedOf(id)
 	if p == nil {
+		if b, node, _, ok := parseProvisionedID(id); ok && b == BackendLoop && node != s.cfg.NodeID {
+			size, err := decide.VolumeSize(req.GetCapacityRange().GetRequiredBytes(), req.GetCapacityRange().GetLimitBytes(), 0)
+			if err != nil {
+				return nil, status.Error(codes.OutOfRange, err.Error())
+			}
+			return &csipb.ControllerExpandVolumeResponse{CapacityBytes: size, NodeExpansionRequired: true}, nil
+		}
 		return nil, status.Errorf(codes.NotFound, "volume %s: not provisioned by this node", id)
 	}
 	size, err := decide.VolumeSize(req.GetCapacityRange().GetRequiredBytes(), req.GetCapacityRange().GetLimitBytes(), p.SizeBytes)
 	if err != nil {
 		return nil, status.Error(codes.OutOfRange, err.Error())
 	}
-	if size > p.SizeBytes {
-		avail, err := s.pool.capacity(s.provisioned)
-		if err != nil {
-			return nil, status.Error(codes.Internal, err.Error())
-		}
-		if size-p.SizeBytes > avail {
-			return nil, status.Errorf(codes.ResourceExhausted, "volume %s: %d more bytes asked, the loop pool %s can promise %d", id, size-p.SizeBytes, s.pool.dir, avail)
-		}
-		c := p.clone()
-		c.SizeBytes = size
-		if err := s.prov.put(key, c); err != nil {
-			return nil, status.Errorf(codes.Internal, "keep the new size durably: %v", err)
-		}
-		s.provisioned[key], p = c, c
+	if p, err = s.raisePromise(key, p, size); err != nil {
+		return nil, err
 	}
 	return &csipb.ControllerExpandVolumeResponse{CapacityBytes: p.SizeBytes, NodeExpansionRequired: true}, nil
+}
+
+// raisePromise keeps size as the volume's promise when it is more, and
+// the pool has the room for the difference. Call with pmu held.
+func (s *Service) raisePromise(key string, p *Provisioned, size int64) (*Provisioned, error) {
+	if size <= p.SizeBytes {
+		return p, nil
+	}
+	avail, err := s.pool.capacity(s.provisioned)
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	if size-p.SizeBytes > avail {
+		return nil, status.Errorf(codes.OutOfRange, "volume %s: %d more bytes asked, the loop pool %s can promise %d", p.VolumeID, size-p.SizeBytes, s.pool.dir, avail)
+	}
+	c := p.clone()
+	c.SizeBytes = size
+	if err := s.prov.put(key, c); err != nil {
+		return nil, status.Errorf(codes.Internal, "keep the new size durably: %v", err)
+	}
+	s.provisioned[key] = c
+	return c, nil
+}
+
+// nodeExpandPromise raises the promise of a volume this node provisioned
+// to what NodeExpandVolume asks (the resizer may have called another
+// node's controller).
+func (s *Service) nodeExpandPromise(id string, size int64) error {
+	if s.pool == nil {
+		return nil
+	}
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	key, p := s.provisionedOf(id)
+	if p == nil {
+		return nil
+	}
+	_, err := s.raisePromise(key, p, size)
+	return err
 }
 
 // promisedSize is the size a volume this node provisioned was last

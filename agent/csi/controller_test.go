@@ -196,6 +196,22 @@ func TestControllerExpandRaisesThePromise(t *testing.T) {
 	if _, err := s.ControllerExpandVolume(ctx, &csipb.ControllerExpandVolumeRequest{VolumeId: "loop/n1/nope", CapacityRange: &csipb.CapacityRange{RequiredBytes: 1}}); status.Code(err) != codes.NotFound {
 		t.Errorf("unknown volume: %v, want NotFound", err)
 	}
+	// Another node's volume: its node keeps the promise at its
+	// NodeExpandVolume; this one answers as asked and keeps nothing.
+	other, err := s.ControllerExpandVolume(ctx, &csipb.ControllerExpandVolumeRequest{VolumeId: "loop/n2/g", CapacityRange: &csipb.CapacityRange{RequiredBytes: 128 << 20}})
+	if err != nil || other.GetCapacityBytes() != 128<<20 || !other.GetNodeExpansionRequired() {
+		t.Errorf("another node's volume: %v, %v", other, err)
+	}
+	if n, _ := s.promisedSize(id); n != 96<<20 || len(s.provisioned) != 1 {
+		t.Errorf("another node's expansion changed this node's promises: %d, %v", n, s.provisioned)
+	}
+	// NodeExpandVolume's side raises the promise too.
+	if err := s.nodeExpandPromise(id, 128<<20); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := s.promisedSize(id); n != 128<<20 {
+		t.Errorf("after the node's expansion: promised %d", n)
+	}
 }
 
 func TestProvisionedID(t *testing.T) {

@@ -207,12 +207,17 @@ func provisionExpand(t *testing.T, conn *grpc.ClientConn, k *kubelet, target str
 	if c := poolCapacity(t, conn); c != before-60<<20 {
 		t.Errorf("after expanding by 60 MiB: capacity %d, want %d", c, before-60<<20)
 	}
+	// 380 MiB: as when the resizer called another node's controller,
+	// which keeps no promise for this node; this node's expansion does.
 	if _, err := k.node.NodeExpandVolume(ctx, &csipb.NodeExpandVolumeRequest{VolumeId: k.id, VolumePath: target,
-		CapacityRange: &csipb.CapacityRange{RequiredBytes: 360 << 20}}); err != nil {
+		CapacityRange: &csipb.CapacityRange{RequiredBytes: 380 << 20}}); err != nil {
 		t.Fatalf("NodeExpandVolume: %v", err)
 	}
+	if c := poolCapacity(t, conn); c != before-80<<20 {
+		t.Errorf("after the node expanded by 80 MiB: capacity %d, want %d", c, before-80<<20)
+	}
 	var sfs unix.Statfs_t
-	if err := unix.Statfs(target, &sfs); err != nil || int64(sfs.Blocks)*sfs.Bsize < 320<<20 {
+	if err := unix.Statfs(target, &sfs); err != nil || int64(sfs.Blocks)*sfs.Bsize < 340<<20 {
 		t.Errorf("the filesystem did not grow: %d bytes (%v)", int64(sfs.Blocks)*sfs.Bsize, err)
 	}
 }
