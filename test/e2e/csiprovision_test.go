@@ -280,3 +280,42 @@ func TestCSIProvisionCrash(t *testing.T) {
 		})
 	}
 }
+
+// A raw block claim (volumeMode: Block) on a pool: the image is
+// published as a device node, a mount capability of the same name is
+// another volume (ALREADY_EXISTS), and the delete takes the image.
+func TestCSIProvisionRawBlock(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	pool := e.tmpfsPool(256 << 20)
+	conn := e.startPool(pool)
+	req := createReq("pvc-raw", 16<<20)
+	req.Parameters = map[string]string{"backend": "loop"}
+	req.VolumeCapabilities = []*csipb.VolumeCapability{blockCap()}
+	vol, err := createVolume(conn, req)
+	if err != nil {
+		t.Fatalf("CreateVolume: %v", err)
+	}
+	mount := createReq("pvc-raw", 16<<20)
+	mount.Parameters = req.Parameters
+	_, err = createVolume(conn, mount)
+	wantCode(t, "the same name as a filesystem volume", err, codes.AlreadyExists)
+
+	k := e.provisioned(conn, vol)
+	k.cap = blockCap()
+	target := filepath.Join(e.dir, "kubelet", "pods", "p1", "volumeDevices", "raw")
+	k.must("stage", k.stage())
+	k.must("publish", k.publish(target, false))
+	if n, err := deviceSize(target); err != nil || n != 16<<20 {
+		t.Errorf("block target: %d bytes, %v", n, err)
+	}
+	wantCode(t, "DeleteVolume while published", deleteVolume(conn, vol.GetVolumeId()), codes.FailedPrecondition)
+	k.must("unpublish", k.unpublish(target))
+	k.must("unstage", k.unstage())
+	if err := deleteVolume(conn, vol.GetVolumeId()); err != nil {
+		t.Fatalf("DeleteVolume: %v", err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(pool, "*")); len(left) > 0 {
+		t.Errorf("left in the pool: %v", left)
+	}
+}
