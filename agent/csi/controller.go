@@ -152,7 +152,7 @@ func (s *Service) checkProvisioned(p *Provisioned) error {
 			return status.Errorf(codes.InvalidArgument, "parameters.%s: the loop backend sets the image's fields, not a StorageClass", k)
 		}
 	}
-	d, err := desired(VolumeName(p.VolumeID), &Record{VolumeID: p.VolumeID, Context: p.Context, Block: p.Request.Block}, s.cfg.Manifest)
+	d, err := desired(VolumeName(p.VolumeID), &Record{VolumeID: p.VolumeID, Context: stageContext(p), Block: p.Request.Block}, s.cfg.Manifest)
 	if err != nil {
 		return status.Errorf(codes.InvalidArgument, "parameters: %v", err)
 	}
@@ -177,4 +177,23 @@ func (s *Service) volumeOf(p *Provisioned) *csipb.Volume {
 		VolumeContext:      maps.Clone(p.Context),
 		AccessibleTopology: []*csipb.Topology{{Segments: map[string]string{TopologyKey: s.cfg.NodeID}}},
 	}
+}
+
+// stageContext is the volume context a stage will see, as far as the
+// controller can know it. An encrypting class that lists no key gets it
+// from the stage secret (encryption.luks2.key), which only the stage
+// sees (the external-provisioner keeps its csi.storage.k8s.io/ secret
+// parameters to itself): a file stands in for it here, and a stage
+// without that secret fails naming the missing keys.
+func stageContext(p *Provisioned) map[string]string {
+	encrypts := false
+	for k := range p.Request.Params {
+		encrypts = encrypts || strings.HasPrefix(k, "encryption.")
+	}
+	if _, listed := p.Request.Params["encryption.luks2.keys"]; !encrypts || listed {
+		return p.Context
+	}
+	ctx := maps.Clone(p.Context)
+	ctx[secretKeyFile] = "/secrets/encryption.luks2.key"
+	return ctx
 }

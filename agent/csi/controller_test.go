@@ -126,6 +126,7 @@ func TestCreateVolumeRefusesBadRequests(t *testing.T) {
 		{"unknown backend", createReq("x", 1<<20, map[string]string{"backend": "zfs"}), codes.InvalidArgument, "parameters.backend"},
 		{"a misspelt field", createReq("x", 1<<20, map[string]string{"backend": "loop", "filesystem.tpye": "xfs"}), codes.InvalidArgument, "filesystem.tpye"},
 		{"the image's own field", createReq("x", 1<<20, map[string]string{"backend": "loop", "loop.file": "/etc/passwd"}), codes.InvalidArgument, "parameters.loop.file"},
+		{"a misspelt encryption field", createReq("x", 1<<20, map[string]string{"backend": "loop", "encryption.luks2.cihper": "aes-xts-plain64"}), codes.InvalidArgument, "encryption.luks2.cihper"},
 		{"setuid", createReq("x", 1<<20, map[string]string{"backend": "loop", "filesystem.allowSuid": "true"}), codes.InvalidArgument, "--csi-allow-suid-dev"},
 		{"multi-node", multi, codes.InvalidArgument, "this node only"},
 		{"another node's topology", elsewhere, codes.ResourceExhausted, "n1"},
@@ -141,6 +142,20 @@ func TestCreateVolumeRefusesBadRequests(t *testing.T) {
 	}
 	if len(s.provisioned) != 0 {
 		t.Errorf("a refused call left a promise: %v", s.provisioned)
+	}
+}
+
+// An encrypting class whose key comes in the stage secret is checked
+// with that key standing in; the answered context does not name it.
+func TestCreateVolumeEncryptedByStageSecret(t *testing.T) {
+	s := controller(t, t.TempDir())
+	v, err := s.CreateVolume(context.Background(), createReq("enc", 1<<20, map[string]string{"backend": "loop",
+		"encryption.luks2.cipher": "aes-xts-plain64"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := v.GetVolume().GetVolumeContext(); c["encryption.luks2.cipher"] != "aes-xts-plain64" || c[secretKeyFile] != "" {
+		t.Errorf("context: %v", c)
 	}
 }
 
