@@ -3,6 +3,7 @@ package csi
 import (
 	"context"
 	"maps"
+	"os"
 	"strconv"
 	"strings"
 
@@ -42,7 +43,16 @@ func (s *Service) CreateVolume(_ context.Context, req *csipb.CreateVolumeRequest
 		if why := decide.SameVolume(p.Request, p.SizeBytes, want); why != "" {
 			return nil, status.Errorf(codes.AlreadyExists, "volume %q: %s", want.Name, why)
 		}
-		return &csipb.CreateVolumeResponse{Volume: s.volumeOf(p)}, nil
+		return s.restored(p)
+	}
+	if want.Source != "" {
+		_, sn := s.snapshotByID(want.Source)
+		if sn == nil {
+			return nil, status.Errorf(codes.NotFound, "snapshot %s: not taken by this node", want.Source)
+		}
+		if size < sn.SizeBytes {
+			return nil, status.Errorf(codes.OutOfRange, "volume %q: %d bytes, less than its snapshot's %d", want.Name, size, sn.SizeBytes)
+		}
 	}
 	p := &Provisioned{Request: want, Backend: BackendLoop, VolumeID: provisionedID(BackendLoop, s.cfg.NodeID, key),
 		Image: s.pool.image(key), SizeBytes: size}
@@ -50,7 +60,7 @@ func (s *Service) CreateVolume(_ context.Context, req *csipb.CreateVolumeRequest
 	if err := s.checkProvisioned(p); err != nil {
 		return nil, err
 	}
-	avail, err := s.pool.capacity(s.provisioned)
+	avail, err := s.pool.capacity(s.provisioned, s.snapshots)
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
@@ -62,8 +72,44 @@ func (s *Service) CreateVolume(_ context.Context, req *csipb.CreateVolumeRequest
 	}
 	crashpoint.HitFor("create_volume", "after-record", VolumeName(p.VolumeID))
 	s.provisioned[key] = p
-	s.cfg.Log.Info("csi volume provisioned", "volumeID", p.VolumeID, "image", p.Image, "bytes", size)
+	s.cfg.Log.Info("csi volume provisioned", "volumeID", p.VolumeID, "image", p.Image, "bytes", size, "snapshot", want.Source)
+	return s.restored(p)
+}
+
+// restored answers a volume, making the image of one restored from a
+// snapshot first (at create: its bytes are the snapshot's, which the
+// loop kind's attach cannot know), again after a crash cut it short.
+// Call with pmu held.
+func (s *Service) restored(p *Provisioned) (*csipb.CreateVolumeResponse, error) {
+	if p.Request.Source != "" {
+		if _, err := os.Lstat(p.Image); err != nil {
+			_, sn := s.snapshotByID(p.Request.Source)
+			if sn == nil {
+				return nil, status.Errorf(codes.NotFound, "snapshot %s: deleted before volume %s was restored from it", p.Request.Source, p.VolumeID)
+			}
+			if _, err := os.Lstat(sn.File); err != nil {
+				// Never an empty file in place of the snapshot's bytes.
+				return nil, status.Errorf(codes.FailedPrecondition, "snapshot %s is not ready (its copy is not made: retry CreateSnapshot): %v", sn.SnapshotID, err)
+			}
+			if err := cloneFile(sn.File, p.Image, p.SizeBytes); err != nil {
+				return nil, status.Errorf(codes.Internal, "restore volume %s: %v", p.VolumeID, err)
+			}
+		}
+	}
 	return &csipb.CreateVolumeResponse{Volume: s.volumeOf(p)}, nil
+}
+
+// contentSource is the snapshot a CreateVolume restores ("": none).
+func (s *Service) contentSource(src *csipb.VolumeContentSource) (string, error) {
+	switch {
+	case src == nil:
+		return "", nil
+	case src.GetSnapshot() != nil && s.snapOK:
+		return src.GetSnapshot().GetSnapshotId(), nil
+	case src.GetSnapshot() != nil:
+		return "", status.Errorf(codes.InvalidArgument, "volume content source: the loop pool %s cannot reflink (snapshots need xfs with reflink or btrfs)", s.pool.dir)
+	}
+	return "", status.Error(codes.InvalidArgument, "volume content source: volumed clones no volume (take a snapshot and restore it)")
 }
 
 // volumeRequest checks a CreateVolume call and says what it asks.
@@ -75,23 +121,20 @@ func (s *Service) volumeRequest(req *csipb.CreateVolumeRequest) (decide.VolumeRe
 	if err != nil {
 		return decide.VolumeRequest{}, err
 	}
-	if req.GetVolumeContentSource() != nil {
-		return decide.VolumeRequest{}, status.Error(codes.InvalidArgument, "volume content source: volumed restores no snapshot or clone yet")
+	source, err := s.contentSource(req.GetVolumeContentSource())
+	if err != nil {
+		return decide.VolumeRequest{}, err
 	}
 	if b := req.GetParameters()[paramBackend]; b != BackendLoop {
 		return decide.VolumeRequest{}, status.Errorf(codes.InvalidArgument, "parameters.%s: must be %q (the backends this node serves), got %q", paramBackend, BackendLoop, b)
 	}
-	var requisite []map[string]string
-	for _, t := range req.GetAccessibilityRequirements().GetRequisite() {
-		requisite = append(requisite, t.GetSegments())
-	}
-	if !decide.Reachable(TopologyKey, s.cfg.NodeID, requisite) {
-		return decide.VolumeRequest{}, status.Errorf(codes.ResourceExhausted, "accessibility requirements: no requisite topology is this node's (%s=%s)", TopologyKey, s.cfg.NodeID)
+	if err := s.reachable(req.GetAccessibilityRequirements()); err != nil {
+		return decide.VolumeRequest{}, err
 	}
 	params := maps.Clone(req.GetParameters())
 	delete(params, paramBackend)
 	return decide.VolumeRequest{Name: req.GetName(), Required: req.GetCapacityRange().GetRequiredBytes(),
-		Limit: req.GetCapacityRange().GetLimitBytes(), Params: params, Block: block}, nil
+		Limit: req.GetCapacityRange().GetLimitBytes(), Params: params, Block: block, Source: source}, nil
 }
 
 // provisionedAccess checks the capabilities a volume is created for and
@@ -171,12 +214,17 @@ func (s *Service) checkProvisioned(p *Provisioned) error {
 
 // volumeOf is the CSI volume a record promised.
 func (s *Service) volumeOf(p *Provisioned) *csipb.Volume {
-	return &csipb.Volume{
+	v := &csipb.Volume{
 		VolumeId:           p.VolumeID,
 		CapacityBytes:      p.SizeBytes,
 		VolumeContext:      maps.Clone(p.Context),
 		AccessibleTopology: []*csipb.Topology{{Segments: map[string]string{TopologyKey: s.cfg.NodeID}}},
 	}
+	if p.Request.Source != "" {
+		v.ContentSource = &csipb.VolumeContentSource{Type: &csipb.VolumeContentSource_Snapshot{
+			Snapshot: &csipb.VolumeContentSource_SnapshotSource{SnapshotId: p.Request.Source}}}
+	}
+	return v
 }
 
 // stageContext is the volume context a stage will see, as far as the
@@ -196,4 +244,17 @@ func stageContext(p *Provisioned) map[string]string {
 	ctx := maps.Clone(p.Context)
 	ctx[secretKeyFile] = "/secrets/encryption.luks2.key"
 	return ctx
+}
+
+// reachable refuses accessibility requirements this node does not meet
+// (decide.Reachable).
+func (s *Service) reachable(req *csipb.TopologyRequirement) error {
+	var requisite []map[string]string
+	for _, t := range req.GetRequisite() {
+		requisite = append(requisite, t.GetSegments())
+	}
+	if !decide.Reachable(TopologyKey, s.cfg.NodeID, requisite) {
+		return status.Errorf(codes.ResourceExhausted, "accessibility requirements: no requisite topology is this node's (%s=%s)", TopologyKey, s.cfg.NodeID)
+	}
+	return nil
 }

@@ -126,7 +126,7 @@ func (s *Service) raisePromise(key string, p *Provisioned, size int64) (*Provisi
 	if size <= p.SizeBytes {
 		return p, nil
 	}
-	avail, err := s.pool.capacity(s.provisioned)
+	avail, err := s.pool.capacity(s.provisioned, s.snapshots)
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}

@@ -25,6 +25,15 @@ func (s *Service) ControllerGetCapabilities(context.Context, *csipb.ControllerGe
 	} {
 		caps = append(caps, &csipb.ControllerServiceCapability{Type: &csipb.ControllerServiceCapability_Rpc{Rpc: &csipb.ControllerServiceCapability_RPC{Type: t}}})
 	}
+	if s.snapOK {
+		for _, t := range []csipb.ControllerServiceCapability_RPC_Type{
+			csipb.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT,
+			csipb.ControllerServiceCapability_RPC_LIST_SNAPSHOTS,
+			csipb.ControllerServiceCapability_RPC_GET_SNAPSHOT,
+		} {
+			caps = append(caps, &csipb.ControllerServiceCapability{Type: &csipb.ControllerServiceCapability_Rpc{Rpc: &csipb.ControllerServiceCapability_RPC{Type: t}}})
+		}
+	}
 	return &csipb.ControllerGetCapabilitiesResponse{Capabilities: caps}, nil
 }
 
@@ -38,7 +47,7 @@ func (s *Service) GetCapacity(_ context.Context, req *csipb.GetCapacityRequest) 
 		return &csipb.GetCapacityResponse{}, nil
 	}
 	s.pmu.Lock()
-	avail, err := s.pool.capacity(s.provisioned)
+	avail, err := s.pool.capacity(s.provisioned, s.snapshots)
 	s.pmu.Unlock()
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
@@ -50,12 +59,9 @@ func (s *Service) GetCapacity(_ context.Context, req *csipb.GetCapacityRequest) 
 // The token is the last ID of the page before, so a volume deleted or
 // added between pages neither repeats nor shifts one.
 func (s *Service) ListVolumes(_ context.Context, req *csipb.ListVolumesRequest) (*csipb.ListVolumesResponse, error) {
-	if req.GetMaxEntries() < 0 {
-		return nil, status.Error(codes.InvalidArgument, "max entries must not be negative")
-	}
 	after := req.GetStartingToken()
-	if _, node, _, ok := parseProvisionedID(after); after != "" && (!ok || node != s.cfg.NodeID) {
-		return nil, status.Errorf(codes.Aborted, "starting token %q: not one this node gave", after)
+	if err := s.checkPaging(req.GetMaxEntries(), after, BackendLoop); err != nil {
+		return nil, err
 	}
 	s.pmu.Lock()
 	vols := make([]*csipb.Volume, 0, len(s.provisioned))
@@ -65,16 +71,34 @@ func (s *Service) ListVolumes(_ context.Context, req *csipb.ListVolumesRequest) 
 		}
 	}
 	s.pmu.Unlock()
-	sort.Slice(vols, func(i, j int) bool { return vols[i].VolumeId < vols[j].VolumeId })
 	resp := &csipb.ListVolumesResponse{}
-	if n := int(req.GetMaxEntries()); n > 0 && len(vols) > n {
-		vols = vols[:n]
-		resp.NextToken = vols[n-1].VolumeId
-	}
+	vols, resp.NextToken = listPage(vols, (*csipb.Volume).GetVolumeId, req.GetMaxEntries())
 	for _, v := range vols {
 		resp.Entries = append(resp.Entries, &csipb.ListVolumesResponse_Entry{Volume: v})
 	}
 	return resp, nil
+}
+
+// checkPaging checks a list call's page size and token: a token is an ID
+// of backend this node gave (ABORTED otherwise, as the spec asks).
+func (s *Service) checkPaging(max int32, token, backend string) error {
+	if max < 0 {
+		return status.Error(codes.InvalidArgument, "max entries must not be negative")
+	}
+	if b, node, _, ok := parseProvisionedID(token); token != "" && (!ok || b != backend || node != s.cfg.NodeID) {
+		return status.Errorf(codes.Aborted, "starting token %q: not one this node gave", token)
+	}
+	return nil
+}
+
+// listPage sorts items by ID and cuts a page of at most max (0: all);
+// the next token is the page's last ID when more follow.
+func listPage[T any](items []T, id func(T) string, max int32) ([]T, string) {
+	sort.Slice(items, func(i, j int) bool { return id(items[i]) < id(items[j]) })
+	if n := int(max); n > 0 && len(items) > n {
+		return items[:n], id(items[n-1])
+	}
+	return items, ""
 }
 
 // ValidateVolumeCapabilities confirms the capabilities a provisioned

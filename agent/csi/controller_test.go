@@ -250,3 +250,31 @@ func TestProvisionedID(t *testing.T) {
 		t.Errorf("keys: %q", k)
 	}
 }
+
+// On a filesystem that cannot reflink (this test's temp dir, or a tmpfs)
+// no snapshot is served, and a restore says why.
+func TestNoSnapshotsWithoutReflink(t *testing.T) {
+	dir := t.TempDir()
+	s := controller(t, dir)
+	if s.pool.reflinks() {
+		t.Skip("this temp dir's filesystem reflinks: the case is test/e2e's (btrfs pool)")
+	}
+	caps, err := s.ControllerGetCapabilities(context.Background(), &csipb.ControllerGetCapabilitiesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range caps.GetCapabilities() {
+		if strings.Contains(c.GetRpc().GetType().String(), "SNAPSHOT") {
+			t.Errorf("capability %s on a pool that cannot reflink", c.GetRpc().GetType())
+		}
+	}
+	req := createReq("r", 1<<20, map[string]string{"backend": "loop"})
+	req.VolumeContentSource = &csipb.VolumeContentSource{Type: &csipb.VolumeContentSource_Snapshot{
+		Snapshot: &csipb.VolumeContentSource_SnapshotSource{SnapshotId: "snap/n1/s"}}}
+	if _, err := s.CreateVolume(context.Background(), req); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "reflink") {
+		t.Errorf("restore on a pool that cannot reflink: %v", err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "pool", snapshotsSub, "*")); len(left) > 0 {
+		t.Errorf("the reflink probe left %v", left)
+	}
+}

@@ -31,18 +31,29 @@ func (p loopPool) image(key string) string { return filepath.Join(p.dir, key+".i
 
 // capacity is what the pool may still promise, given the volumes it
 // promised already (decide.PoolCapacity).
-func (p loopPool) capacity(vols map[string]*Provisioned) (int64, error) {
+//
+// A reflinked file (a snapshot, a volume restored from one) counts its
+// shared blocks as its own, though they take no space of their own until
+// one side is written: its whole size stays promised, which may hold back
+// more than it will take, never less.
+func (p loopPool) capacity(vols map[string]*Provisioned, snaps map[string]*Snapshot) (int64, error) {
 	var st unix.Statfs_t
 	if err := unix.Statfs(p.dir, &st); err != nil {
 		return 0, fmt.Errorf("loop pool %s: %w", p.dir, err)
 	}
-	promised := make([]decide.Promise, 0, len(vols))
+	promised := make([]decide.Promise, 0, len(vols)+len(snaps))
 	for _, v := range vols {
-		n, err := allocated(v.Image)
-		if err != nil {
-			return 0, err
+		var n int64
+		if v.Request.Source == "" {
+			var err error
+			if n, err = allocated(v.Image); err != nil {
+				return 0, err
+			}
 		}
 		promised = append(promised, decide.Promise{Size: v.SizeBytes, Allocated: n})
+	}
+	for _, sn := range snaps {
+		promised = append(promised, decide.Promise{Size: sn.SizeBytes})
 	}
 	return decide.PoolCapacity(int64(st.Bavail)*st.Bsize, p.reserve, promised), nil
 }

@@ -41,41 +41,44 @@ func (p *Provisioned) clone() *Provisioned {
 	return &c
 }
 
-// provisionedDir is below the node records' dir; the node records'
-// loader reads only regular files, so the two never mix.
-const provisionedDir = "provisioned"
+// provisionedDir and snapshotDir are below the node records' dir; the
+// node records' loader reads only regular files, so they never mix.
+const (
+	provisionedDir = "provisioned"
+	snapshotDir    = "snapshots"
+)
 
-// provisionedRecords is the directory of provisioned volumes, one file
-// per volume named by its key, replaced atomically as the node records
-// are (durable.WriteFile).
-type provisionedRecords struct{ dir string }
+// keyedRecords is a directory of records of one type, one file per key,
+// each replaced atomically as the node records are (durable.WriteFile).
+type keyedRecords[T any] struct {
+	dir  string
+	what string
+}
 
-func (ps provisionedRecords) path(key string) string { return filepath.Join(ps.dir, key+recordExt) }
+func (ks keyedRecords[T]) path(key string) string { return filepath.Join(ks.dir, key+recordExt) }
 
-func (ps provisionedRecords) put(key string, p *Provisioned) error {
-	b, err := json.MarshalIndent(p, "", "  ")
+func (ks keyedRecords[T]) put(key string, r *T) error {
+	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(ps.dir, 0o700); err != nil {
-		return fmt.Errorf("csi provisioned records: %w", err)
+	if err := os.MkdirAll(ks.dir, 0o700); err != nil {
+		return fmt.Errorf("%s: %w", ks.what, err)
 	}
-	return durable.WriteFile(ps.path(key), append(b, '\n'), 0o600)
+	return durable.WriteFile(ks.path(key), append(b, '\n'), 0o600)
 }
 
-func (ps provisionedRecords) remove(key string) error {
-	if err := os.Remove(ps.path(key)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("csi provisioned record %s: %w", key, err)
+func (ks keyedRecords[T]) remove(key string) error {
+	if err := os.Remove(ks.path(key)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%s: %s: %w", ks.what, key, err)
 	}
-	if err := durable.SyncDir(ps.dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := durable.SyncDir(ks.dir); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	return nil
 }
 
-func (ps provisionedRecords) load() (map[string]*Provisioned, error) {
-	return loadJSON[Provisioned](ps.dir, "csi provisioned records")
-}
+func (ks keyedRecords[T]) load() (map[string]*T, error) { return loadJSON[T](ks.dir, ks.what) }
 
 // volumeKey is the file-safe key of a CreateVolume name: the name when
 // it is a valid volume name, else "v-" and a hash of it (CSI names may

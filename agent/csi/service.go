@@ -72,13 +72,18 @@ type Service struct {
 	busy map[string]bool
 
 	// pool is nil when no backend is configured (no Controller service).
-	pool *loopPool
-	prov provisionedRecords
+	pool  *loopPool
+	prov  keyedRecords[Provisioned]
+	snaps keyedRecords[Snapshot]
 	// pmu orders the controller calls: each reads the pool's capacity
 	// and the promises together with the change it makes.
 	pmu sync.Mutex
 	// provisioned are the volumes CreateVolume promised, by key.
 	provisioned map[string]*Provisioned
+	// snapshots are the copies CreateSnapshot took, by key; served
+	// only when the pool's filesystem reflinks (snapOK).
+	snapshots map[string]*Snapshot
+	snapOK    bool
 }
 
 // New loads the records kept by an earlier run and hands every volume in
@@ -118,8 +123,9 @@ func New(cfg Config) (*Service, error) {
 // loadProvisioned reads the promises of an earlier run: a pool that
 // forgot one would promise its space again.
 func (s *Service) loadProvisioned() error {
-	s.prov = provisionedRecords{dir: filepath.Join(s.cfg.Dir, provisionedDir)}
-	s.provisioned = map[string]*Provisioned{}
+	s.prov = keyedRecords[Provisioned]{dir: filepath.Join(s.cfg.Dir, provisionedDir), what: "csi provisioned records"}
+	s.snaps = keyedRecords[Snapshot]{dir: filepath.Join(s.cfg.Dir, snapshotDir), what: "csi snapshot records"}
+	s.provisioned, s.snapshots = map[string]*Provisioned{}, map[string]*Snapshot{}
 	if s.cfg.LoopPool == "" {
 		return nil
 	}
@@ -134,7 +140,11 @@ func (s *Service) loadProvisioned() error {
 	if err != nil {
 		return fmt.Errorf("%w; volumed will not start rather than promise those volumes' space again: fix or remove them", err)
 	}
-	s.provisioned = ps
+	ss, err := s.snaps.load()
+	if err != nil {
+		return fmt.Errorf("%w; volumed will not start rather than promise those snapshots' space again: fix or remove them", err)
+	}
+	s.provisioned, s.snapshots, s.snapOK = ps, ss, s.pool.reflinks()
 	return nil
 }
 
@@ -214,10 +224,10 @@ func (s *Service) logCalls(ctx context.Context, req any, info *grpc.UnaryServerI
 // mutating says whether a call changes a volume (logged at info).
 func mutating(method string) bool {
 	switch method {
-	case "NodeGetCapabilities", "NodeGetInfo", "ControllerGetCapabilities", "GetCapacity", "ListVolumes", "ValidateVolumeCapabilities":
+	case "NodeGetCapabilities", "NodeGetInfo", "ControllerGetCapabilities", "GetCapacity", "ListVolumes", "ValidateVolumeCapabilities", "ListSnapshots", "GetSnapshot":
 		return false
 	}
-	return strings.HasPrefix(method, "Node") || strings.HasPrefix(method, "Controller") || strings.HasSuffix(method, "Volume")
+	return strings.HasPrefix(method, "Node") || strings.HasPrefix(method, "Controller") || strings.HasSuffix(method, "Volume") || strings.HasSuffix(method, "Snapshot")
 }
 
 // GetPluginInfo names the driver.
@@ -240,6 +250,10 @@ func (s *Service) GetPluginCapabilities(context.Context, *csipb.GetPluginCapabil
 	}
 	if s.pool != nil {
 		caps = append(caps, &csipb.PluginCapability{Type: &csipb.PluginCapability_Service_{Service: &csipb.PluginCapability_Service{Type: csipb.PluginCapability_Service_CONTROLLER_SERVICE}}})
+	}
+	if s.snapOK {
+		// A snapshot lives on this node's disk: restored here only.
+		caps = append(caps, &csipb.PluginCapability{Type: &csipb.PluginCapability_Service_{Service: &csipb.PluginCapability_Service{Type: csipb.PluginCapability_Service_SNAPSHOT_ACCESSIBILITY_CONSTRAINTS}}})
 	}
 	return &csipb.GetPluginCapabilitiesResponse{Capabilities: caps}, nil
 }

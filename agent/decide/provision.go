@@ -38,6 +38,8 @@ type VolumeRequest struct {
 	Required, Limit int64
 	Params          map[string]string
 	Block           bool
+	// Source is the snapshot ID the volume is restored from ("": none).
+	Source string
 }
 
 // VolumeSize is the size a request gets: what it requires (def when it
@@ -75,6 +77,8 @@ func SameVolume(have VolumeRequest, size int64, want VolumeRequest) string {
 		return fmt.Sprintf("the volume was provisioned for the name %q", have.Name)
 	case have.Block != want.Block:
 		return fmt.Sprintf("the volume was provisioned with block access %v", have.Block)
+	case have.Source != want.Source:
+		return fmt.Sprintf("the volume was provisioned from %q", have.Source)
 	case !maps.Equal(nonEmpty(have.Params), nonEmpty(want.Params)):
 		return "the volume was provisioned with other parameters: " + diffKeys(have.Params, want.Params)
 	case size < want.Required:

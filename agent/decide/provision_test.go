@@ -70,6 +70,7 @@ func TestSameVolume(t *testing.T) {
 		{"limit under the size", VolumeRequest{Name: "pvc-1", Limit: 100, Params: map[string]string{"backend": "loop"}}, 1 << 20, "limit"},
 		{"other parameter", VolumeRequest{Name: "pvc-1", Params: map[string]string{"backend": "loop", "filesystem.type": "xfs"}}, 1 << 20, "filesystem.type"},
 		{"other access type", VolumeRequest{Name: "pvc-1", Block: true, Params: map[string]string{"backend": "loop"}}, 1 << 20, "block"},
+		{"from a snapshot", VolumeRequest{Name: "pvc-1", Source: "snap/n1/s", Params: map[string]string{"backend": "loop"}}, 1 << 20, "provisioned from"},
 		{"other name (a key collision)", VolumeRequest{Name: "pvc/1", Params: map[string]string{"backend": "loop"}}, 1 << 20, "name"},
 	} {
 		got := SameVolume(have, c.size, c.want)
