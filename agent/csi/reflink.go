@@ -19,10 +19,7 @@ const snapshotsSub = ".snapshots"
 // files (FICLONE: xfs with reflink, btrfs): the snapshots are served
 // only then, each a copy that costs nothing until either side changes.
 func (p loopPool) reflinks() bool {
-	dir := filepath.Join(p.dir, snapshotsSub)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return false
-	}
+	dir := p.dir
 	a, err := os.CreateTemp(dir, ".probe-*")
 	if err != nil {
 		return false
@@ -50,6 +47,9 @@ func (p loopPool) snapshotFile(key string) string {
 func cloneFile(src, dst string, size int64) error {
 	if _, err := os.Lstat(dst); err == nil {
 		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return fmt.Errorf("copy of %s: %w", src, err)
 	}
 	tmp := dst + ".tmp"
 	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)

@@ -176,3 +176,59 @@ func (e *env) writeAt(p, content string) {
 		e.t.Fatal(err)
 	}
 }
+
+// SIGKILL between a snapshot copy's removal and its record's: the record
+// stays (its space still promised) and the retried delete finishes.
+func TestCSISnapshotDeleteCrash(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	pool := e.btrfsPool(1 << 30)
+	conn := e.startPool(pool)
+	vol, err := createVolume(conn, createReq("pvc-d", 64<<20))
+	if err != nil {
+		t.Fatalf("CreateVolume: %v", err)
+	}
+	snap, err := createSnapshot(conn, "snap-d", vol.GetVolumeId())
+	if err != nil {
+		t.Fatalf("CreateSnapshot: %v", err)
+	}
+	withSnap := poolCapacity(t, conn)
+	e.stop()
+	if e.waitExit(60 * time.Second) {
+		t.Fatal("agent killed on SIGTERM")
+	}
+	conn = e.startPool(pool, "VOLUMED_CRASH_AT=delete_snapshot:after-file")
+	del := func() error {
+		ctx, cancel := csiCall()
+		defer cancel()
+		_, err := csipb.NewControllerClient(conn).DeleteSnapshot(ctx, &csipb.DeleteSnapshotRequest{SnapshotId: snap.GetSnapshotId()})
+		return err
+	}
+	if del() == nil {
+		t.Fatal("DeleteSnapshot succeeded on an agent meant to die after removing the copy")
+	}
+	if !e.waitExit(60 * time.Second) {
+		t.Fatal("agent did not die of SIGKILL at delete_snapshot:after-file")
+	}
+	conn = e.startPool(pool)
+	if ids := listSnapshots(t, conn, ""); len(ids) != 1 {
+		t.Errorf("after the crash: snapshots %v, want the record kept", ids)
+	}
+	if c := poolCapacity(t, conn); c > withSnap+(16<<20) {
+		t.Errorf("after the crash: capacity %d, the snapshot's promise (%d before) was given back early", c, withSnap)
+	}
+	for range 2 {
+		if err := del(); err != nil {
+			t.Fatalf("DeleteSnapshot retried: %v", err)
+		}
+	}
+	if ids := listSnapshots(t, conn, ""); len(ids) != 0 {
+		t.Errorf("snapshots left: %v", ids)
+	}
+	if left, _ := filepath.Glob(filepath.Join(pool, ".snapshots", "*")); len(left) > 0 {
+		t.Errorf("left in the pool: %v", left)
+	}
+	if err := deleteVolume(conn, vol.GetVolumeId()); err != nil {
+		t.Errorf("DeleteVolume: %v", err)
+	}
+}
