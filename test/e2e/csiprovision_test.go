@@ -159,8 +159,9 @@ func TestCSIProvisionLifecycle(t *testing.T) {
 	if freeBytes(t, pool) >= free-20<<20 {
 		t.Errorf("the image allocated nothing: free %d before the stage, %d after 20 MiB written", free, freeBytes(t, pool))
 	}
-	if c := poolCapacity(t, conn); c != cap1 {
-		t.Errorf("after stage and 20 MiB written: capacity %d, want %d (the image's allocation is part of its promise)", c, cap1)
+	capStaged := poolCapacity(t, conn)
+	if capStaged != cap1 {
+		t.Errorf("after stage and 20 MiB written: capacity %d, want %d (the image's allocation is part of its promise)", capStaged, cap1)
 	}
 	wantCode(t, "DeleteVolume while staged", deleteVolume(conn, vol.GetVolumeId()), codes.FailedPrecondition)
 	if _, err := os.Stat(image); err != nil {
@@ -181,9 +182,12 @@ func TestCSIProvisionLifecycle(t *testing.T) {
 	if _, err := os.Stat(image); !os.IsNotExist(err) {
 		t.Errorf("image after DeleteVolume: %v", err)
 	}
-	if c := poolCapacity(t, conn); c != cap0 {
-		t.Errorf("after DeleteVolume: capacity %d, want all of it back, %d", c, cap0)
+	capEnd := poolCapacity(t, conn)
+	if capEnd != cap0 {
+		t.Errorf("after DeleteVolume: capacity %d, want all of it back, %d", capEnd, cap0)
 	}
+	t.Logf("GetCapacity (1 GiB tmpfs pool, 64 MiB reserve): empty %d, after CreateVolume of 300 MiB %d (-%d), staged with 20 MiB written %d, after DeleteVolume %d",
+		cap0, cap1, cap0-cap1, capStaged, capEnd)
 	wantCode(t, "stage of a deleted volume", k.stage(), codes.NotFound)
 	if _, err := os.Stat(image); !os.IsNotExist(err) {
 		t.Errorf("a stage after the delete made the image again: %v", err)
