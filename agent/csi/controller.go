@@ -2,6 +2,7 @@ package csi
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"os"
 	"strconv"
@@ -11,7 +12,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/volumed/volumed/agent"
 	"github.com/volumed/volumed/agent/decide"
+	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/internal/crashpoint"
 )
 
@@ -190,14 +193,9 @@ func provisionedContext(params map[string]string, p *Provisioned) map[string]str
 // refuses an image path a file already holds: bytes no record accounts
 // for are never taken over as a new volume's.
 func (s *Service) checkProvisioned(p *Provisioned) error {
-	for k := range p.Request.Params {
-		if strings.HasPrefix(k, BackendLoop+".") {
-			return status.Errorf(codes.InvalidArgument, "parameters.%s: the loop backend sets the image's fields, not a StorageClass", k)
-		}
-	}
-	d, err := desired(VolumeName(p.VolumeID), &Record{VolumeID: p.VolumeID, Context: stageContext(p), Block: p.Request.Block}, s.cfg.Manifest)
+	d, err := provisionedDesired(p, "", s.cfg.Manifest)
 	if err != nil {
-		return status.Errorf(codes.InvalidArgument, "parameters: %v", err)
+		return status.Error(codes.InvalidArgument, err.Error())
 	}
 	if !s.cfg.AllowSuidDev && len(hostPrivileges(d)) > 0 {
 		return status.Errorf(codes.InvalidArgument, "parameters ask for %s: refused unless volumed runs with --csi-allow-suid-dev", strings.Join(hostPrivileges(d), " and "))
@@ -257,4 +255,39 @@ func (s *Service) reachable(req *csipb.TopologyRequirement) error {
 		return status.Errorf(codes.ResourceExhausted, "accessibility requirements: no requisite topology is this node's (%s=%s)", TopologyKey, s.cfg.NodeID)
 	}
 	return nil
+}
+
+// provisionedDesired is the volume a promise makes at its first stage
+// (fsType: the capability's), or why the parameters make none.
+func provisionedDesired(p *Provisioned, fsType string, opts manifest.Options) (*agent.Desired, error) {
+	for k := range p.Request.Params {
+		if strings.HasPrefix(k, BackendLoop+".") {
+			return nil, fmt.Errorf("parameters.%s: the loop backend sets the image's fields, not a StorageClass", k)
+		}
+	}
+	return desired(VolumeName(p.VolumeID), &Record{VolumeID: p.VolumeID, Context: stageContext(p), Block: p.Request.Block, FSType: fsType}, opts)
+}
+
+// CheckParameters reports whether a StorageClass's parameters provision
+// a volume, as CreateVolume and the first stage would read them: for the
+// checks of the shipped classes. The csi.storage.k8s.io/ parameters are
+// the external-provisioner's (fstype becomes the capability's).
+func CheckParameters(params map[string]string, opts manifest.Options) error {
+	if b := params[paramBackend]; b != BackendLoop {
+		return fmt.Errorf("parameters.%s: must be %q, got %q", paramBackend, BackendLoop, b)
+	}
+	p := &Provisioned{VolumeID: provisionedID(BackendLoop, "node", "check"), Image: "/var/lib/volumed/pool/check.img", SizeBytes: defaultVolumeSize,
+		Request: decide.VolumeRequest{Params: map[string]string{}}}
+	fsType := ""
+	for k, v := range params {
+		switch {
+		case k == "csi.storage.k8s.io/fstype":
+			fsType = v
+		case k != paramBackend && !strings.HasPrefix(k, "csi.storage.k8s.io/"):
+			p.Request.Params[k] = v
+		}
+	}
+	p.Context = provisionedContext(p.Request.Params, p)
+	_, err := provisionedDesired(p, fsType, opts)
+	return err
 }

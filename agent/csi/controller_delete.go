@@ -74,7 +74,7 @@ func (s *Service) use(name string, p *Provisioned) (decide.Use, error) {
 	if rec := v.Record; rec != nil {
 		u.Attached = rec.Attachment != nil || rec.Staging != nil || len(rec.Targets) > 0
 	}
-	d, err := desired(name, &Record{VolumeID: p.VolumeID, Context: stageContext(p), Block: p.Request.Block}, s.cfg.Manifest)
+	d, err := provisionedDesired(p, "", s.cfg.Manifest)
 	if err != nil {
 		return decide.Use{}, status.Error(codes.Internal, err.Error())
 	}
