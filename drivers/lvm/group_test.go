@@ -39,7 +39,7 @@ func TestPlanGroup(t *testing.T) {
 			pvs: []PV{{Name: "/dev/vdb", UUID: ours("device:serial:B")}}, action: GroupCreate,
 			pvcreate: []string{"/dev/vdc"}, join: []string{"/dev/vdb", "/dev/vdc"}, devices: []string{"/dev/vdb", "/dev/vdc"}},
 		{name: "a crash after both pvcreates: vgcreate only", w: w, disks: []Disk{pvB, pvC},
-			pvs: []PV{{Name: "/dev/vdb", UUID: ours("device:serial:B")}, {Name: "/dev/vdc", UUID: ours("device:serial:C")}},
+			pvs:    []PV{{Name: "/dev/vdb", UUID: ours("device:serial:B")}, {Name: "/dev/vdc", UUID: ours("device:serial:C")}},
 			action: GroupCreate, join: []string{"/dev/vdb", "/dev/vdc"}, devices: []string{"/dev/vdb", "/dev/vdc"}},
 		{name: "ours, nothing new: use, the filter is its PVs (matching or not)", w: w, groups: []Group{mine}, disks: []Disk{pvB, pvC, notPicked},
 			pvs:    []PV{{Name: "/dev/vdb", UUID: ours("device:serial:B"), VG: "vg0"}, {Name: "/dev/vdc", UUID: ours("device:serial:C"), VG: "vg0"}},

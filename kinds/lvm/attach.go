@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/volumed/volumed/agent"
+	diskdrv "github.com/volumed/volumed/drivers/disk"
 	lvmdrv "github.com/volumed/volumed/drivers/lvm"
 	"github.com/volumed/volumed/internal/size"
 	"github.com/volumed/volumed/kinds/kind"
@@ -19,7 +20,8 @@ import (
 type attacher struct {
 	kind.LocalInUse // an LV volumed did not create may be in use elsewhere
 	tool            lvmdrv.Tool
-	sysRoot         string // "" = /sys
+	sysRoot         string         // "" = /sys
+	disks           diskdrv.Lister // the disks a volume group is made from
 }
 
 // want is the LV the volume asks for. A volume rebuilt from an intent
@@ -82,6 +84,10 @@ func (a attacher) Attach(ctx context.Context, d *agent.Desired) (agent.Found, er
 	if err != nil {
 		return agent.Found{}, err
 	}
+	a, note, err := a.inGroup(ctx, d, &w)
+	if err != nil {
+		return agent.Found{}, err
+	}
 	s, err := a.decide(ctx, w)
 	if err != nil {
 		return agent.Found{}, err
@@ -89,7 +95,9 @@ func (a attacher) Attach(ctx context.Context, d *agent.Desired) (agent.Found, er
 	created := false
 	switch s.Action {
 	case lvmdrv.Use:
-		return a.found(w, s)
+		f, err := a.found(w, s)
+		f.Note = note
+		return f, err
 	case lvmdrv.Wait, lvmdrv.Refuse:
 		return agent.Found{}, fmt.Errorf("volume %s, LV %s: %s", w.Volume, w.Ref(), s.Why)
 	case lvmdrv.Activate:
@@ -113,7 +121,7 @@ func (a attacher) Attach(ctx context.Context, d *agent.Desired) (agent.Found, er
 	f, err := a.found(w, s)
 	// A new LV holds only what lvcreate zeroed and wiped: blank by the
 	// record, as a new image file is (docs/lvm.md says why).
-	f.Created = created
+	f.Created, f.Note = created, note
 	return f, err
 }
 
