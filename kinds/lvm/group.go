@@ -74,7 +74,8 @@ type groupKeeper struct {
 
 // read gathers PlanGroup's facts: the host's VGs (one unfiltered
 // report), its disks with the selector's verdict and the blank rule's,
-// the LVM2 label on each, and lvm2's PVs on the labelled disks only.
+// the LVM2 label on each, and lvm2's PVs on the disks whose label is
+// volumed's for this VG only: no other disk is scanned by lvm2.
 func (k groupKeeper) read(ctx context.Context, s *Source) ([]lvmdrv.Group, []lvmdrv.Disk, []lvmdrv.PV, error) {
 	groups, err := k.tool.Groups(ctx)
 	if err != nil {
@@ -101,7 +102,7 @@ func (k groupKeeper) read(ctx context.Context, s *Source) ([]lvmdrv.Group, []lvm
 				return nil, nil, nil, err
 			}
 		}
-		if d.Label != "" {
+		if lvmdrv.OursFor(s.VolumeGroup, d.Label) {
 			labelled = append(labelled, f.Path)
 		}
 		disks = append(disks, d)

@@ -1,0 +1,198 @@
+package ostest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	lvmdrv "github.com/volumed/volumed/drivers/lvm"
+)
+
+// foreignUUID is the filesystem on the LV of the VG volumed did not make.
+const foreignUUID = "8e3b1c0a-7f4d-4a52-9c1e-2b6d0f3a5c71"
+
+// groupPrep runs before volumed at the first boot: the foreign VG
+// vgforeign (LV fl, ext4) on VGFOREIGN, and on VGB what a SIGKILL of
+// volumed between its pvcreate and its vgcreate leaves: an orphan PV with
+// the UUID volumed gives it (%s), made with a 4 MiB data alignment that
+// volumed's pvcreate never asks for, so a second pvcreate would show (its
+// data would start at 1 MiB). At every boot it says whether vgsel/data
+// is active before volumed starts.
+const groupPrep = `#!/bin/sh
+. /usr/lib/ostest/lib.sh
+dev_of() { for d in /sys/block/vd*; do [ "$(cat "$d/serial" 2>/dev/null)" = "$1" ] && echo "/dev/${d##*/}"; done; }
+if [ -e /var/lib/ostest/group-prep ]; then
+	kv prep.data.active "$(lvs --noheadings -o lv_active vgsel/data 2>&1 | tr -d ' ')"
+	exit 0
+fi
+f=$(dev_of VGFOREIGN)
+b=$(dev_of VGB)
+[ -n "$f" ] && [ -n "$b" ] || { fail "no disk VGFOREIGN or VGB"; exit 1; }
+check "pvcreate foreign" pvcreate -q "$f"
+check "vgcreate vgforeign" vgcreate -q vgforeign "$f"
+check "lvcreate fl" lvcreate -q -y -n fl -L 16M vgforeign
+check "mkfs fl" mkfs.ext4 -q -U ` + foreignUUID + ` /dev/mapper/vgforeign-fl
+kv foreign.pvuuid "$(pvs --noheadings -o pv_uuid "$f" | tr -d ' ')"
+check "pvcreate half" pvcreate -q --uuid %s --norestorefile --dataalignment 4m "$b"
+mkdir -p /var/lib/ostest
+touch /var/lib/ostest/group-prep
+sync /var/lib/ostest
+`
+
+// dataPattern is what the disk VGDATA holds in its first MiB: bytes of
+// no known format (a raw database device), which only the blank rule's
+// read of the bytes tells from blank.
+var dataPattern = bytes.Repeat([]byte("page 0001 of a raw database device, no signature\n"), 16<<10)
+
+// TestLVMGroup is the VG slice of issue 24 on a real Debian 12, two
+// boots of one machine:
+//
+//   - a VG volumed makes (createVolumeGroup) from the disks a selector
+//     picks: the blank VGA and VGB become its PVs (with volumed's UUIDs),
+//     tagged volumed:vgsel, extents of 8 MiB; an LV across both, formatted
+//     and mounted;
+//   - VGB already held the orphan PV a crash between pvcreate and vgcreate
+//     leaves: joined by its UUID, never made again (its data alignment
+//     kept);
+//   - the disk VGDATA (bytes, no signature) and VGFOREIGN (a VG volumed did
+//     not make) match the selector and are never touched;
+//   - a volume naming the foreign VG with createVolumeGroup adopts it
+//     read-only: its LV used, no tag added, nothing created, a note says so;
+//   - a reboot with a blank disk VGC attached: the LV is inactive until
+//     volumed (no autoactivation of a VG volumed made), which activates
+//     it, same data, and with grow: true adds VGC to the VG.
+func TestLVMGroup(t *testing.T) {
+	t.Parallel()
+	m := Base(t).NewMachine(t, "lvmgroup")
+	m.AddDisk("VGA", 256<<20)
+	m.AddDisk("VGB", 256<<20)
+	dataDisk := m.AddDisk("VGDATA", 256<<20)
+	if err := os.WriteFile(dataDisk, dataPattern, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(dataDisk, 256<<20); err != nil {
+		t.Fatal(err)
+	}
+	m.AddDisk("VGFOREIGN", 64<<20)
+	uuid := func(serial string) string { return lvmdrv.PVUUID("vgsel", "device:serial:"+serial) }
+	m.AddFile("/usr/lib/ostest/lvmgroup-prep.sh", 0o755, fmt.Sprintf(groupPrep, uuid("VGB")))
+	m.AddUnit("ostest-lvmgroup-prep.service", `[Unit]
+Description=ostest: the foreign VG and a half-made PV, before volumed
+DefaultDependencies=no
+After=local-fs.target systemd-udevd.service
+Before=volumed.service
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/lib/ostest/lvmgroup-prep.sh
+StandardOutput=tty
+StandardError=tty
+TTYPath=/dev/ttyS0
+`, "sysinit.target")
+	m.AddFile("/etc/volumed/volumes.d/data.yaml", 0o644, `apiVersion: volumed/v1
+kind: Volume
+metadata: {name: data}
+spec:
+  source:
+    lvm:
+      volumeGroup: vgsel
+      size: 300Mi
+      createVolumeGroup: {disks: 'disk.serial.startsWith("VG")', extentSize: 8Mi, grow: true}
+  filesystem: {type: ext4}
+  mounts: [{path: /srv/data}]
+`)
+	m.AddFile("/etc/volumed/volumes.d/adopt.yaml", 0o644, `apiVersion: volumed/v1
+kind: Volume
+metadata: {name: adopt}
+spec:
+  source:
+    lvm:
+      volumeGroup: vgforeign
+      name: fl
+      size: 16Mi
+      createVolumeGroup: {disks: 'disk.serial == "VGFOREIGN"'}
+  filesystem: {type: ext4}
+  mounts: [{path: /srv/adopt}]
+`)
+	script, err := os.ReadFile(filepath.Join("testdata", "lvmgroup.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.AddTest("lvmgroup", "Wants=volumed-wait@data.service\nAfter=volumed-wait@data.service", string(script))
+	ctx := context.Background()
+
+	r1 := m.Boot(ctx)
+	r1.WaitDone(t, "boot1", bootTimeout)
+	r1.Wait(t, shutdownTimeout)
+	m.AddDisk("VGC", 256<<20) // attached at the next boot
+	r2 := m.Boot(ctx)
+	r2.WaitDone(t, "boot2", bootTimeout)
+	r2.Wait(t, shutdownTimeout)
+
+	expect := func(t *testing.T, r *Run, want map[string]string) {
+		t.Helper()
+		for k, v := range want {
+			if got := r.KV(k); got != v {
+				t.Errorf("%s = %q, want %q", k, got, v)
+			}
+		}
+	}
+	t.Run("Create", func(t *testing.T) {
+		r1.CheckGuest(t)
+		expect(t, r1, map[string]string{
+			"boot1.data.phase": "Ready", "boot1.data.fstype": "ext4", "boot1.data.tags": "volumed:data",
+			"boot1.vg.tags": "volumed:vgsel", "boot1.vg.extent": "8388608", "boot1.vg.pvcount": "2",
+			"boot1.data.size": fmt.Sprint(304 << 20), "boot1.data.devices": "2",
+			"boot1.pv.VGA": "vgsel:" + uuid("VGA") + ":1048576",
+		})
+	})
+	t.Run("CrashBetweenPVCreateAndVGCreate", func(t *testing.T) {
+		expect(t, r1, map[string]string{"boot1.pv.VGB": "vgsel:" + uuid("VGB") + ":4194304"})
+	})
+	t.Run("NeverTouched", func(t *testing.T) {
+		if got := r1.KV("boot1.pv.VGDATA") + r2.KV("boot2.pv.VGDATA"); got != "" {
+			t.Errorf("the disk holding data became a PV: %q", got)
+		}
+		b, err := os.ReadFile(dataDisk)
+		if err != nil || !bytes.Equal(b[:len(dataPattern)], dataPattern) {
+			t.Errorf("the disk holding data was written (%v)", err)
+		}
+		want := "vgforeign:" + r1.KV("foreign.pvuuid") + ":"
+		for _, got := range []string{r1.KV("boot1.pv.VGFOREIGN"), r2.KV("boot2.pv.VGFOREIGN")} {
+			if r1.KV("foreign.pvuuid") == "" || !strings.HasPrefix(got, want) {
+				t.Errorf("the foreign PV is %q, want %s…", got, want)
+			}
+		}
+		if got := r1.KV("boot1.data.note"); !strings.Contains(got, "never touched") {
+			t.Errorf("volume data's note is %q, want it to name the disks it left alone", got)
+		}
+	})
+	t.Run("Adopt", func(t *testing.T) {
+		expect(t, r1, map[string]string{"boot1.adopt.phase": "Ready", "boot1.adopt.fsuuid": foreignUUID,
+			"boot1.foreign.tags": "", "boot1.foreign.lvs": "fl,"})
+		if got := r1.KV("boot1.adopt.note"); !strings.Contains(got, "adopted read-only") {
+			t.Errorf("volume adopt's note is %q, want it to say the VG is adopted read-only", got)
+		}
+	})
+	t.Run("Reboot", func(t *testing.T) {
+		r2.CheckGuest(t)
+		if got := r2.KV("prep.data.active"); got != "" {
+			t.Errorf("before volumed started, vgsel/data was %q, want inactive (vgcreate --setautoactivation n)", got)
+		}
+		for _, k := range []string{"data.fsuuid", "data.lvuuid", "sum"} {
+			if a, b := r1.KV("boot1."+k), r2.KV("boot2."+k); a == "" || a != b {
+				t.Errorf("%s: %q before the reboot, %q after", k, a, b)
+			}
+		}
+		expect(t, r2, map[string]string{"boot2.data.phase": "Ready", "boot2.pv.VGA": "vgsel:" + uuid("VGA") + ":1048576",
+			"boot2.pv.VGB": "vgsel:" + uuid("VGB") + ":4194304"})
+	})
+	t.Run("GrowWithANewDisk", func(t *testing.T) {
+		expect(t, r2, map[string]string{"boot2.vg.pvcount": "3", "boot2.pv.VGC": "vgsel:" + uuid("VGC") + ":1048576"})
+	})
+}

@@ -1,0 +1,57 @@
+# The lvmgroup probe (issue 24, the VG slice), two boots of one machine.
+# Before volumed, at the first boot, lvmgroup-prep.sh made the foreign VG
+# vgforeign on VGFOREIGN (with the LV fl) and, on VGB, the orphan PV a
+# crash of volumed between its pvcreate and its vgcreate would leave.
+#
+#   data:  lvm in vgsel, which volumed makes from the disks whose serial
+#          starts with VG: the blank VGA, its own orphan PV on VGB; never
+#          VGDATA (bytes, no signature) or VGFOREIGN (a foreign PV).
+#          After the reboot (with the blank VGC attached, grow: true)
+#          VGC joins the VG, the LV is activated by volumed, same data.
+#   adopt: names vgforeign with createVolumeGroup: adopted read-only.
+phase=1
+[ -e /var/lib/ostest/lvmgroup-phase2 ] && phase=2
+b=boot$phase
+dev_of() { for d in /sys/block/vd*; do [ "$(cat "$d/serial" 2>/dev/null)" = "$1" ] && echo "/dev/${d##*/}"; done; }
+lvfield() { lvs --noheadings --units b --nosuffix -o "$2" "$1" 2>&1 | tr -d ' '; }
+
+check "volume data Ready" volumed wait data --timeout 5m
+kv $b.data.phase "$(vfield data phase)"
+kv $b.data.note "$(vfield data lastError)"
+kv $b.data.fstype "$(findmnt -no FSTYPE /srv/data)"
+kv $b.data.fsuuid "$(findmnt -no UUID /srv/data)"
+kv $b.data.lvuuid "$(lvfield vgsel/data lv_uuid)"
+kv $b.data.size "$(lvfield vgsel/data lv_size)"
+kv $b.data.tags "$(lvfield vgsel/data lv_tags)"
+kv $b.data.devices "$(lvs --noheadings -o devices vgsel/data | tr -d ' ' | tr ',' '\n' | grep -c .)"
+kv $b.vg.tags "$(vgs --noheadings -o vg_tags vgsel | tr -d ' ')"
+kv $b.vg.extent "$(vgs --noheadings --units b --nosuffix -o vg_extent_size vgsel | tr -d ' ')"
+kv $b.vg.pvcount "$(vgs --noheadings -o pv_count vgsel | tr -d ' ')"
+for s in VGA VGB VGC VGDATA VGFOREIGN; do
+	d=$(dev_of $s)
+	[ -n "$d" ] || continue
+	kv $b.pv.$s "$(pvs --noheadings --units b --nosuffix --separator : -o vg_name,pv_uuid,pe_start "$d" 2>/dev/null | tr -d ' ')"
+done
+log_cmd pvs -o pv_name,vg_name,pv_uuid,pe_start,pv_tags
+log_cmd vgs -o vg_name,vg_tags,pv_count,vg_extent_size,vg_autoactivation
+log_cmd volumed status
+if [ "$phase" = 1 ]; then
+	check "volume adopt Ready" volumed wait adopt --timeout 3m
+	kv boot1.adopt.phase "$(vfield adopt phase)"
+	kv boot1.adopt.note "$(vfield adopt lastError)"
+	kv boot1.adopt.fsuuid "$(findmnt -no UUID /srv/adopt)"
+	kv boot1.foreign.tags "$(vgs --noheadings -o vg_tags vgforeign | tr -d ' ')"
+	kv boot1.foreign.lvs "$(lvs --noheadings -o lv_name vgforeign | tr -d ' ' | sort | tr '\n' ',')"
+	head -c 4M /dev/urandom >/srv/data/payload
+	sync /srv/data/payload
+	kv boot1.sum "$(sha256sum </srv/data/payload | cut -d' ' -f1)"
+	mkdir -p /var/lib/ostest
+	touch /var/lib/ostest/lvmgroup-phase2
+	sync /var/lib/ostest
+	done_step boot1
+	systemctl reboot
+	exit 0
+fi
+kv boot2.sum "$(sha256sum </srv/data/payload | cut -d' ' -f1)"
+done_step boot2
+systemctl poweroff
