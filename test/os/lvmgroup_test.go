@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -78,6 +79,8 @@ func TestLVMGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.AddDisk("VGFOREIGN", 64<<20)
+	// A SCSI controller for the disk the host hot-adds at the second boot.
+	m.QemuArgs = append(m.QemuArgs, "-device", "virtio-scsi-pci,id=scsi0")
 	uuid := func(serial string) string { return lvmdrv.PVUUID("vgsel", "device:serial:"+serial) }
 	m.AddFile("/usr/lib/ostest/lvmgroup-prep.sh", 0o755, fmt.Sprintf(groupPrep, uuid("VGB")))
 	m.AddUnit("ostest-lvmgroup-prep.service", `[Unit]
@@ -103,7 +106,7 @@ spec:
       volumeGroup: vgsel
       size: 300Mi
       createVolumeGroup: {disks: 'disk.serial.startsWith("VG")', extentSize: 8Mi, grow: true}
-  filesystem: {type: ext4}
+  filesystem: {type: ext4, grow: true}
   mounts: [{path: /srv/data}]
 `)
 	m.AddFile("/etc/volumed/volumes.d/adopt.yaml", 0o644, `apiVersion: volumed/v1
@@ -132,6 +135,8 @@ spec:
 	m.AddDisk("VGC", 256<<20) // attached at the next boot
 	r2 := m.Boot(ctx)
 	r2.WaitDone(t, "boot2", bootTimeout)
+	hotAdd(t, r2, m.Dir, "VGD")
+	r2.WaitDone(t, "grown", bootTimeout)
 	r2.Wait(t, shutdownTimeout)
 
 	expect := func(t *testing.T, r *Run, want map[string]string) {
@@ -195,4 +200,38 @@ spec:
 	t.Run("GrowWithANewDisk", func(t *testing.T) {
 		expect(t, r2, map[string]string{"boot2.vg.pvcount": "3", "boot2.pv.VGC": "vgsel:" + uuid("VGC") + ":1048576"})
 	})
+	t.Run("GrowWithAHotAddedDisk", func(t *testing.T) {
+		expect(t, r2, map[string]string{"grow.pvcount": "4", "grow.lvsize": fmt.Sprint(800 << 20), "grow.phase": "Ready", "grow.sum": r1.KV("boot1.sum")})
+		vg, u, _ := strings.Cut(r2.KV("grow.pv"), ":")
+		if vg != "vgsel" || !lvmdrv.OursFor("vgsel", u) {
+			t.Errorf("the hot-added disk is PV %q, want one volumed made in vgsel", r2.KV("grow.pv"))
+		}
+		a, err1 := strconv.ParseInt(r2.KV("grow.fsbefore"), 10, 64)
+		b, err2 := strconv.ParseInt(r2.KV("grow.fsafter"), 10, 64)
+		if err1 != nil || err2 != nil || b <= a {
+			t.Errorf("the filesystem was %q bytes before, %q after: want it grown", r2.KV("grow.fsbefore"), r2.KV("grow.fsafter"))
+		}
+	})
+}
+
+// hotAdd attaches a blank 256 MiB SCSI disk of that serial to the running
+// machine through qemu's monitor.
+func hotAdd(t *testing.T, r *Run, dir, serial string) {
+	t.Helper()
+	p := filepath.Join(dir, "hot-"+serial+".img")
+	if err := os.WriteFile(p, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(p, 256<<20); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range []string{
+		"drive_add 0 file=" + p + ",if=none,id=hot" + serial + ",format=raw",
+		"device_add scsi-hd,bus=scsi0.0,drive=hot" + serial + ",serial=" + serial + ",id=hotdisk" + serial,
+	} {
+		out, err := r.Monitor(cmd)
+		if err != nil || strings.Contains(strings.ToLower(out), "error") {
+			t.Fatalf("monitor %q: %q, %v", cmd, out, err)
+		}
+	}
 }

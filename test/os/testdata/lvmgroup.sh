@@ -7,7 +7,10 @@
 #          starts with VG: the blank VGA, its own orphan PV on VGB; never
 #          VGDATA (bytes, no signature) or VGFOREIGN (a foreign PV).
 #          After the reboot (with the blank VGC attached, grow: true)
-#          VGC joins the VG, the LV is activated by volumed, same data.
+#          VGC joins the VG, the LV is activated by volumed, same data;
+#          then the SCSI disk VGD, hot-added, joins it when the manifest
+#          asks for a size only it makes room for (the LV and its
+#          filesystem grown online).
 #   adopt: names vgforeign with createVolumeGroup: adopted read-only.
 phase=1
 [ -e /var/lib/ostest/lvmgroup-phase2 ] && phase=2
@@ -53,5 +56,26 @@ if [ "$phase" = 1 ]; then
 	exit 0
 fi
 kv boot2.sum "$(sha256sum </srv/data/payload | cut -d' ' -f1)"
+# The host hot-adds the blank SCSI disk VGD; the manifest then asks for
+# more than the VG holds (744 MiB over VGA, VGB, VGC): volumed's grow adds
+# VGD to the VG, extends the LV and grows its filesystem, mounted.
+FSBEFORE=$(df -B1 --output=size /srv/data | tail -n 1 | tr -d ' ')
+kv grow.fsbefore "$FSBEFORE"
 done_step boot2
+hot() { lsblk -dno SERIAL | grep -qx VGD; }
+wait_until 180 hot || fail "the hot-added disk VGD never appeared: $(lsblk -dno NAME,SERIAL | tr '\n' ' ')"
+vgd=/dev/$(lsblk -dno NAME,SERIAL | awk '$2 == "VGD" { print $1 }')
+kv grow.disk "$vgd"
+sed -i 's/size: 300Mi/size: 800Mi/' /etc/volumed/volumes.d/data.yaml
+grown() { [ "$(lvfield vgsel/data lv_size)" = 838860800 ] && [ "$(df -B1 --output=size /srv/data | tail -n 1 | tr -d ' ')" -gt "$FSBEFORE" ]; }
+wait_until 300 grown || fail "volume data not grown to 800Mi: $(lvs vgsel 2>&1 | tr '\n' ' ') $(volumed status -o json data | tr '\n' ' ')"
+kv grow.lvsize "$(lvfield vgsel/data lv_size)"
+kv grow.fsafter "$(df -B1 --output=size /srv/data | tail -n 1 | tr -d ' ')"
+kv grow.pvcount "$(vgs --noheadings -o pv_count vgsel | tr -d ' ')"
+kv grow.pv "$(pvs --noheadings --separator : -o vg_name,pv_uuid "$vgd" 2>/dev/null | tr -d ' ')"
+kv grow.sum "$(sha256sum </srv/data/payload | cut -d' ' -f1)"
+kv grow.phase "$(vfield data phase)"
+log_cmd pvs -o pv_name,vg_name,pv_uuid
+log_cmd volumed status data
+done_step grown
 systemctl poweroff
