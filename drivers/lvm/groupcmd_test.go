@@ -96,7 +96,7 @@ func (f *fakeHost) disks(paths ...string) []Disk {
 
 // converge is what volumed does at each attach: read, plan, apply, until
 // the plan says use.
-func (f *fakeHost) converge(t *testing.T, w GroupWant, paths ...string) error {
+func (f *fakeHost) converge(w GroupWant, paths ...string) error {
 	tool := Tool{Runner: f}
 	for range 4 {
 		groups, err := tool.Groups(context.Background())
@@ -142,15 +142,15 @@ func TestGroupCrashes(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				killed(f.converge(t, w, "/dev/vdb", "/dev/vdc"))
+				killed(f.converge(w, "/dev/vdb", "/dev/vdc"))
 				f.dieAt = 0
-				if err := f.converge(t, w, "/dev/vdb", "/dev/vdc"); err != nil {
+				if err := f.converge(w, "/dev/vdb", "/dev/vdc"); err != nil {
 					t.Fatal(err)
 				}
 				f.dieAt = len(f.calls) + n
-				killed(f.converge(t, w, "/dev/vdb", "/dev/vdc", "/dev/vdd"))
+				killed(f.converge(w, "/dev/vdb", "/dev/vdc", "/dev/vdd"))
 				f.dieAt = 0
-				if err := f.converge(t, w, "/dev/vdb", "/dev/vdc", "/dev/vdd"); err != nil {
+				if err := f.converge(w, "/dev/vdb", "/dev/vdc", "/dev/vdd"); err != nil {
 					t.Fatal(err)
 				}
 				want := map[string]int{"/dev/vdb": 1, "/dev/vdc": 1, "/dev/vdd": 1}
