@@ -126,7 +126,7 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.AddTest("lvmgroup", "Wants=volumed-wait@data.service\nAfter=volumed-wait@data.service", string(script))
+	m.AddTest("lvmgroup", "Wants=volumed.service\nAfter=volumed.service", string(script))
 	ctx := context.Background()
 
 	r1 := m.Boot(ctx)

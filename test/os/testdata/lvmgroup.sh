@@ -18,7 +18,15 @@ b=boot$phase
 dev_of() { for d in /sys/block/vd*; do [ "$(cat "$d/serial" 2>/dev/null)" = "$1" ] && echo "/dev/${d##*/}"; done; }
 lvfield() { lvs --noheadings --units b --nosuffix -o "$2" "$1" 2>&1 | tr -d ' '; }
 
-check "volume data Ready" volumed wait data --timeout 5m
+if ! volumed wait data --timeout 4m >/dev/null 2>&1; then
+	fail "volume data not Ready: $(volumed status -o json data | tr '\n' ' ')"
+	log_cmd volumed disks
+	log_cmd journalctl -u volumed --no-pager -n 80
+	log_cmd pvs -o pv_name,vg_name,pv_uuid
+	done_step $b
+	systemctl poweroff
+	exit 0
+fi
 kv $b.data.phase "$(vfield data phase)"
 kv $b.data.note "$(vfield data lastError)"
 kv $b.data.fstype "$(findmnt -no FSTYPE /srv/data)"
