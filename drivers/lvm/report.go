@@ -13,6 +13,7 @@ package lvm
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -83,6 +84,11 @@ func ParseLVs(data []byte) ([]LV, error) {
 	}
 	out := make([]LV, 0, len(rs))
 	for _, r := range rs {
+		// segtype is a segment's field: lvs gives an LV of several
+		// segments (across two PVs, extended) one row per segment.
+		if slices.ContainsFunc(out, func(lv LV) bool { return lv.UUID == r["lv_uuid"] }) {
+			continue
+		}
 		lv := LV{VG: r["vg_name"], Name: r["lv_name"], UUID: r["lv_uuid"], Segtype: r["segtype"], Pool: r["pool_lv"],
 			Active: r["lv_active"] != "", Open: r["lv_device_open"] == "1", Tags: splitTags(r["lv_tags"])}
 		var errs []error
