@@ -30,8 +30,20 @@ type CreateGroup struct {
 	// Grow: a blank disk the selector picks later is added to the VG
 	// (vgextend). No PV is ever removed.
 	Grow bool `yaml:"grow,omitempty" json:"grow,omitempty"`
+	// ThinPools volumed makes in the VG when missing (tagged
+	// volumed-pool:<name>); a thin LV names one in thinPool.
+	ThinPools []ThinPool `yaml:"thinPools,omitempty" json:"thinPools,omitempty"`
 
 	extent int64
+}
+
+// ThinPool is a thin pool of a VG volumed makes. Never resized or removed.
+type ThinPool struct {
+	Name string `yaml:"name" json:"name"`
+	// Size of the pool's data (e.g. 100Gi).
+	Size string `yaml:"size" json:"size"`
+	// MetadataSize of its metadata LV; lvm2's choice when empty.
+	MetadataSize string `yaml:"metadataSize,omitempty" json:"metadataSize,omitempty"`
 }
 
 // checkGroup checks createVolumeGroup and returns its claim: the disks
@@ -48,8 +60,52 @@ func checkGroup(s *Source, c *manifest.Check) []manifest.Claim {
 			c.Report("createVolumeGroup.extentSize", fmt.Sprintf("%s is not a power of two of at least 1Ki, as lvm2 asks of an extent", g.ExtentSize))
 		}
 	}
+	checkPools(g.ThinPools, c)
 	return []manifest.Claim{{Key: "lvm volume group " + s.VolumeGroup, Field: "createVolumeGroup",
 		What: "the disks of volume group " + s.VolumeGroup + " (one volume declares them; the others name the VG)"}}
+}
+
+func checkPools(pools []ThinPool, c *manifest.Check) {
+	seen := map[string]bool{}
+	for i, p := range pools {
+		f := fmt.Sprintf("createVolumeGroup.thinPools[%d].", i)
+		switch why := lvmdrv.CheckLVName(p.Name); {
+		case p.Name == "":
+			c.Report(f+"name", "required: the thin pool's LV name")
+		case why != "":
+			c.Report(f+"name", why)
+		case seen[p.Name]:
+			c.Report(f+"name", "thin pool "+p.Name+" is listed twice")
+		}
+		seen[p.Name] = true
+		if p.Size == "" {
+			c.Report(f+"size", "required: the size of the pool's data, e.g. 100Gi")
+		} else {
+			c.Size(f+"size", p.Size)
+		}
+		if p.MetadataSize != "" {
+			c.Size(f+"metadataSize", p.MetadataSize)
+		}
+	}
+}
+
+// poolWants are the thin pools a spec asks for.
+func poolWants(s *Source) ([]lvmdrv.PoolWant, error) {
+	var out []lvmdrv.PoolWant
+	for _, p := range s.CreateVolumeGroup.ThinPools {
+		w := lvmdrv.PoolWant{VG: s.VolumeGroup, Name: p.Name}
+		var err error
+		if w.Size, err = size.Parse(p.Size); err != nil {
+			return nil, fmt.Errorf("thin pool %s size: %w", p.Name, err)
+		}
+		if p.MetadataSize != "" {
+			if w.MetadataSize, err = size.Parse(p.MetadataSize); err != nil {
+				return nil, fmt.Errorf("thin pool %s metadataSize: %w", p.Name, err)
+			}
+		}
+		out = append(out, w)
+	}
+	return out, nil
 }
 
 // groupWant is the VG a spec asks volumed to keep; a volume rebuilt
@@ -134,13 +190,41 @@ func (k groupKeeper) Ensure(ctx context.Context, volume string, s *Source) (tool
 		case lvmdrv.GroupWait, lvmdrv.GroupRefuse:
 			return k.tool, false, "", fmt.Errorf("volume %s: %s", volume, step.Why)
 		case lvmdrv.GroupUse:
-			return lvmdrv.Tool{Runner: k.tool.Runner, Devices: step.Devices}, false, note, nil
+			tool := lvmdrv.Tool{Runner: k.tool.Runner, Devices: step.Devices}
+			if err := k.pools(ctx, tool, s); err != nil {
+				return k.tool, false, "", fmt.Errorf("volume %s: %w", volume, err)
+			}
+			return tool, false, note, nil
 		}
 		if err := k.tool.ApplyGroup(ctx, w, step); err != nil {
 			return k.tool, false, "", fmt.Errorf("volume %s, volume group %s: %w", volume, w.VG, err)
 		}
 	}
 	return k.tool, false, "", fmt.Errorf("volume %s: volume group %s is not complete after lvm2 said it made it", volume, w.VG)
+}
+
+// pools makes the thin pools the VG lacks, each under the volume's
+// intent, found again by its tag after a crash (PlanPool).
+func (k groupKeeper) pools(ctx context.Context, tool lvmdrv.Tool, s *Source) error {
+	wants, err := poolWants(s)
+	if err != nil || len(wants) == 0 {
+		return err
+	}
+	lvs, _, err := tool.LVs(ctx, s.VolumeGroup)
+	if err != nil {
+		return err
+	}
+	for _, p := range wants {
+		switch st := lvmdrv.PlanPool(p, lvs); st.Action {
+		case lvmdrv.Refuse:
+			return fmt.Errorf("thin pool %s/%s: %s", p.VG, p.Name, st.Why)
+		case lvmdrv.Create:
+			if err := k.tool.CreatePool(ctx, tool.Devices, p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // inGroup makes or grows the volume's VG when its source asks volumed

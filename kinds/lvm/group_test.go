@@ -19,7 +19,12 @@ func TestCheckCreateVolumeGroup(t *testing.T) {
 		{"a selector that does not compile", `{disks: 'disk.nope == 1'}`, "spec.source.lvm.createVolumeGroup.disks: expression line 1"},
 		{"an extent not a power of two", `{disks: 'disk.blank', extentSize: 3Mi}`, "spec.source.lvm.createVolumeGroup.extentSize: 3Mi is not a power of two"},
 		{"an extent under 1Ki", `{disks: 'disk.blank', extentSize: 512}`, "createVolumeGroup.extentSize"},
-		{"unknown field", `{disks: 'disk.blank', thinPools: []}`, "thinPools"},
+		{"unknown field", `{disks: 'disk.blank', pools: []}`, "pools"},
+		{"thin pools", `{disks: 'disk.blank', thinPools: [{name: pool0, size: 1Gi, metadataSize: 16Mi}, {name: pool1, size: 1Gi}]}`, ""},
+		{"a pool without a size", `{disks: 'disk.blank', thinPools: [{name: pool0}]}`, "spec.source.lvm.createVolumeGroup.thinPools[0].size: required"},
+		{"a pool twice", `{disks: 'disk.blank', thinPools: [{name: p, size: 1Gi}, {name: p, size: 2Gi}]}`, "thinPools[1].name: thin pool p is listed twice"},
+		{"a pool with a reserved name", `{disks: 'disk.blank', thinPools: [{name: p_tmeta, size: 1Gi}]}`, "thinPools[0].name: must not contain"},
+		{"a bad metadata size", `{disks: 'disk.blank', thinPools: [{name: p, size: 1Gi, metadataSize: lots}]}`, "thinPools[0].metadataSize"},
 	}
 	for _, c := range cases {
 		got := problems(t, head+c.src+"\n")

@@ -77,6 +77,8 @@ func (Kind) Rules() []kind.Rule {
 		{Type: "Source", Prop: "size", Check: kind.Size},
 		{Type: "Source", Prop: "type", Check: kind.Enum{lvmdrv.Linear, lvmdrv.Thin}},
 		{Type: "CreateGroup", Prop: "extentSize", Check: kind.Size},
+		{Type: "ThinPool", Prop: "size", Check: kind.Size},
+		{Type: "ThinPool", Prop: "metadataSize", Check: kind.Size},
 	}
 }
 

@@ -61,6 +61,8 @@ var dataPattern = bytes.Repeat([]byte("page 0001 of a raw database device, no si
 //     kept);
 //   - the disk VGDATA (bytes, no signature) and VGFOREIGN (a VG volumed did
 //     not make) match the selector and are never touched;
+//   - the thin pool pool0 volumed makes in it (tagged volumed-pool:pool0,
+//     the data and metadata sizes asked), a thin volume in it Ready;
 //   - a volume naming the foreign VG with createVolumeGroup adopts it
 //     read-only: its LV used, no tag added, nothing created, a note says so;
 //   - a reboot with a blank disk VGC attached: the LV is inactive until
@@ -105,9 +107,22 @@ spec:
     lvm:
       volumeGroup: vgsel
       size: 300Mi
-      createVolumeGroup: {disks: 'disk.serial.startsWith("VG")', extentSize: 8Mi, grow: true}
+      createVolumeGroup:
+        disks: 'disk.serial.startsWith("VG")'
+        extentSize: 8Mi
+        grow: true
+        thinPools: [{name: pool0, size: 128Mi, metadataSize: 8Mi}]
   filesystem: {type: ext4, grow: true}
   mounts: [{path: /srv/data}]
+`)
+	m.AddFile("/etc/volumed/volumes.d/thin.yaml", 0o644, `apiVersion: volumed/v1
+kind: Volume
+metadata: {name: thin}
+spec:
+  source:
+    lvm: {volumeGroup: vgsel, size: 256Mi, type: thin, thinPool: pool0}
+  filesystem: {type: ext4}
+  mounts: [{path: /srv/thin}]
 `)
 	m.AddFile("/etc/volumed/volumes.d/adopt.yaml", 0o644, `apiVersion: volumed/v1
 kind: Volume
@@ -155,6 +170,11 @@ spec:
 			"boot1.data.size": fmt.Sprint(304 << 20), "boot1.data.devices": "2",
 			"boot1.pv.VGA": "vgsel:" + uuid("VGA") + ":1048576",
 		})
+	})
+	t.Run("ThinPool", func(t *testing.T) {
+		expect(t, r1, map[string]string{"boot1.pool": "pool0:thin-pool:volumed-pool:pool0:134217728", "boot1.pool.meta": "8388608",
+			"boot1.thin.phase": "Ready", "boot1.thin.lv": "thin:thin:pool0:volumed:thin"})
+		expect(t, r2, map[string]string{"boot2.thin.phase": "Ready"})
 	})
 	t.Run("CrashBetweenPVCreateAndVGCreate", func(t *testing.T) {
 		expect(t, r1, map[string]string{"boot1.pv.VGB": "vgsel:" + uuid("VGB") + ":4194304"})

@@ -46,6 +46,11 @@ done
 log_cmd pvs -o pv_name,vg_name,pv_uuid,pe_start,pv_tags
 log_cmd vgs -o vg_name,vg_tags,pv_count,vg_extent_size,vg_autoactivation
 log_cmd volumed status
+check "volume thin Ready" volumed wait thin --timeout 3m
+kv $b.thin.phase "$(vfield thin phase)"
+kv $b.thin.lv "$(lvs --noheadings --separator : -o lv_name,segtype,pool_lv,lv_tags vgsel/thin | tr -d ' ')"
+kv $b.pool "$(lvs --noheadings --units b --nosuffix --separator : -o lv_name,segtype,lv_tags,lv_size vgsel/pool0 | tr -d ' ')"
+kv $b.pool.meta "$(lvs --noheadings --units b --nosuffix -o lv_metadata_size vgsel/pool0 | tr -d ' ')"
 if [ "$phase" = 1 ]; then
 	check "volume adopt Ready" volumed wait adopt --timeout 3m
 	kv boot1.adopt.phase "$(vfield adopt phase)"
