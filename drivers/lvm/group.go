@@ -99,8 +99,8 @@ func PlanGroup(w GroupWant, groups []Group, disks []Disk, pvs []PV) GroupStep {
 	if len(named) > 1 {
 		return GroupStep{Action: GroupRefuse, Why: fmt.Sprintf("%d volume groups are named %s on this host: volumed cannot tell which is meant; rename the others (vgrename by UUID)", len(named), w.VG)}
 	}
-	if len(named) == 1 && !slices.Contains(named[0].Tags, GroupTag(w.VG)) {
-		return GroupStep{Action: GroupAdopt, Why: fmt.Sprintf("volume group %s was not created by volumed (no tag %s): adopted read-only, its LVs used as they are, nothing created, extended or changed in it", w.VG, GroupTag(w.VG))}
+	if why := Adopted(w.VG, groups); why != "" {
+		return GroupStep{Action: GroupAdopt, Why: why}
 	}
 	s := joinable(w, disks, pvs)
 	switch {
@@ -118,6 +118,21 @@ func PlanGroup(w GroupWant, groups []Group, disks []Disk, pvs []PV) GroupStep {
 		s.Devices = s.members
 	}
 	return s.GroupStep
+}
+
+// Adopted says, when the one VG named vg on the host is not volumed's
+// (no tag volumed:<vg>), that it is used read-only; "" otherwise.
+func Adopted(vg string, groups []Group) string {
+	var named []Group
+	for _, g := range groups {
+		if g.Name == vg {
+			named = append(named, g)
+		}
+	}
+	if len(named) != 1 || slices.Contains(named[0].Tags, GroupTag(vg)) {
+		return ""
+	}
+	return fmt.Sprintf("volume group %s was not created by volumed (no tag %s): adopted read-only, its LVs used as they are, nothing created, extended or changed in it", vg, GroupTag(vg))
 }
 
 // plan is a GroupStep being built, with the VG's members apart.

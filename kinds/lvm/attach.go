@@ -74,7 +74,8 @@ func (a attacher) Find(ctx context.Context, d *agent.Desired) ([]agent.Found, er
 	if err != nil {
 		return nil, err
 	}
-	return []agent.Found{f}, nil
+	f.Note, err = a.adoptedNote(ctx, d)
+	return []agent.Found{f}, err
 }
 
 // Attach does what Decide says: activates the volume's LV, or creates

@@ -227,6 +227,20 @@ func (k groupKeeper) pools(ctx context.Context, tool lvmdrv.Tool, s *Source) err
 	return nil
 }
 
+// adoptedNote says, for a volume whose source asks volumed to keep its
+// VG, when that VG is one volumed did not make (used read-only).
+func (a attacher) adoptedNote(ctx context.Context, d *agent.Desired) (string, error) {
+	s, err := kind.Spec[Source](d, Name)
+	if err != nil || s.CreateVolumeGroup == nil {
+		return "", err
+	}
+	groups, err := a.tool.Groups(ctx)
+	if err != nil {
+		return "", fmt.Errorf("volume %s: %w", d.Name, err)
+	}
+	return lvmdrv.Adopted(s.VolumeGroup, groups), nil
+}
+
 // inGroup makes or grows the volume's VG when its source asks volumed
 // to keep it (createVolumeGroup), and returns the attacher to go on
 // with: its lvm2 commands filtered to the VG's devices, or w read-only
