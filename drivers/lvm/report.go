@@ -1,5 +1,6 @@
-// Package lvm keeps logical volumes in volume groups that already exist,
-// through lvm2's command-line tools (no Go library of lvm2 is kept
+// Package lvm keeps logical volumes, and the volume groups and thin
+// pools volumed makes from blank disks (PlanGroup, PlanPool), through
+// lvm2's command-line tools (no Go library of lvm2 is kept
 // up: the tools and their JSON reports are lvm2's stable interface).
 // Every program runs with an argument vector, never a shell.
 //
