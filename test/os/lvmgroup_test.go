@@ -67,13 +67,35 @@ var dataPattern = bytes.Repeat([]byte("page 0001 of a raw database device, no si
 //     read-only: its LV used, no tag added, nothing created, a note says so;
 //   - a reboot with a blank disk VGC attached: the LV is inactive until
 //     volumed (no autoactivation of a VG volumed made), which activates
-//     it, same data, and with grow: true adds VGC to the VG.
+//     it, same data, and with grow: true adds VGC to the VG;
+//   - a SCSI disk hot-added and the size raised past what the VG holds:
+//     the disk joins the VG, the LV and its filesystem grow online.
 func TestLVMGroup(t *testing.T) {
 	t.Parallel()
-	m := Base(t).NewMachine(t, "lvmgroup")
+	m, dataDisk := lvmGroupMachine(t)
+	ctx := context.Background()
+
+	r1 := m.Boot(ctx)
+	r1.WaitDone(t, "boot1", bootTimeout)
+	r1.Wait(t, shutdownTimeout)
+	m.AddDisk("VGC", 256<<20) // attached at the next boot
+	r2 := m.Boot(ctx)
+	r2.WaitDone(t, "boot2", bootTimeout)
+	hotAdd(t, r2, m.Dir, "VGD")
+	r2.WaitDone(t, "grown", bootTimeout)
+	r2.Wait(t, shutdownTimeout)
+
+	checkFirstBoot(t, r1, r2, dataDisk)
+	checkSecondBoot(t, r1, r2)
+}
+
+// lvmGroupMachine is TestLVMGroup's machine: its disks, the units and
+// manifests; dataDisk is the host's file of the disk VGDATA.
+func lvmGroupMachine(t *testing.T) (m *Machine, dataDisk string) {
+	m = Base(t).NewMachine(t, "lvmgroup")
 	m.AddDisk("VGA", 256<<20)
 	m.AddDisk("VGB", 256<<20)
-	dataDisk := m.AddDisk("VGDATA", 256<<20)
+	dataDisk = m.AddDisk("VGDATA", 256<<20)
 	if err := os.WriteFile(dataDisk, dataPattern, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -83,8 +105,7 @@ func TestLVMGroup(t *testing.T) {
 	m.AddDisk("VGFOREIGN", 64<<20)
 	// A SCSI controller for the disk the host hot-adds at the second boot.
 	m.QemuArgs = append(m.QemuArgs, "-device", "virtio-scsi-pci,id=scsi0")
-	uuid := func(serial string) string { return lvmdrv.PVUUID("vgsel", "device:serial:"+serial) }
-	m.AddFile("/usr/lib/ostest/lvmgroup-prep.sh", 0o755, fmt.Sprintf(groupPrep, uuid("VGB")))
+	m.AddFile("/usr/lib/ostest/lvmgroup-prep.sh", 0o755, fmt.Sprintf(groupPrep, vgselUUID("VGB")))
 	m.AddUnit("ostest-lvmgroup-prep.service", `[Unit]
 Description=ostest: the foreign VG and a half-made PV, before volumed
 DefaultDependencies=no
@@ -142,42 +163,41 @@ spec:
 		t.Fatal(err)
 	}
 	m.AddTest("lvmgroup", "Wants=volumed.service\nAfter=volumed.service", string(script))
-	ctx := context.Background()
+	return m, dataDisk
+}
 
-	r1 := m.Boot(ctx)
-	r1.WaitDone(t, "boot1", bootTimeout)
-	r1.Wait(t, shutdownTimeout)
-	m.AddDisk("VGC", 256<<20) // attached at the next boot
-	r2 := m.Boot(ctx)
-	r2.WaitDone(t, "boot2", bootTimeout)
-	hotAdd(t, r2, m.Dir, "VGD")
-	r2.WaitDone(t, "grown", bootTimeout)
-	r2.Wait(t, shutdownTimeout)
+// vgselUUID is the UUID volumed gives the PV it makes on the virtio disk
+// of that serial for vgsel.
+func vgselUUID(serial string) string { return lvmdrv.PVUUID("vgsel", "device:serial:"+serial) }
 
-	expect := func(t *testing.T, r *Run, want map[string]string) {
-		t.Helper()
-		for k, v := range want {
-			if got := r.KV(k); got != v {
-				t.Errorf("%s = %q, want %q", k, got, v)
-			}
+func expectKV(t *testing.T, r *Run, want map[string]string) {
+	t.Helper()
+	for k, v := range want {
+		if got := r.KV(k); got != v {
+			t.Errorf("%s = %q, want %q", k, got, v)
 		}
 	}
+}
+
+// checkFirstBoot: the VG, the LV, the pool, the disks left alone, the
+// adopted VG.
+func checkFirstBoot(t *testing.T, r1, r2 *Run, dataDisk string) {
 	t.Run("Create", func(t *testing.T) {
 		r1.CheckGuest(t)
-		expect(t, r1, map[string]string{
+		expectKV(t, r1, map[string]string{
 			"boot1.data.phase": "Ready", "boot1.data.fstype": "ext4", "boot1.data.tags": "volumed:data",
 			"boot1.vg.tags": "volumed:vgsel", "boot1.vg.extent": "8388608", "boot1.vg.pvcount": "2",
 			"boot1.data.size": fmt.Sprint(304 << 20), "boot1.data.devices": "2",
-			"boot1.pv.VGA": "vgsel:" + uuid("VGA") + ":1048576",
+			"boot1.pv.VGA": "vgsel:" + vgselUUID("VGA") + ":1048576",
 		})
 	})
 	t.Run("ThinPool", func(t *testing.T) {
-		expect(t, r1, map[string]string{"boot1.pool": "pool0:thin-pool:volumed-pool:pool0:134217728", "boot1.pool.meta": "8388608",
+		expectKV(t, r1, map[string]string{"boot1.pool": "pool0:thin-pool:volumed-pool:pool0:134217728", "boot1.pool.meta": "8388608",
 			"boot1.thin.phase": "Ready", "boot1.thin.lv": "thin:thin:pool0:volumed:thin"})
-		expect(t, r2, map[string]string{"boot2.thin.phase": "Ready"})
+		expectKV(t, r2, map[string]string{"boot2.thin.phase": "Ready"})
 	})
 	t.Run("CrashBetweenPVCreateAndVGCreate", func(t *testing.T) {
-		expect(t, r1, map[string]string{"boot1.pv.VGB": "vgsel:" + uuid("VGB") + ":4194304"})
+		expectKV(t, r1, map[string]string{"boot1.pv.VGB": "vgsel:" + vgselUUID("VGB") + ":4194304"})
 	})
 	t.Run("NeverTouched", func(t *testing.T) {
 		if got := r1.KV("boot1.pv.VGDATA") + r2.KV("boot2.pv.VGDATA"); got != "" {
@@ -198,12 +218,16 @@ spec:
 		}
 	})
 	t.Run("Adopt", func(t *testing.T) {
-		expect(t, r1, map[string]string{"boot1.adopt.phase": "Ready", "boot1.adopt.fsuuid": foreignUUID,
+		expectKV(t, r1, map[string]string{"boot1.adopt.phase": "Ready", "boot1.adopt.fsuuid": foreignUUID,
 			"boot1.foreign.tags": "", "boot1.foreign.lvs": "fl,"})
 		if got := r1.KV("boot1.adopt.note"); !strings.Contains(got, "adopted read-only") {
 			t.Errorf("volume adopt's note is %q, want it to say the VG is adopted read-only", got)
 		}
 	})
+}
+
+// checkSecondBoot: the reboot, a disk attached at boot and one hot-added.
+func checkSecondBoot(t *testing.T, r1, r2 *Run) {
 	t.Run("Reboot", func(t *testing.T) {
 		r2.CheckGuest(t)
 		if got := r2.KV("prep.data.active"); got != "" {
@@ -214,14 +238,14 @@ spec:
 				t.Errorf("%s: %q before the reboot, %q after", k, a, b)
 			}
 		}
-		expect(t, r2, map[string]string{"boot2.data.phase": "Ready", "boot2.pv.VGA": "vgsel:" + uuid("VGA") + ":1048576",
-			"boot2.pv.VGB": "vgsel:" + uuid("VGB") + ":4194304"})
+		expectKV(t, r2, map[string]string{"boot2.data.phase": "Ready", "boot2.pv.VGA": "vgsel:" + vgselUUID("VGA") + ":1048576",
+			"boot2.pv.VGB": "vgsel:" + vgselUUID("VGB") + ":4194304"})
 	})
 	t.Run("GrowWithANewDisk", func(t *testing.T) {
-		expect(t, r2, map[string]string{"boot2.vg.pvcount": "3", "boot2.pv.VGC": "vgsel:" + uuid("VGC") + ":1048576"})
+		expectKV(t, r2, map[string]string{"boot2.vg.pvcount": "3", "boot2.pv.VGC": "vgsel:" + vgselUUID("VGC") + ":1048576"})
 	})
 	t.Run("GrowWithAHotAddedDisk", func(t *testing.T) {
-		expect(t, r2, map[string]string{"grow.pvcount": "4", "grow.lvsize": fmt.Sprint(800 << 20), "grow.phase": "Ready", "grow.sum": r1.KV("boot1.sum")})
+		expectKV(t, r2, map[string]string{"grow.pvcount": "4", "grow.lvsize": fmt.Sprint(800 << 20), "grow.phase": "Ready", "grow.sum": r1.KV("boot1.sum")})
 		vg, u, _ := strings.Cut(r2.KV("grow.pv"), ":")
 		if vg != "vgsel" || !lvmdrv.OursFor("vgsel", u) {
 			t.Errorf("the hot-added disk is PV %q, want one volumed made in vgsel", r2.KV("grow.pv"))
