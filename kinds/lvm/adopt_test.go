@@ -2,10 +2,12 @@ package lvm
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
 	lvmdrv "github.com/volumed/volumed/drivers/lvm"
+	"github.com/volumed/volumed/internal/hostcheck"
 )
 
 // A volume whose VG volumed was to make, found in a VG volumed did not
@@ -27,5 +29,13 @@ func TestFindNotesAnAdoptedGroup(t *testing.T) {
 	// Without createVolumeGroup the VG is the operator's: no note.
 	if got, err := f.attacher().Find(context.Background(), desired("adopt", Source{VolumeGroup: "vg0", Name: "fl", Size: "16Mi"})); err != nil || got[0].Note != "" {
 		t.Errorf("Find without createVolumeGroup = %+v, %v", got, err)
+	}
+}
+
+// validate asks for dm-thin-pool when the VG volumed makes has a pool.
+func TestNeedsPools(t *testing.T) {
+	n := Kind{}.Needs(&Source{CreateVolumeGroup: &CreateGroup{ThinPools: []ThinPool{{Name: "p", Size: "1Gi"}}}})
+	if !slices.ContainsFunc(n.Modules, func(m hostcheck.Module) bool { return m.Name == "dm-thin-pool" }) {
+		t.Errorf("Needs = %+v: want dm-thin-pool", n)
 	}
 }

@@ -64,7 +64,7 @@ func (Kind) Needs(spec any) hostcheck.Needs {
 		Programs: []hostcheck.Program{{Name: lvmdrv.Program, Why: "creates and activates LVM logical volumes", Package: "lvm2"}},
 		Modules:  []hostcheck.Module{{Name: "dm-mod", What: "device-mapper", Dev: "mapper/control"}},
 	}
-	if s, ok := spec.(*Source); ok && s.Type == lvmdrv.Thin {
+	if s, ok := spec.(*Source); ok && (s.Type == lvmdrv.Thin || s.CreateVolumeGroup != nil && len(s.CreateVolumeGroup.ThinPools) > 0) {
 		n.Modules = append(n.Modules, hostcheck.Module{Name: "dm-thin-pool", What: "LVM thin provisioning"})
 		// lvm2 runs thin_check when it activates a thin pool.
 		n.Programs = append(n.Programs, hostcheck.Program{Name: "thin_check", Why: "checks a thin pool's metadata when lvm2 activates it", Package: "thin-provisioning-tools"})
