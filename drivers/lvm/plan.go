@@ -39,6 +39,9 @@ type Want struct {
 	// Type is Linear ("" too) or Thin; ThinPool the pool of a thin LV.
 	Type     string
 	ThinPool string
+	// ReadOnly: the VG is adopted (volumed did not create it): no LV is
+	// created in it.
+	ReadOnly bool
 }
 
 // LV types volumed creates.
@@ -113,6 +116,9 @@ func Decide(w Want, vgFound bool, lvs []LV) Step {
 			strings.Join(names, ", "), Tag(w.Volume), w.Volume, Tag(w.Volume))}
 	}
 	i := slices.IndexFunc(lvs, func(lv LV) bool { return lv.Name == w.Name })
+	if i < 0 && w.ReadOnly {
+		return Step{Action: Wait, Why: fmt.Sprintf("volume group %s was not created by volumed: it is used read-only, and LV %s is not in it; volumed creates no LV there", w.VG, w.Ref())}
+	}
 	if i < 0 {
 		return create(w, lvs)
 	}

@@ -1,5 +1,6 @@
-// Package lvm keeps logical volumes in volume groups that already exist,
-// through lvm2's command-line tools (no Go library of lvm2 is kept
+// Package lvm keeps logical volumes, and the volume groups and thin
+// pools volumed makes from blank disks (PlanGroup, PlanPool), through
+// lvm2's command-line tools (no Go library of lvm2 is kept
 // up: the tools and their JSON reports are lvm2's stable interface).
 // Every program runs with an argument vector, never a shell.
 //
@@ -13,6 +14,7 @@ package lvm
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -83,6 +85,11 @@ func ParseLVs(data []byte) ([]LV, error) {
 	}
 	out := make([]LV, 0, len(rs))
 	for _, r := range rs {
+		// segtype is a segment's field: lvs gives an LV of several
+		// segments (across two PVs, extended) one row per segment.
+		if slices.ContainsFunc(out, func(lv LV) bool { return lv.UUID == r["lv_uuid"] }) {
+			continue
+		}
 		lv := LV{VG: r["vg_name"], Name: r["lv_name"], UUID: r["lv_uuid"], Segtype: r["segtype"], Pool: r["pool_lv"],
 			Active: r["lv_active"] != "", Open: r["lv_device_open"] == "1", Tags: splitTags(r["lv_tags"])}
 		var errs []error

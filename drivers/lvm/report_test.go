@@ -179,3 +179,18 @@ func TestParsePercentRefusesNonsense(t *testing.T) {
 		}
 	}
 }
+
+// lvs-two-segments.json: an LV over two PVs (its extents in two
+// segments), written with vgcfgrestore on two loop devices. segtype is a
+// segment's field, so lvs gives it one row per segment: read as two LVs,
+// the volume's LV was "two LVs with its tag" and refused (TestLVMGroup's
+// first run, an LV of 300 MiB over two 256 MiB disks).
+func TestParseLVsOfSegments(t *testing.T) {
+	lvs, err := ParseLVs(read(t, "lvs-two-segments.json"))
+	if err != nil || len(lvs) != 1 || lvs[0].UUID != "Sg2seg-aaaa-bbbb-cccc-dddd-eeee-ffffgg" || lvs[0].Size != 304<<20 {
+		t.Fatalf("ParseLVs = %+v, %v: want the one LV", lvs, err)
+	}
+	if s := Decide(Want{Volume: "data", VG: "vgseg", Name: "data"}, true, lvs); s.Action != Activate || !s.Owned {
+		t.Errorf("Decide over an LV of two segments = %+v, want it activated as the volume's", s)
+	}
+}

@@ -43,13 +43,20 @@ func (ExecRunner) Run(ctx context.Context, args []string) ([]byte, []byte, error
 // ErrBusy: the LV is open (mounted or held), so it is not deactivated.
 var ErrBusy = errors.New("logical volume in use")
 
-// Tool runs lvm2's commands through Runner.
-type Tool struct{ Runner Runner }
+// Tool runs lvm2's commands through Runner; with Devices, every
+// command runs with a filter of exactly those (FilterConfig).
+type Tool struct {
+	Runner  Runner
+	Devices []string
+}
 
 func (t Tool) run(ctx context.Context, what string, args []string) ([]byte, error) {
 	r := t.Runner
 	if r == nil {
 		r = ExecRunner{}
+	}
+	if len(t.Devices) > 0 {
+		args = Filtered(t.Devices, args...)
 	}
 	out, stderr, err := r.Run(ctx, args)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/volumed/volumed/agent"
+	diskdrv "github.com/volumed/volumed/drivers/disk"
 	lvmdrv "github.com/volumed/volumed/drivers/lvm"
 	"github.com/volumed/volumed/internal/size"
 	"github.com/volumed/volumed/kinds/kind"
@@ -19,7 +20,8 @@ import (
 type attacher struct {
 	kind.LocalInUse // an LV volumed did not create may be in use elsewhere
 	tool            lvmdrv.Tool
-	sysRoot         string // "" = /sys
+	sysRoot         string         // "" = /sys
+	disks           diskdrv.Lister // the disks a volume group is made from
 }
 
 // want is the LV the volume asks for. A volume rebuilt from an intent
@@ -72,13 +74,18 @@ func (a attacher) Find(ctx context.Context, d *agent.Desired) ([]agent.Found, er
 	if err != nil {
 		return nil, err
 	}
-	return []agent.Found{f}, nil
+	f.Note, err = a.adoptedNote(ctx, d)
+	return []agent.Found{f}, err
 }
 
 // Attach does what Decide says: activates the volume's LV, or creates
 // it; it waits or refuses (changing nothing) with Decide's reason.
 func (a attacher) Attach(ctx context.Context, d *agent.Desired) (agent.Found, error) {
 	w, err := want(d)
+	if err != nil {
+		return agent.Found{}, err
+	}
+	a, note, err := a.inGroup(ctx, d, &w)
 	if err != nil {
 		return agent.Found{}, err
 	}
@@ -89,7 +96,9 @@ func (a attacher) Attach(ctx context.Context, d *agent.Desired) (agent.Found, er
 	created := false
 	switch s.Action {
 	case lvmdrv.Use:
-		return a.found(w, s)
+		f, err := a.found(w, s)
+		f.Note = note
+		return f, err
 	case lvmdrv.Wait, lvmdrv.Refuse:
 		return agent.Found{}, fmt.Errorf("volume %s, LV %s: %s", w.Volume, w.Ref(), s.Why)
 	case lvmdrv.Activate:
@@ -113,7 +122,7 @@ func (a attacher) Attach(ctx context.Context, d *agent.Desired) (agent.Found, er
 	f, err := a.found(w, s)
 	// A new LV holds only what lvcreate zeroed and wiped: blank by the
 	// record, as a new image file is (docs/lvm.md says why).
-	f.Created = created
+	f.Created, f.Note = created, note
 	return f, err
 }
 

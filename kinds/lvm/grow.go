@@ -45,6 +45,11 @@ func (a attacher) Grow(ctx context.Context, d *agent.Desired, at store.Attachmen
 	if err != nil {
 		return err
 	}
+	// A VG volumed keeps with grow: true takes a new blank disk first,
+	// under this operation's intent, so the LV has room to grow into.
+	if a, _, err = a.inGroup(ctx, d, &w); err != nil {
+		return err
+	}
 	if w, err = a.rounded(ctx, w); err != nil {
 		return err
 	}

@@ -43,6 +43,9 @@ type Source struct {
 	// ThinPool is the existing thin pool (in volumeGroup) a thin LV is
 	// made in; required for type thin, refused otherwise.
 	ThinPool string `yaml:"thinPool,omitempty" json:"thinPool,omitempty"`
+	// CreateVolumeGroup: volumed makes volumeGroup from blank disks when
+	// it is missing, and keeps it; see CreateGroup.
+	CreateVolumeGroup *CreateGroup `yaml:"createVolumeGroup,omitempty" json:"createVolumeGroup,omitempty"`
 
 	size int64
 }
@@ -61,7 +64,7 @@ func (Kind) Needs(spec any) hostcheck.Needs {
 		Programs: []hostcheck.Program{{Name: lvmdrv.Program, Why: "creates and activates LVM logical volumes", Package: "lvm2"}},
 		Modules:  []hostcheck.Module{{Name: "dm-mod", What: "device-mapper", Dev: "mapper/control"}},
 	}
-	if s, ok := spec.(*Source); ok && s.Type == lvmdrv.Thin {
+	if s, ok := spec.(*Source); ok && (s.Type == lvmdrv.Thin || s.CreateVolumeGroup != nil && len(s.CreateVolumeGroup.ThinPools) > 0) {
 		n.Modules = append(n.Modules, hostcheck.Module{Name: "dm-thin-pool", What: "LVM thin provisioning"})
 		// lvm2 runs thin_check when it activates a thin pool.
 		n.Programs = append(n.Programs, hostcheck.Program{Name: "thin_check", Why: "checks a thin pool's metadata when lvm2 activates it", Package: "thin-provisioning-tools"})
@@ -73,6 +76,9 @@ func (Kind) Rules() []kind.Rule {
 	return []kind.Rule{
 		{Type: "Source", Prop: "size", Check: kind.Size},
 		{Type: "Source", Prop: "type", Check: kind.Enum{lvmdrv.Linear, lvmdrv.Thin}},
+		{Type: "CreateGroup", Prop: "extentSize", Check: kind.Size},
+		{Type: "ThinPool", Prop: "size", Check: kind.Size},
+		{Type: "ThinPool", Prop: "metadataSize", Check: kind.Size},
 	}
 }
 
@@ -94,6 +100,7 @@ func (Kind) Check(spec any, c *manifest.Check) manifest.Caps {
 		s.size = c.Size("size", s.Size)
 	}
 	checkType(s, c)
+	groupClaims := checkGroup(s, c)
 	// Size is kept (grown to, a smaller one refused): the LV's own. The
 	// type and pool are in the key: an LV is not turned into another.
 	caps := manifest.Caps{Key: "lvm " + s.VolumeGroup + "/" + s.Name + " " + s.Type + " " + s.ThinPool, Size: s.size, SizeField: "size", RefuseShrink: true}
@@ -101,9 +108,10 @@ func (Kind) Check(spec any, c *manifest.Check) manifest.Caps {
 		caps.Key = "lvm in " + s.VolumeGroup + " named for the volume " + s.Type + " " + s.ThinPool
 		// No claim: the default name is the volume's, unique already; a
 		// name: equal to another volume's is refused at attach by the tag.
+		caps.Claims = groupClaims
 		return caps
 	}
-	caps.Claims = []manifest.Claim{{Key: s.VolumeGroup + "/" + s.Name, Field: "name", What: "LV " + s.VolumeGroup + "/" + s.Name}}
+	caps.Claims = append(groupClaims, manifest.Claim{Key: s.VolumeGroup + "/" + s.Name, Field: "name", What: "LV " + s.VolumeGroup + "/" + s.Name})
 	return caps
 }
 

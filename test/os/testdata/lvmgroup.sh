@@ -1,0 +1,94 @@
+# The lvmgroup probe (issue 24, the VG slice), two boots of one machine.
+# Before volumed, at the first boot, lvmgroup-prep.sh made the foreign VG
+# vgforeign on VGFOREIGN (with the LV fl) and, on VGB, the orphan PV a
+# crash of volumed between its pvcreate and its vgcreate would leave.
+#
+#   data:  lvm in vgsel, which volumed makes from the disks whose serial
+#          starts with VG: the blank VGA, its own orphan PV on VGB; never
+#          VGDATA (bytes, no signature) or VGFOREIGN (a foreign PV).
+#          After the reboot (with the blank VGC attached, grow: true)
+#          VGC joins the VG, the LV is activated by volumed, same data;
+#          then the SCSI disk VGD, hot-added, joins it when the manifest
+#          asks for a size only it makes room for (the LV and its
+#          filesystem grown online).
+#   adopt: names vgforeign with createVolumeGroup: adopted read-only.
+phase=1
+[ -e /var/lib/ostest/lvmgroup-phase2 ] && phase=2
+b=boot$phase
+dev_of() { for d in /sys/block/vd*; do [ "$(cat "$d/serial" 2>/dev/null)" = "$1" ] && echo "/dev/${d##*/}"; done; }
+lvfield() { lvs --noheadings --units b --nosuffix -o "$2" "$1" 2>&1 | tr -d ' '; }
+
+if ! volumed wait data --timeout 4m >/dev/null 2>&1; then
+	fail "volume data not Ready: $(volumed status -o json data | tr '\n' ' ')"
+	log_cmd volumed disks
+	log_cmd journalctl -u volumed --no-pager -n 80
+	log_cmd pvs -o pv_name,vg_name,pv_uuid
+	done_step $b
+	systemctl poweroff
+	exit 0
+fi
+kv $b.data.phase "$(vfield data phase)"
+kv $b.data.note "$(vfield data lastError)"
+kv $b.data.fstype "$(findmnt -no FSTYPE /srv/data)"
+kv $b.data.fsuuid "$(findmnt -no UUID /srv/data)"
+kv $b.data.lvuuid "$(lvfield vgsel/data lv_uuid)"
+kv $b.data.size "$(lvfield vgsel/data lv_size)"
+kv $b.data.tags "$(lvfield vgsel/data lv_tags)"
+kv $b.data.devices "$(lvs --noheadings -o devices vgsel/data | tr -d ' ' | tr ',' '\n' | grep -c .)"
+kv $b.vg.tags "$(vgs --noheadings -o vg_tags vgsel | tr -d ' ')"
+kv $b.vg.extent "$(vgs --noheadings --units b --nosuffix -o vg_extent_size vgsel | tr -d ' ')"
+kv $b.vg.pvcount "$(vgs --noheadings -o pv_count vgsel | tr -d ' ')"
+for s in VGA VGB VGC VGDATA VGFOREIGN; do
+	d=$(dev_of $s)
+	[ -n "$d" ] || continue
+	kv $b.pv.$s "$(pvs --noheadings --units b --nosuffix --separator : -o vg_name,pv_uuid,pe_start "$d" 2>/dev/null | tr -d ' ')"
+done
+log_cmd pvs -o pv_name,vg_name,pv_uuid,pe_start,pv_tags
+log_cmd vgs -o vg_name,vg_tags,pv_count,vg_extent_size,vg_autoactivation
+log_cmd volumed status
+check "volume thin Ready" volumed wait thin --timeout 3m
+kv $b.thin.phase "$(vfield thin phase)"
+kv $b.thin.lv "$(lvs --noheadings --separator : -o lv_name,segtype,pool_lv,lv_tags vgsel/thin | tr -d ' ')"
+kv $b.pool "$(lvs --noheadings --units b --nosuffix --separator : -o lv_name,segtype,lv_tags,lv_size vgsel/pool0 | tr -d ' ')"
+kv $b.pool.meta "$(lvs --noheadings --units b --nosuffix -o lv_metadata_size vgsel/pool0 | tr -d ' ')"
+if [ "$phase" = 1 ]; then
+	check "volume adopt Ready" volumed wait adopt --timeout 3m
+	kv boot1.adopt.phase "$(vfield adopt phase)"
+	kv boot1.adopt.note "$(vfield adopt lastError)"
+	kv boot1.adopt.fsuuid "$(findmnt -no UUID /srv/adopt)"
+	kv boot1.foreign.tags "$(vgs --noheadings -o vg_tags vgforeign | tr -d ' ')"
+	kv boot1.foreign.lvs "$(lvs --noheadings -o lv_name vgforeign | tr -d ' ' | sort | tr '\n' ',')"
+	head -c 4M /dev/urandom >/srv/data/payload
+	sync /srv/data/payload
+	kv boot1.sum "$(sha256sum </srv/data/payload | cut -d' ' -f1)"
+	mkdir -p /var/lib/ostest
+	touch /var/lib/ostest/lvmgroup-phase2
+	sync /var/lib/ostest
+	done_step boot1
+	systemctl reboot
+	exit 0
+fi
+kv boot2.sum "$(sha256sum </srv/data/payload | cut -d' ' -f1)"
+# The host hot-adds the blank SCSI disk VGD; the manifest then asks for
+# more than the VG holds (744 MiB over VGA, VGB, VGC): volumed's grow adds
+# VGD to the VG, extends the LV and grows its filesystem, mounted.
+FSBEFORE=$(df -B1 --output=size /srv/data | tail -n 1 | tr -d ' ')
+kv grow.fsbefore "$FSBEFORE"
+done_step boot2
+hot() { lsblk -dno SERIAL | grep -qx VGD; }
+wait_until 180 hot || fail "the hot-added disk VGD never appeared: $(lsblk -dno NAME,SERIAL | tr '\n' ' ')"
+vgd=/dev/$(lsblk -dno NAME,SERIAL | awk '$2 == "VGD" { print $1 }')
+kv grow.disk "$vgd"
+sed -i 's/size: 300Mi/size: 800Mi/' /etc/volumed/volumes.d/data.yaml
+grown() { [ "$(lvfield vgsel/data lv_size)" = 838860800 ] && [ "$(df -B1 --output=size /srv/data | tail -n 1 | tr -d ' ')" -gt "$FSBEFORE" ]; }
+wait_until 300 grown || fail "volume data not grown to 800Mi: $(lvs vgsel 2>&1 | tr '\n' ' ') $(volumed status -o json data | tr '\n' ' ')"
+kv grow.lvsize "$(lvfield vgsel/data lv_size)"
+kv grow.fsafter "$(df -B1 --output=size /srv/data | tail -n 1 | tr -d ' ')"
+kv grow.pvcount "$(vgs --noheadings -o pv_count vgsel | tr -d ' ')"
+kv grow.pv "$(pvs --noheadings --separator : -o vg_name,pv_uuid "$vgd" 2>/dev/null | tr -d ' ')"
+kv grow.sum "$(sha256sum </srv/data/payload | cut -d' ' -f1)"
+kv grow.phase "$(vfield data phase)"
+log_cmd pvs -o pv_name,vg_name,pv_uuid
+log_cmd volumed status data
+done_step grown
+systemctl poweroff
