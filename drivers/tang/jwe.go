@@ -18,10 +18,10 @@ import (
 // recovery needs from its protected header, and the JWE itself.
 type Binding struct {
 	URL      string
-	KID      string             // the server exchange key's thumbprint
-	Signing  []jose.JSONWebKey  // the signing keys of the advertisement it was bound with
-	exchange *ecdsa.PublicKey   // the server's exchange key (S)
-	epk      *ecdsa.PublicKey   // the binder's ephemeral key (C)
+	KID      string            // the server exchange key's thumbprint
+	Signing  []jose.JSONWebKey // the signing keys of the advertisement it was bound with
+	exchange *ecdsa.PublicKey  // the server's exchange key (S)
+	epk      *ecdsa.PublicKey  // the binder's ephemeral key (C)
 	enc      jose.ContentEncryption
 	apu, apv []byte
 	jwe      *jose.JSONWebEncryption

@@ -114,7 +114,10 @@ func TestChangedKeyRefused(t *testing.T) {
 		t.Fatal("tangd-rotate-keys kept the signing key")
 	}
 	for name, do := range map[string]func() error{
-		"bind":    func() error { _, err := (tang.Server{URL: srv.URL, Thumbprint: good}).Bind(ctx(t), []byte("x")); return err },
+		"bind": func() error {
+			_, err := (tang.Server{URL: srv.URL, Thumbprint: good}).Bind(ctx(t), []byte("x"))
+			return err
+		},
 		"recover": func() error { _, err := (tang.Server{URL: srv.URL, Thumbprint: good}).Recover(ctx(t), b); return err },
 	} {
 		err := do()

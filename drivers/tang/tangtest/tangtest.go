@@ -43,8 +43,8 @@ type Server struct {
 	mu    sync.Mutex
 	ln    net.Listener
 	conns map[net.Conn]bool
-	wg   sync.WaitGroup
-	logs bytes.Buffer
+	wg    sync.WaitGroup
+	logs  bytes.Buffer
 }
 
 // Start makes keys and serves them until the test ends.
