@@ -29,7 +29,7 @@ const (
 	tangd     = "/usr/libexec/tangd"
 	keygen    = "/usr/libexec/tangd-keygen"
 	rotate    = "/usr/libexec/tangd-rotate-keys"
-	installed = "tang"
+	installed = "tang-common"
 )
 
 // Server is a running tangd.
