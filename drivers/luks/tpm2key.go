@@ -18,7 +18,6 @@ import (
 // programs use the TPM at once.
 const DefaultTPM = tpm2.DefaultDevice
 
-
 // TPM2Key is a random volume key sealed by the host's TPM2 to the values
 // of PCRs; the sealed blob lives in a systemd-tpm2 token on the LUKS2
 // header, so the disk carries what it needs to be opened on this host.
