@@ -77,7 +77,7 @@ type Encryption struct {
 	State   string `json:"state"`             // open | locked | closed
 	Mapping string `json:"mapping,omitempty"` // /dev/mapper/volumed-<name>, while open
 	UUID    string `json:"uuid,omitempty"`    // the LUKS2 header's, while open
-	// KeyKind is the kind of key that opened it (file, tpm2); empty when
+	// KeyKind is the kind of key that opened it (file, tpm2, tang); empty when
 	// it was found open after a restart and no record said.
 	KeyKind string `json:"keyKind,omitempty"`
 }

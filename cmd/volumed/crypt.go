@@ -29,8 +29,12 @@ type crypt struct{ c *luks.Client }
 func luksKeys(keys []manifest.LUKS2Key) []luks.Key {
 	out := make([]luks.Key, 0, len(keys))
 	for _, k := range keys {
-		if k.TPM2 != nil {
+		switch {
+		case k.TPM2 != nil:
 			out = append(out, luks.TPM2Key{PCRs: k.TPM2.PCRs})
+			continue
+		case k.Tang != nil:
+			out = append(out, luks.TangKey{URL: k.Tang.URL, Thumbprint: k.Tang.Thumbprint})
 			continue
 		}
 		out = append(out, luks.FileKey{Path: k.File})
