@@ -286,6 +286,11 @@ type Crypt interface {
 	Resize(ctx context.Context, o CryptOpen) error
 }
 
+// KeyServerWait is a locked error of Crypt that says which key servers
+// did not answer ("waiting for tang server URL: <error>"; "" when none):
+// the volume waits for them rather than for another key.
+type KeyServerWait interface{ Waiting() string }
+
 // CryptFormat is what an encrypt writes.
 type CryptFormat struct {
 	Device     string

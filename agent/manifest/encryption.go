@@ -6,9 +6,9 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/url"
-	"strings"
 	"regexp"
 	"slices"
+	"strings"
 )
 
 // LUKS2 sector sizes cryptsetup accepts.
