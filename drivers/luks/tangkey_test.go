@@ -1,6 +1,7 @@
 package luks
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os/exec"
@@ -103,6 +104,8 @@ func TestClevisOpensVolumedBinding(t *testing.T) {
 	fk, _ := randomKey(t)
 	tk := TangKey{URL: srv.URL, Thumbprint: srv.Thumbprint()}
 	c := &Client{}
+	var w procWatch
+	w.watch(t, c)
 	if err := c.Format(tctx(t), FormatOptions{Device: dev, UUID: testUUID, Keys: []Key{fk, tk}, PBKDF: fast}); err != nil {
 		t.Fatal(err)
 	}
@@ -111,6 +114,10 @@ func TestClevisOpensVolumedBinding(t *testing.T) {
 		t.Fatalf("tokens %+v, want one clevis token bound to one keyslot", toks)
 	}
 	pass := clevisPass(t, dev, toks[0].Keyslots[0])
+	w.check(t, pass)
+	if len(pass) < 40 || bytes.Contains([]byte(toks[0].JWE), pass) {
+		t.Fatalf("the Tang passphrase is %d bytes, or it is in the token in the clear", len(pass))
+	}
 	slot, ok, err := c.slotOf(tctx(t), dev, secret.FromBytes(pass))
 	if err != nil || !ok || slot != toks[0].Keyslots[0] {
 		t.Fatalf("cryptsetup open --test-passphrase with what clevis recovered: slot %d %v %v, want slot %d", slot, ok, err, toks[0].Keyslots[0])
