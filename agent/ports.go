@@ -14,6 +14,7 @@ import (
 
 	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/internal/blank"
+	"github.com/volumed/volumed/internal/secret"
 	"github.com/volumed/volumed/store"
 )
 
@@ -284,6 +285,14 @@ type Crypt interface {
 	// Resize makes the open mapping o.Name fill its device o.Device
 	// again, with the first of o.Keys that opens the header.
 	Resize(ctx context.Context, o CryptOpen) error
+}
+
+// RecoveryKeys is a Crypt that enrols recovery keys: a new key in a
+// keyslot of its own, opened with the first of o.Keys that opens the
+// header on o.Device (o.UUID's), returned to be shown once and kept
+// nowhere.
+type RecoveryKeys interface {
+	AddRecoveryKey(ctx context.Context, o CryptOpen) (secret.Value, error)
 }
 
 // KeyServerWait is a locked error of Crypt that says which key servers

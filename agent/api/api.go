@@ -139,6 +139,12 @@ type BootVolume struct {
 	Volume string `json:"volume,omitempty"`
 }
 
+// RecoveryKeyReply is the reply of POST /v1/volumes/NAME/recovery-key:
+// the new recovery key, enrolled, shown this once and kept nowhere.
+type RecoveryKeyReply struct {
+	Key string `json:"key"`
+}
+
 // ShutdownReply is the reply of POST /v1/shutdown-network.
 type ShutdownReply struct {
 	// Down lists the network volumes torn down; Remaining those that

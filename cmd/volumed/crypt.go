@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/volumed/volumed/agent"
 	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/drivers/luks"
+	"github.com/volumed/volumed/internal/secret"
 )
 
 // luksPBKDF is the key derivation of the keyslots volumed writes. The
@@ -93,6 +95,22 @@ func (c crypt) Close(ctx context.Context, name string) error { return c.c.Close(
 
 func (c crypt) Resize(ctx context.Context, o agent.CryptOpen) error {
 	return markLocked(c.c.Resize(ctx, o.Device, o.Name, luksKeys(o.Keys)))
+}
+
+// AddRecoveryKey enrols a recovery key in the header on o.Device, which
+// must be o.UUID's when that is set.
+func (c crypt) AddRecoveryKey(ctx context.Context, o agent.CryptOpen) (secret.Value, error) {
+	if o.UUID != "" {
+		in, err := luks.InspectDevice(o.Device)
+		if err != nil {
+			return secret.Value{}, err
+		}
+		if in.UUID() != o.UUID {
+			return secret.Value{}, fmt.Errorf("recovery key for %s: header UUID %s, want %s: %w", o.Device, in.UUID(), o.UUID, luks.ErrWrongUUID)
+		}
+	}
+	k, err := c.c.AddRecoveryKey(ctx, o.Device, luksKeys(o.Keys))
+	return k, markLocked(err)
 }
 
 // lockedError lets the core see the driver's locked error as
