@@ -51,7 +51,7 @@ func (v *validator) encryption(e *Encryption, src *Source, staged bool) {
 			if len(set) > 0 {
 				got = strings.Join(set, " and ")
 			}
-			v.report(field, "exactly one of file, tpm2, tang is required, got "+got)
+			v.report(field, "exactly one of file, tpm2, tang, threshold is required, got "+got)
 			continue
 		}
 		switch {
@@ -62,6 +62,8 @@ func (v *validator) encryption(e *Encryption, src *Source, staged bool) {
 			}
 			files[k.File] = i
 			v.secretFile(field+".file", k.File, true)
+		case k.Threshold != nil:
+			v.threshold(field+".threshold", k.Threshold)
 		case k.Tang != nil:
 			if j, dup := tangs[k.Tang.URL]; dup {
 				v.report(field+".tang.url", fmt.Sprintf("duplicate of spec.encryption.luks2.keys[%d].tang.url", j))
@@ -125,6 +127,9 @@ func keyKinds(k LUKS2Key) []string {
 	if k.Tang != nil {
 		set = append(set, "tang")
 	}
+	if k.Threshold != nil {
+		set = append(set, "threshold")
+	}
 	return set
 }
 
@@ -147,5 +152,36 @@ func (v *validator) tang(field string, k *TangKey) {
 		v.report(field+".thumbprint", "required: the server's signing key is pinned by it (run tang-show-keys on the server)")
 	case err != nil || (len(b) != sha256.Size && len(b) != sha1.Size):
 		v.report(field+".thumbprint", fmt.Sprintf("must be a JWK thumbprint as tang-show-keys prints it (43 base64url characters), got %q", k.Thumbprint))
+	}
+}
+
+// threshold checks a threshold key: n from 1 to the number of its keys,
+// each a Tang key of its own server.
+func (v *validator) threshold(field string, t *ThresholdKey) {
+	switch {
+	case len(t.Keys) == 0:
+		v.report(field+".keys", "at least one key is required (tang keys)")
+	case t.N < 1:
+		v.report(field+".n", fmt.Sprintf("must be at least 1, got %d", t.N))
+	case t.N > len(t.Keys):
+		v.report(field+".n", fmt.Sprintf("is %d but there are only %d keys: the key could never be recovered", t.N, len(t.Keys)))
+	}
+	urls := map[string]int{}
+	for i, k := range t.Keys {
+		f := fmt.Sprintf("%s.keys[%d]", field, i)
+		if kinds := keyKinds(k); k.Tang == nil || len(kinds) != 1 {
+			got := strings.Join(kinds, " and ")
+			if got == "" {
+				got = "none"
+			}
+			v.report(f, fmt.Sprintf("must be a tang key, got %s (only Tang keys can be shares of a threshold for now)", got))
+			continue
+		}
+		if j, dup := urls[k.Tang.URL]; dup {
+			v.report(f+".tang.url", fmt.Sprintf("duplicate of %s.keys[%d].tang.url", field, j))
+			continue
+		}
+		urls[k.Tang.URL] = i
+		v.tang(f+".tang", k.Tang)
 	}
 }

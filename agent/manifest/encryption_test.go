@@ -31,10 +31,10 @@ func TestEncryptionProblems(t *testing.T) {
 			`x.yaml:9:27: spec.encryption.luks2.keys[0].file: must be an absolute path, got "keys/data"`,
 		}},
 		{"file and tpm2 in one key", loopEnc + "    luks2: {keys: [{file: /k, tpm2: {pcrs: [7]}}]}\n", []string{
-			`x.yaml:9:20: spec.encryption.luks2.keys[0]: exactly one of file, tpm2, tang is required, got file and tpm2`,
+			`x.yaml:9:20: spec.encryption.luks2.keys[0]: exactly one of file, tpm2, tang, threshold is required, got file and tpm2`,
 		}},
 		{"empty key", loopEnc + "    luks2: {keys: [{}]}\n", []string{
-			`x.yaml:9:20: spec.encryption.luks2.keys[0]: exactly one of file, tpm2, tang is required, got none`,
+			`x.yaml:9:20: spec.encryption.luks2.keys[0]: exactly one of file, tpm2, tang, threshold is required, got none`,
 		}},
 		{"duplicate key file", loopEnc + "    luks2: {keys: [{file: /k}, {file: /k}]}\n", []string{
 			`x.yaml:9:39: spec.encryption.luks2.keys[1].file: duplicate of spec.encryption.luks2.keys[0].file`,
@@ -66,7 +66,13 @@ func TestEncryptionProblems(t *testing.T) {
 			`x.yaml:9:115: spec.encryption.luks2.keys[1].tang.url: duplicate of spec.encryption.luks2.keys[0].tang.url`,
 		}},
 		{"file and tang in one key", loopEnc + "    luks2: {keys: [{file: /k, tang: {url: http://t, thumbprint: " + thp + "}}]}\n", []string{
-			`x.yaml:9:20: spec.encryption.luks2.keys[0]: exactly one of file, tpm2, tang is required, got file and tang`,
+			`x.yaml:9:20: spec.encryption.luks2.keys[0]: exactly one of file, tpm2, tang, threshold is required, got file and tang`,
+		}},
+		{"threshold above its keys", loopEnc + "    luks2: {keys: [{threshold: {n: 3, keys: [{tang: {url: http://a, thumbprint: " + thp + "}}, {tang: {url: http://b, thumbprint: " + thp + "}}]}}]}\n", []string{
+			`x.yaml:9:36: spec.encryption.luks2.keys[0].threshold.n: is 3 but there are only 2 keys: the key could never be recovered`,
+		}},
+		{"file in a threshold", loopEnc + "    luks2: {keys: [{threshold: {n: 1, keys: [{file: /k}]}}]}\n", []string{
+			`x.yaml:9:46: spec.encryption.luks2.keys[0].threshold.keys[0]: must be a tang key, got file (only Tang keys can be shares of a threshold for now)`,
 		}},
 		{"bad sector size", loopEnc + "    luks2: {keys: [{file: /k}], sectorSize: 1000}\n", []string{
 			`x.yaml:9:45: spec.encryption.luks2.sectorSize: must be 512, 1024, 2048 or 4096, got 1000`,

@@ -96,7 +96,7 @@ const (
 	PBKDFPBKDF2   = "pbkdf2"
 )
 
-// LUKS2Key is one key: exactly one of File, TPM2 or Tang.
+// LUKS2Key is one key: exactly one of File, TPM2, Tang or Threshold.
 type LUKS2Key struct {
 	// File is a root-owned 0600 file whose every byte is the key.
 	File string `yaml:"file,omitempty" json:"file,omitempty"`
@@ -105,6 +105,16 @@ type LUKS2Key struct {
 	// Tang is a random key bound to a Tang server (Clevis' tang pin):
 	// the volume opens only while the server answers.
 	Tang *TangKey `yaml:"tang,omitempty" json:"tang,omitempty"`
+	// Threshold is a random key that any N of its keys recover (Clevis'
+	// sss pin, e.g. 2 of 3 Tang servers).
+	Threshold *ThresholdKey `yaml:"threshold,omitempty" json:"threshold,omitempty"`
+}
+
+// ThresholdKey splits a key so that any N of Keys recover it. Its keys
+// are Tang keys (a TPM2 key in a threshold is not supported yet).
+type ThresholdKey struct {
+	N    int        `yaml:"n" json:"n"`
+	Keys []LUKS2Key `yaml:"keys" json:"keys"`
 }
 
 // TangKey is a Tang server and its signing key's thumbprint, which
@@ -122,13 +132,15 @@ type TPM2Key struct {
 	PCRs []int `yaml:"pcrs" json:"pcrs"`
 }
 
-// Kind names the key's kind: "file", "tpm2" or "tang".
+// Kind names the key's kind: "file", "tpm2", "tang" or "threshold".
 func (k LUKS2Key) Kind() string {
 	switch {
 	case k.TPM2 != nil:
 		return "tpm2"
 	case k.Tang != nil:
 		return "tang"
+	case k.Threshold != nil:
+		return "threshold"
 	}
 	return "file"
 }

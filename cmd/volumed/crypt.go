@@ -28,6 +28,10 @@ func luksPBKDF(name string) luks.PBKDF {
 // crypt adapts drivers/luks to the core's Crypt port.
 type crypt struct{ c *luks.Client }
 
+func tangKey(k *manifest.TangKey) luks.TangKey {
+	return luks.TangKey{URL: k.URL, Thumbprint: k.Thumbprint}
+}
+
 func luksKeys(keys []manifest.LUKS2Key) []luks.Key {
 	out := make([]luks.Key, 0, len(keys))
 	for _, k := range keys {
@@ -36,7 +40,16 @@ func luksKeys(keys []manifest.LUKS2Key) []luks.Key {
 			out = append(out, luks.TPM2Key{PCRs: k.TPM2.PCRs})
 			continue
 		case k.Tang != nil:
-			out = append(out, luks.TangKey{URL: k.Tang.URL, Thumbprint: k.Tang.Thumbprint})
+			out = append(out, tangKey(k.Tang))
+			continue
+		case k.Threshold != nil:
+			t := luks.ThresholdKey{N: k.Threshold.N}
+			for _, s := range k.Threshold.Keys {
+				if s.Tang != nil { // validation lets only tang keys in
+					t.Keys = append(t.Keys, tangKey(s.Tang))
+				}
+			}
+			out = append(out, t)
 			continue
 		}
 		out = append(out, luks.FileKey{Path: k.File})
