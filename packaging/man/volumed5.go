@@ -101,7 +101,7 @@ func (w *walker) fields(s *schema, prefix string) error {
 		return err
 	}
 	if at, ok := w.open[s]; ok {
-		w.p.tagged(bold(prefix+"*"), "The same fields as "+bold(at+"*")+".")
+		w.p.tagged(bold(prefix+"*"), "The same fields as "+at+"*.")
 		return nil
 	}
 	if w.open == nil {
