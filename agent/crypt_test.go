@@ -331,6 +331,9 @@ func TestWaitingForKeyServerLocks(t *testing.T) {
 	if !ok || c.Reason != "WaitingForKeyServer" || !strings.HasPrefix(c.Message, "waiting for tang server http://t: connection refused") {
 		t.Fatalf("Locked = %+v (present %v), want WaitingForKeyServer starting with the server and its error", c, ok)
 	}
+	if e := a.Status()[0].Encryption; e == nil || e.State != api.EncryptionLocked {
+		t.Errorf("encryption status %+v, want locked", e)
+	}
 	a.noteLocked("a", nil)
 	if _, ok := condition(a.Status()[0], CondLocked); ok {
 		t.Error("Locked still set after the open went through")
