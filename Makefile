@@ -61,9 +61,10 @@ test-vm:
 test-os:
 	VOLUMED_DEPS=1 $(GO) test -count=1 -v -timeout 50m ./test/os/
 
-# Each go test -fuzz target for FUZZTIME (the seed corpora always run in
-# `go test`); a crash fails and leaves its input in testdata/fuzz/.
-FUZZTIME ?= 10s
+# Each go test -fuzz target for FUZZTIME executions (the seed corpora
+# always run in `go test`); a crash fails and leaves its input in
+# testdata/fuzz/. A count, not a duration: see scripts/fuzz.sh.
+FUZZTIME ?= 100000x
 fuzz:
 	FUZZTIME=$(FUZZTIME) GO=$(GO) ./scripts/fuzz.sh
 

@@ -41,16 +41,53 @@ type csiDriver struct {
 		PodInfoOnMount       bool     `yaml:"podInfoOnMount"`
 		FSGroupPolicy        string   `yaml:"fsGroupPolicy"`
 		RequiresRepublish    bool     `yaml:"requiresRepublish"`
+		StorageCapacity      bool     `yaml:"storageCapacity"`
 		VolumeLifecycleModes []string `yaml:"volumeLifecycleModes"`
 	} `yaml:"spec"`
 }
 
 type storageClass struct {
 	k8sHeader            `yaml:",inline"`
-	Provisioner          string `yaml:"provisioner"`
-	VolumeBindingMode    string `yaml:"volumeBindingMode"`
-	AllowVolumeExpansion bool   `yaml:"allowVolumeExpansion"`
-	ReclaimPolicy        string `yaml:"reclaimPolicy"`
+	Provisioner          string            `yaml:"provisioner"`
+	VolumeBindingMode    string            `yaml:"volumeBindingMode"`
+	AllowVolumeExpansion bool              `yaml:"allowVolumeExpansion"`
+	ReclaimPolicy        string            `yaml:"reclaimPolicy"`
+	Parameters           map[string]string `yaml:"parameters"`
+}
+
+type volumeSnapshotClass struct {
+	k8sHeader      `yaml:",inline"`
+	Driver         string `yaml:"driver"`
+	DeletionPolicy string `yaml:"deletionPolicy"`
+}
+
+type serviceAccount struct {
+	k8sHeader `yaml:",inline"`
+}
+
+// role is a ClusterRole or a Role.
+type role struct {
+	k8sHeader `yaml:",inline"`
+	Rules     []struct {
+		APIGroups []string `yaml:"apiGroups"`
+		Resources []string `yaml:"resources"`
+		Verbs     []string `yaml:"verbs"`
+	} `yaml:"rules"`
+}
+
+// binding is a ClusterRoleBinding or a RoleBinding.
+type binding struct {
+	k8sHeader `yaml:",inline"`
+	RoleRef   struct {
+		APIGroup string `yaml:"apiGroup"`
+		Kind     string `yaml:"kind"`
+		Name     string `yaml:"name"`
+	} `yaml:"roleRef"`
+	Subjects []struct {
+		Kind      string `yaml:"kind"`
+		Name      string `yaml:"name"`
+		Namespace string `yaml:"namespace"`
+	} `yaml:"subjects"`
 }
 
 type volumeMount struct {
@@ -95,6 +132,7 @@ type daemonSet struct {
 			Metadata k8sMeta `yaml:"metadata"`
 			Spec     struct {
 				PriorityClassName             string `yaml:"priorityClassName"`
+				ServiceAccountName            string `yaml:"serviceAccountName"`
 				HostNetwork                   bool   `yaml:"hostNetwork"`
 				HostPID                       bool   `yaml:"hostPID"`
 				DNSPolicy                     string `yaml:"dnsPolicy"`
@@ -188,7 +226,10 @@ func k8sObjects(t *testing.T) []any {
 			var obj any
 			want := map[string]string{
 				"CSIDriver": "storage.k8s.io/v1", "StorageClass": "storage.k8s.io/v1", "DaemonSet": "apps/v1",
-				"PersistentVolume": "v1", "PersistentVolumeClaim": "v1", "Secret": "v1",
+				"PersistentVolume": "v1", "PersistentVolumeClaim": "v1", "Secret": "v1", "ServiceAccount": "v1",
+				"VolumeSnapshotClass": "snapshot.storage.k8s.io/v1",
+				"ClusterRole":         "rbac.authorization.k8s.io/v1", "Role": "rbac.authorization.k8s.io/v1",
+				"ClusterRoleBinding": "rbac.authorization.k8s.io/v1", "RoleBinding": "rbac.authorization.k8s.io/v1",
 			}[h.Kind]
 			switch h.Kind {
 			case "CSIDriver":
@@ -203,6 +244,14 @@ func k8sObjects(t *testing.T) []any {
 				obj = &persistentVolumeClaim{}
 			case "Secret":
 				obj = &secret{}
+			case "ServiceAccount":
+				obj = &serviceAccount{}
+			case "VolumeSnapshotClass":
+				obj = &volumeSnapshotClass{}
+			case "ClusterRole", "Role":
+				obj = &role{}
+			case "ClusterRoleBinding", "RoleBinding":
+				obj = &binding{}
 			default:
 				t.Fatalf("%s document %d: kind %q is not checked here", f, i+1, h.Kind)
 			}
@@ -223,6 +272,8 @@ func k8sObjects(t *testing.T) []any {
 func TestKubernetesObjects(t *testing.T) {
 	opts := manifest.Options{StateDir: "/var/lib/volumed", Kinds: kinds.Manifest(kinds.All())}
 	secrets := map[string][]string{}
+	rules := map[string]*role{}
+	var bindings []*binding
 	var pvs []*persistentVolume
 	kinds := map[string]int{}
 	for _, o := range k8sObjects(t) {
@@ -232,11 +283,30 @@ func TestKubernetesObjects(t *testing.T) {
 			if o.Metadata.Name != csi.DriverName || o.Spec.AttachRequired == nil || *o.Spec.AttachRequired {
 				t.Errorf("CSIDriver %s: want %s with attachRequired: false (volumed attaches at stage)", o.Metadata.Name, csi.DriverName)
 			}
+			if !o.Spec.StorageCapacity {
+				t.Errorf("CSIDriver %s: storageCapacity: false, so the scheduler ignores the pools' capacity", o.Metadata.Name)
+			}
 		case *storageClass:
 			kinds["StorageClass"]++
 			if o.VolumeBindingMode != "WaitForFirstConsumer" {
 				t.Errorf("StorageClass %s: volumeBindingMode %q: a node-local volume binds once its node is known", o.Metadata.Name, o.VolumeBindingMode)
 			}
+			if o.Provisioner == csi.DriverName {
+				kinds["provisioned StorageClass"]++
+				// What CreateVolume and the first stage will make of it.
+				if err := csi.CheckParameters(o.Parameters, opts); err != nil {
+					t.Errorf("StorageClass %s: %v", o.Metadata.Name, err)
+				}
+			}
+		case *volumeSnapshotClass:
+			kinds["VolumeSnapshotClass"]++
+			if o.Driver != csi.DriverName {
+				t.Errorf("VolumeSnapshotClass %s: driver %q, want %s", o.Metadata.Name, o.Driver, csi.DriverName)
+			}
+		case *role:
+			rules[o.Kind+"/"+o.Metadata.Name] = o
+		case *binding:
+			bindings = append(bindings, o)
 		case *daemonSet:
 			kinds["DaemonSet"]++
 			checkDaemonSet(t, o)
@@ -251,7 +321,8 @@ func TestKubernetesObjects(t *testing.T) {
 			}
 		}
 	}
-	for _, k := range []string{"CSIDriver", "StorageClass", "DaemonSet", "PersistentVolume", "PersistentVolumeClaim"} {
+	checkProvisionerAccess(t, rules, bindings)
+	for _, k := range []string{"CSIDriver", "StorageClass", "DaemonSet", "PersistentVolume", "PersistentVolumeClaim", "provisioned StorageClass", "VolumeSnapshotClass"} {
 		if kinds[k] == 0 {
 			t.Errorf("no %s under kubernetes/", k)
 		}
@@ -326,6 +397,7 @@ func checkDaemonSet(t *testing.T, ds *daemonSet) {
 			endpoint = e
 		}
 	}
+	checkSidecars(t, pod.ServiceAccountName, v, byName)
 	reg, ok := byName["node-driver-registrar"]
 	if !ok {
 		t.Fatal("DaemonSet: no node-driver-registrar sidecar")
@@ -349,6 +421,75 @@ func checkDaemonSet(t *testing.T, ds *daemonSet) {
 			if host := filepath.Join(hostPaths[m.Name], strings.TrimPrefix(address, m.MountPath)); host != regPath {
 				t.Errorf("the kubelet is told %s, volumed's socket is %s on the host", regPath, host)
 			}
+		}
+	}
+}
+
+// checkProvisionerAccess: the DaemonSet's account is bound to roles that
+// let its provisioner create PVs and publish capacity.
+func checkProvisionerAccess(t *testing.T, rules map[string]*role, bindings []*binding) {
+	t.Helper()
+	may := map[string]bool{}
+	for _, b := range bindings {
+		r := rules[b.RoleRef.Kind+"/"+b.RoleRef.Name]
+		if r == nil {
+			t.Errorf("%s %s: binds %s %s, which is not shipped", b.Kind, b.Metadata.Name, b.RoleRef.Kind, b.RoleRef.Name)
+			continue
+		}
+		for _, sub := range b.Subjects {
+			if sub.Kind != "ServiceAccount" || sub.Name != "volumed-node" {
+				continue
+			}
+			for _, rule := range r.Rules {
+				for _, res := range rule.Resources {
+					for _, v := range rule.Verbs {
+						may[res+":"+v] = true
+					}
+				}
+			}
+		}
+	}
+	for _, need := range []string{"persistentvolumes:create", "persistentvolumes:delete", "persistentvolumeclaims:update",
+		"csistoragecapacities:create", "csistoragecapacities:delete", "persistentvolumeclaims/status:patch", "volumesnapshotcontents:update"} {
+		if !may[need] {
+			t.Errorf("the account volumed-node may not %s", need)
+		}
+	}
+}
+
+// checkSidecars: a volumed with a pool has the provisioner in its
+// distributed mode, with capacity, the node's name and its owner's.
+func checkSidecars(t *testing.T, account string, v container, byName map[string]container) {
+	t.Helper()
+	if !slices.ContainsFunc(v.Args, func(a string) bool { return strings.HasPrefix(a, "--csi-loop-pool=") }) {
+		return
+	}
+	if account != "volumed-node" {
+		t.Errorf("DaemonSet: serviceAccountName %q, want volumed-node (the sidecars talk to the API)", account)
+	}
+	p, ok := byName["csi-provisioner"]
+	if !ok {
+		t.Fatal("DaemonSet: volumed provisions (--csi-loop-pool) but there is no csi-provisioner sidecar")
+	}
+	for _, a := range []string{"--node-deployment", "--enable-capacity", "--strict-topology", "--csi-address=/csi/csi.sock"} {
+		if !slices.Contains(p.Args, a) {
+			t.Errorf("csi-provisioner: no %s", a)
+		}
+	}
+	env := map[string]string{}
+	for _, e := range p.Env {
+		if e.ValueFrom != nil {
+			env[e.Name] = e.ValueFrom.FieldRef.FieldPath
+		}
+	}
+	for name, path := range map[string]string{"NODE_NAME": "spec.nodeName", "NAMESPACE": "metadata.namespace", "POD_NAME": "metadata.name"} {
+		if env[name] != path {
+			t.Errorf("csi-provisioner: env %s from %q, want %s", name, env[name], path)
+		}
+	}
+	for _, name := range []string{"csi-resizer", "csi-snapshotter"} {
+		if _, ok := byName[name]; !ok {
+			t.Errorf("DaemonSet: no %s sidecar", name)
 		}
 	}
 }

@@ -210,3 +210,32 @@ func TestWriteSecretsAllOrNothing(t *testing.T) {
 		}
 	}
 }
+
+// encryption.* keys are spec.encryption's, as a manifest's; a stage
+// secret "encryption.luks2.key" becomes the first key file.
+func TestDesiredEncryption(t *testing.T) {
+	r := &Record{VolumeID: "enc", StagingPath: "/s", Context: map[string]string{
+		"loop.file":              "/images/enc.img",
+		"encryption.luks2.keys":  "[{tpm2: {pcrs: [7]}}]",
+		"encryption.luks2.pbkdf": "pbkdf2",
+		secretKeyFile:            "/var/lib/volumed/csi/secrets/csi-enc/encryption.luks2.key",
+	}}
+	d, err := desired("csi-enc", r, opts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := d.Spec.Encryption
+	if e == nil || e.LUKS2 == nil || len(e.LUKS2.Keys) != 2 || e.LUKS2.PBKDF != "pbkdf2" ||
+		e.LUKS2.Keys[0].File != r.Context[secretKeyFile] || e.LUKS2.Keys[1].TPM2 == nil || e.LUKS2.Keys[1].TPM2.PCRs[0] != 7 {
+		t.Errorf("encryption: %+v", e)
+	}
+	delete(r.Context, "encryption.luks2.keys")
+	if d, err = desired("csi-enc", r, opts()); err != nil || len(d.Spec.Encryption.LUKS2.Keys) != 1 {
+		t.Errorf("the secret's key alone: %+v, %v", d.Spec.Encryption, err)
+	}
+	r.Context["encryption.luks2.cipher"] = "aes-xts-plain64"
+	r.Context["encryption.luks2.kyes"] = "[]"
+	if _, err = desired("csi-enc", r, opts()); err == nil || !strings.Contains(err.Error(), "spec.encryption.luks2.kyes") {
+		t.Errorf("a misspelt encryption field: %v", err)
+	}
+}

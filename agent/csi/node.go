@@ -113,7 +113,12 @@ func (s *Service) NodeStageVolume(ctx context.Context, req *csipb.NodeStageVolum
 	if err := s.checkPath("staging target path", sp); err != nil {
 		return nil, err
 	}
-	r := &Record{VolumeID: id, StagingPath: sp, Block: c.block, FSType: c.fsType, MountFlags: c.mountFlags, AccessMode: int32(c.mode), Context: map[string]string{}}
+	promised, err := s.promisedSize(id)
+	if err != nil {
+		return nil, err
+	}
+	r := &Record{VolumeID: id, StagingPath: sp, Block: c.block, FSType: c.fsType, MountFlags: c.mountFlags, AccessMode: int32(c.mode), Context: map[string]string{},
+		CapacityBytes: promised}
 	for k, v := range req.GetVolumeContext() {
 		r.Context[k] = v
 	}

@@ -95,35 +95,40 @@ func (rs records) remove(name string) error {
 }
 
 // load reads every record; the names are the file names.
-func (rs records) load() (map[string]*Record, error) {
-	entries, err := os.ReadDir(rs.dir)
+func (rs records) load() (map[string]*Record, error) { return loadJSON[Record](rs.dir, "csi records") }
+
+// loadJSON reads every <name>.json file of dir (a missing dir holds
+// none); what names the files in errors. One that cannot be decoded is
+// named in the error, the others are still returned.
+func loadJSON[T any](dir, what string) (map[string]*T, error) {
+	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
-		return map[string]*Record{}, nil
+		return map[string]*T{}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("csi records: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	out := map[string]*Record{}
+	out := map[string]*T{}
 	var bad []string
 	for _, e := range entries {
 		name, ok := strings.CutSuffix(e.Name(), recordExt)
 		if !ok || !e.Type().IsRegular() {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(rs.dir, e.Name()))
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
 		if err != nil {
-			return nil, fmt.Errorf("csi record %s: %w", e.Name(), err)
+			return nil, fmt.Errorf("%s: %s: %w", what, e.Name(), err)
 		}
-		var r Record
-		if err := json.Unmarshal(b, &r); err != nil {
-			bad = append(bad, fmt.Sprintf("%s: %v", filepath.Join(rs.dir, e.Name()), err))
+		r := new(T)
+		if err := json.Unmarshal(b, r); err != nil {
+			bad = append(bad, fmt.Sprintf("%s: %v", filepath.Join(dir, e.Name()), err))
 			continue
 		}
-		out[name] = &r
+		out[name] = r
 	}
 	sort.Strings(bad)
 	if len(bad) > 0 {
-		return out, fmt.Errorf("csi records unreadable: %s", strings.Join(bad, "; "))
+		return out, fmt.Errorf("%s unreadable: %s", what, strings.Join(bad, "; "))
 	}
 	return out, nil
 }

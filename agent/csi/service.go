@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -47,12 +48,19 @@ type Config struct {
 	// allowDev (run --csi-allow-suid-dev); otherwise CSI mounts are
 	// always nosuid,nodev.
 	AllowSuidDev bool
+	// LoopPool is the loop backend's image directory (run
+	// --csi-loop-pool); set, the Controller service is served too.
+	LoopPool string
+	// LoopReserve is kept free on the pool's filesystem.
+	LoopReserve int64
 }
 
-// Service is the Identity and Node services.
+// Service is the Identity and Node services, and the Controller service
+// when a pool is configured.
 type Service struct {
 	csipb.UnimplementedIdentityServer
 	csipb.UnimplementedNodeServer
+	csipb.UnimplementedControllerServer
 
 	cfg  Config
 	recs records
@@ -62,6 +70,20 @@ type Service struct {
 	records map[string]*Record
 	// busy: a call on the volume is running; another one gets Aborted.
 	busy map[string]bool
+
+	// pool is nil when no backend is configured (no Controller service).
+	pool  *loopPool
+	prov  keyedRecords[Provisioned]
+	snaps keyedRecords[Snapshot]
+	// pmu orders the controller calls: each reads the pool's capacity
+	// and the promises together with the change it makes.
+	pmu sync.Mutex
+	// provisioned are the volumes CreateVolume promised, by key.
+	provisioned map[string]*Provisioned
+	// snapshots are the copies CreateSnapshot took, by key; served
+	// only when the pool's filesystem reflinks (snapOK).
+	snapshots map[string]*Snapshot
+	snapOK    bool
 }
 
 // New loads the records kept by an earlier run and hands every volume in
@@ -92,7 +114,38 @@ func New(cfg Config) (*Service, error) {
 	if len(s.records) > 0 {
 		cfg.Log.Info("csi volumes restored from their records", "volumes", len(s.records))
 	}
+	if err := s.loadProvisioned(); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// loadProvisioned reads the promises of an earlier run: a pool that
+// forgot one would promise its space again.
+func (s *Service) loadProvisioned() error {
+	s.prov = keyedRecords[Provisioned]{dir: filepath.Join(s.cfg.Dir, provisionedDir), what: "csi provisioned records"}
+	s.snaps = keyedRecords[Snapshot]{dir: filepath.Join(s.cfg.Dir, snapshotDir), what: "csi snapshot records"}
+	s.provisioned, s.snapshots = map[string]*Provisioned{}, map[string]*Snapshot{}
+	if s.cfg.LoopPool == "" {
+		return nil
+	}
+	if !filepath.IsAbs(s.cfg.LoopPool) {
+		return fmt.Errorf("--csi-loop-pool %q: must be an absolute path", s.cfg.LoopPool)
+	}
+	if err := os.MkdirAll(s.cfg.LoopPool, 0o700); err != nil {
+		return fmt.Errorf("--csi-loop-pool: %w", err)
+	}
+	s.pool = &loopPool{dir: filepath.Clean(s.cfg.LoopPool), reserve: s.cfg.LoopReserve}
+	ps, err := s.prov.load()
+	if err != nil {
+		return fmt.Errorf("%w; volumed will not start rather than promise those volumes' space again: fix or remove them", err)
+	}
+	ss, err := s.snaps.load()
+	if err != nil {
+		return fmt.Errorf("%w; volumed will not start rather than promise those snapshots' space again: fix or remove them", err)
+	}
+	s.provisioned, s.snapshots, s.snapOK = ps, ss, s.pool.reflinks()
+	return nil
 }
 
 // Listen opens the endpoint: unix:///path or a plain path. It is taken
@@ -124,6 +177,9 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 	srv := grpc.NewServer(grpc.UnaryInterceptor(s.logCalls))
 	csipb.RegisterIdentityServer(srv, s)
 	csipb.RegisterNodeServer(srv, s)
+	if s.pool != nil {
+		csipb.RegisterControllerServer(srv, s)
+	}
 	done := make(chan struct{})
 	go func() {
 		select {
@@ -147,7 +203,7 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 func (s *Service) logCalls(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 	resp, err := h(ctx, req)
 	method := info.FullMethod[strings.LastIndex(info.FullMethod, "/")+1:]
-	if strings.HasPrefix(method, "Node") && method != "NodeGetCapabilities" && method != "NodeGetInfo" {
+	if mutating(method) {
 		attrs := []any{"method", method}
 		if v, ok := req.(interface{ GetVolumeId() string }); ok {
 			attrs = append(attrs, "volumeID", v.GetVolumeId())
@@ -165,6 +221,15 @@ func (s *Service) logCalls(ctx context.Context, req any, info *grpc.UnaryServerI
 	return resp, err
 }
 
+// mutating says whether a call changes a volume (logged at info).
+func mutating(method string) bool {
+	switch method {
+	case "NodeGetCapabilities", "NodeGetInfo", "ControllerGetCapabilities", "GetCapacity", "ListVolumes", "ValidateVolumeCapabilities", "ListSnapshots", "GetSnapshot":
+		return false
+	}
+	return strings.HasPrefix(method, "Node") || strings.HasPrefix(method, "Controller") || strings.HasSuffix(method, "Volume") || strings.HasSuffix(method, "Snapshot")
+}
+
 // GetPluginInfo names the driver.
 func (s *Service) GetPluginInfo(context.Context, *csipb.GetPluginInfoRequest) (*csipb.GetPluginInfoResponse, error) {
 	v := s.cfg.Version
@@ -175,13 +240,22 @@ func (s *Service) GetPluginInfo(context.Context, *csipb.GetPluginInfoRequest) (*
 }
 
 // GetPluginCapabilities: a node plugin with topology whose volumes grow
-// while published; no controller service (volumes are pre-provisioned:
-// static PVs).
+// while published; with a pool, a controller service too (distributed
+// provisioning: the provisioner sidecar of each node calls its own
+// node's); without, volumes are pre-provisioned (static PVs).
 func (s *Service) GetPluginCapabilities(context.Context, *csipb.GetPluginCapabilitiesRequest) (*csipb.GetPluginCapabilitiesResponse, error) {
-	return &csipb.GetPluginCapabilitiesResponse{Capabilities: []*csipb.PluginCapability{
+	caps := []*csipb.PluginCapability{
 		{Type: &csipb.PluginCapability_Service_{Service: &csipb.PluginCapability_Service{Type: csipb.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS}}},
 		{Type: &csipb.PluginCapability_VolumeExpansion_{VolumeExpansion: &csipb.PluginCapability_VolumeExpansion{Type: csipb.PluginCapability_VolumeExpansion_ONLINE}}},
-	}}, nil
+	}
+	if s.pool != nil {
+		caps = append(caps, &csipb.PluginCapability{Type: &csipb.PluginCapability_Service_{Service: &csipb.PluginCapability_Service{Type: csipb.PluginCapability_Service_CONTROLLER_SERVICE}}})
+	}
+	if s.snapOK {
+		// A snapshot lives on this node's disk: restored here only.
+		caps = append(caps, &csipb.PluginCapability{Type: &csipb.PluginCapability_Service_{Service: &csipb.PluginCapability_Service{Type: csipb.PluginCapability_Service_SNAPSHOT_ACCESSIBILITY_CONSTRAINTS}}})
+	}
+	return &csipb.GetPluginCapabilitiesResponse{Capabilities: caps}, nil
 }
 
 // Probe is ready once the agent has reconstructed its state and settled.

@@ -36,7 +36,9 @@ func VolumeName(volumeID string) string {
 // desired translates a record into the desired-state entry a manifest
 // with the same source would make. The volume context's keys are the
 // manifest's fields below spec.source ("loop.file", "iscsi.portal",
-// "iscsi.lun") or, for "filesystem.*", below spec (filesystem.format);
+// "iscsi.lun") or, for "filesystem.*" and "encryption.*", below spec
+// (filesystem.format, encryption.luks2.keys; a stage secret
+// "encryption.luks2.key" is the first key);
 // a value is read as YAML ("0" is a number, "[a, b]" a list), and the
 // kind's strict decoding and checks then apply as to a manifest. Keys
 // with a "/" are the kubelet's and provisioner's own
@@ -82,8 +84,7 @@ func volumeDocument(r *Record, ctx map[string]string) (*yaml.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	spec := mapping()
-	source := mapping()
+	spec, source, enc := mapping(), mapping(), mapping()
 	keys := make([]string, 0, len(ctx))
 	for k := range ctx {
 		keys = append(keys, k)
@@ -98,14 +99,25 @@ func volumeDocument(r *Record, ctx map[string]string) (*yaml.Node, error) {
 			return nil, fmt.Errorf("volume context %s: %w", k, err)
 		}
 		parts := strings.Split(k, ".")
-		if parts[0] == "filesystem" && len(parts) > 1 {
+		switch {
+		case k == secretKeyFile:
+			// Added to the keys below, after any keys the context lists.
+		case parts[0] == "filesystem" && len(parts) > 1:
 			set(fs, parts[1:], v)
-		} else {
+		case parts[0] == "encryption" && len(parts) > 1:
+			set(enc, parts[1:], v)
+		default:
 			set(source, parts, v)
 		}
 	}
+	if f, ok := ctx[secretKeyFile]; ok {
+		addKeyFile(enc, f)
+	}
 	set(spec, []string{"source"}, source)
 	set(spec, []string{"filesystem"}, fs)
+	if len(enc.Content) > 0 {
+		set(spec, []string{"encryption"}, enc)
+	}
 	doc := mapping()
 	set(doc, []string{"apiVersion"}, scalar(manifest.APIVersion))
 	set(doc, []string{"kind"}, scalar(manifest.KindVolume))
@@ -221,6 +233,28 @@ func value(v string) (*yaml.Node, error) {
 		return nil, fmt.Errorf("not one YAML value")
 	}
 	return doc.Content[0], nil
+}
+
+// secretKeyFile is the context key of the stage secret
+// "encryption.luks2.key" once written to a file (writeSecrets): a LUKS2
+// key of the volume, tried first.
+const secretKeyFile = "encryption.luks2.keyFile"
+
+// addKeyFile puts {file: f} first in enc's luks2.keys.
+func addKeyFile(enc *yaml.Node, f string) {
+	key := mapping()
+	set(key, []string{"file"}, scalar(f))
+	seq := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Content: []*yaml.Node{key}}
+	for i := 0; i+1 < len(enc.Content); i += 2 {
+		if luks := enc.Content[i+1]; enc.Content[i].Value == "luks2" && luks.Kind == yaml.MappingNode {
+			for j := 0; j+1 < len(luks.Content); j += 2 {
+				if old := luks.Content[j+1]; luks.Content[j].Value == "keys" && old.Kind == yaml.SequenceNode {
+					seq.Content = append(seq.Content, old.Content...)
+				}
+			}
+		}
+	}
+	set(enc, []string{"luks2", "keys"}, seq)
 }
 
 // set puts v at keys below the mapping m, making the mappings between.

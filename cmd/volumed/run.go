@@ -22,6 +22,7 @@ import (
 	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/drivers/luks"
 	"github.com/volumed/volumed/firmware"
+	"github.com/volumed/volumed/internal/size"
 	"github.com/volumed/volumed/kinds"
 	"github.com/volumed/volumed/kinds/kind"
 	"github.com/volumed/volumed/store"
@@ -59,6 +60,8 @@ type runFlags struct {
 	csiEndpoint  string
 	nodeID       string
 	csiSuidDev   bool
+	loopPool     string
+	loopReserve  string
 }
 
 func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
@@ -77,12 +80,17 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 	fs.StringVar(&f.csiEndpoint, "csi-endpoint", "", "also serve the CSI node service on this unix:// socket")
 	fs.StringVar(&f.nodeID, "node-id", "", "CSI node ID (default: the host name)")
 	fs.BoolVar(&f.csiSuidDev, "csi-allow-suid-dev", false, "let a CSI volume context set filesystem.allowSuid/allowDev (default: refused; CSI mounts are nosuid,nodev)")
+	fs.StringVar(&f.loopPool, "csi-loop-pool", "", "serve the CSI Controller service too, provisioning `backend: loop` volumes as image files in this directory (needs --csi-endpoint)")
+	fs.StringVar(&f.loopReserve, "csi-loop-reserve", "1Gi", "space the loop pool keeps free on its filesystem: never promised to a volume")
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("run: unexpected argument %q", fs.Arg(0))
+	}
+	if f.loopPool != "" && f.csiEndpoint == "" {
+		return nil, fmt.Errorf("--csi-loop-pool: needs --csi-endpoint (the Controller service is served beside the node service)")
 	}
 	return f, nil
 }
@@ -295,7 +303,12 @@ func startServers(ctx context.Context, a *agent.Agent, f *runFlags, apiLn, csiLn
 	if f.csiEndpoint != "" {
 		// Restored before Run: the first pass must see the kubelet's
 		// volumes, or it would tear them down.
-		svc, err := startCSI(csi.Config{Agent: a, NodeID: f.nodeID, Dir: filepath.Join(f.stateDir, "csi"), Manifest: manifestOpts, AllowSuidDev: f.csiSuidDev}, f.csiEndpoint, log)
+		reserve, err := size.Parse(f.loopReserve)
+		if err != nil {
+			return nil, fmt.Errorf("--csi-loop-reserve %q: %w", f.loopReserve, err)
+		}
+		svc, err := startCSI(csi.Config{Agent: a, NodeID: f.nodeID, Dir: filepath.Join(f.stateDir, "csi"), Manifest: manifestOpts, AllowSuidDev: f.csiSuidDev,
+			LoopPool: f.loopPool, LoopReserve: reserve}, f.csiEndpoint, log)
 		if err != nil {
 			return nil, err
 		}
@@ -324,7 +337,8 @@ func startCSI(cfg csi.Config, endpoint string, log *slog.Logger) (*csi.Service, 
 	if err != nil {
 		return nil, err
 	}
-	log.Info("serving the CSI node service", "endpoint", endpoint, "driver", csi.DriverName, "nodeID", cfg.NodeID, "allowSuidDev", cfg.AllowSuidDev)
+	log.Info("serving the CSI node service", "endpoint", endpoint, "driver", csi.DriverName, "nodeID", cfg.NodeID, "allowSuidDev", cfg.AllowSuidDev,
+		"controller", cfg.LoopPool != "", "loopPool", cfg.LoopPool)
 	return svc, nil
 }
 

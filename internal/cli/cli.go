@@ -45,6 +45,8 @@ func Commands() []Command {
 				{Name: "csi-endpoint", Arg: "ENDPOINT", Usage: "also serve the Kubernetes CSI node service (driver volumed.io) on this unix:// socket, e.g. unix:///var/lib/kubelet/plugins/volumed.io/csi.sock; the kubelet's volumes join the manifests' in the same state (default: not served)"},
 				{Name: "csi-allow-suid-dev", Usage: "let a CSI volume context (a PV's volumeAttributes or mount flags) set filesystem.allowSuid or allowDev; without it such a NodeStageVolume is refused and every CSI mount is nosuid,nodev, since a PV's author is not the host's owner"},
 				{Name: "node-id", Arg: "NAME", Usage: "the CSI node ID and topology.volumed.io/node value; it must be the Kubernetes node name (default: the host name)"},
+				{Name: "csi-loop-pool", Arg: "DIR", Usage: "also serve the CSI Controller service, provisioning volumes of StorageClasses with backend: loop as image files in this directory, made at their first stage (needs --csi-endpoint; default: no Controller service)"},
+				{Name: "csi-loop-reserve", Arg: "SIZE", Usage: "space the loop pool keeps free on its filesystem: GetCapacity never promises it (default 1Gi)"},
 			}},
 		{Name: "status", Short: "show the volumes", Args: "[NAME...]", Summary: "Show the volumes (a table of 80 columns), or with names each volume's conditions, targets and events.",
 			Operands: "volumes",

@@ -1,0 +1,17 @@
+package main
+
+import (
+	"io"
+	"strings"
+	"testing"
+)
+
+func TestLoopPoolNeedsTheCSIEndpoint(t *testing.T) {
+	if _, err := parseRunFlags([]string{"--csi-loop-pool", "/srv/pool"}, io.Discard); err == nil || !strings.Contains(err.Error(), "--csi-endpoint") {
+		t.Errorf("a pool without the CSI endpoint: %v, want an error naming --csi-endpoint", err)
+	}
+	f, err := parseRunFlags([]string{"--csi-endpoint", "unix:///run/csi.sock", "--csi-loop-pool", "/srv/pool"}, io.Discard)
+	if err != nil || f.loopPool != "/srv/pool" || f.loopReserve != "1Gi" {
+		t.Errorf("flags: %+v, %v", f, err)
+	}
+}
