@@ -129,8 +129,16 @@ func (a *Agent) open(ctx context.Context, d *Desired) error {
 
 // noteLocked keeps the Locked condition of a volume: raised when no key
 // opens it (the message names each key and why it failed, never a key),
-// cleared by any open or close that gets through.
+// cleared by any open or close that gets through. A volume whose key
+// server did not answer says first that it waits for it: the open is
+// retried with the executor's backoff and succeeds once it answers.
 func (a *Agent) noteLocked(name string, err error) {
+	var w KeyServerWait
+	if errors.As(err, &w) && w.Waiting() != "" {
+		a.apply(name, CondLocked, &Problem{Reason: "WaitingForKeyServer", Message: w.Waiting() +
+			" (retried with backoff; the header is left as it is); " + err.Error()}, nil)
+		return
+	}
 	if errors.Is(err, ErrLocked) {
 		a.apply(name, CondLocked, &Problem{Reason: "NoKeyOpens", Message: err.Error() +
 			"; the header is left as it is: give a key that opens it (the manifest's keys are tried again at each retry)"}, nil)

@@ -305,3 +305,37 @@ func TestEncryptionStatus(t *testing.T) {
 		})
 	}
 }
+
+// waitErr is a driver's locked error for a key server that did not
+// answer.
+type waitErr struct{}
+
+func (waitErr) Error() string {
+	return "/dev/fake-a: no key opens its LUKS2 header; key 0 (tang http://t): waiting for tang server http://t: connection refused"
+}
+func (waitErr) Waiting() string      { return "waiting for tang server http://t: connection refused" }
+func (waitErr) Is(target error) bool { return target == ErrLocked }
+
+// A volume whose key server does not answer is Locked, and the message
+// says first which server it waits for and its last error.
+func TestWaitingForKeyServerLocks(t *testing.T) {
+	ctx := context.Background()
+	a, _ := cryptAgent(t)
+	d := encrypted(netVolume("a"), "/etc/k")
+	a.manifests.replace(map[string]*Desired{"a": d}, nil)
+	if err := a.opAttach(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	a.noteLocked("a", fmt.Errorf("open: %w", waitErr{}))
+	c, ok := condition(a.Status()[0], CondLocked)
+	if !ok || c.Reason != "WaitingForKeyServer" || !strings.HasPrefix(c.Message, "waiting for tang server http://t: connection refused") {
+		t.Fatalf("Locked = %+v (present %v), want WaitingForKeyServer starting with the server and its error", c, ok)
+	}
+	if e := a.Status()[0].Encryption; e == nil || e.State != api.EncryptionLocked {
+		t.Errorf("encryption status %+v, want locked", e)
+	}
+	a.noteLocked("a", nil)
+	if _, ok := condition(a.Status()[0], CondLocked); ok {
+		t.Error("Locked still set after the open went through")
+	}
+}

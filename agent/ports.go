@@ -14,6 +14,7 @@ import (
 
 	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/internal/blank"
+	"github.com/volumed/volumed/internal/secret"
 	"github.com/volumed/volumed/store"
 )
 
@@ -285,6 +286,19 @@ type Crypt interface {
 	// again, with the first of o.Keys that opens the header.
 	Resize(ctx context.Context, o CryptOpen) error
 }
+
+// RecoveryKeys is a Crypt that enrols recovery keys: a new key in a
+// keyslot of its own, opened with the first of o.Keys that opens the
+// header on o.Device (o.UUID's), returned to be shown once and kept
+// nowhere.
+type RecoveryKeys interface {
+	AddRecoveryKey(ctx context.Context, o CryptOpen) (secret.Value, error)
+}
+
+// KeyServerWait is a locked error of Crypt that says which key servers
+// did not answer ("waiting for tang server URL: <error>"; "" when none):
+// the volume waits for them rather than for another key.
+type KeyServerWait interface{ Waiting() string }
 
 // CryptFormat is what an encrypt writes.
 type CryptFormat struct {

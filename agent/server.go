@@ -56,6 +56,7 @@ func (a *Agent) ServeAPI(ctx context.Context, ln net.Listener) error {
 		a.ResumeNetwork()
 		w.WriteHeader(http.StatusNoContent)
 	})
+	mux.HandleFunc("POST /v1/volumes/{name}/recovery-key", a.serveRecoveryKey)
 	return serve(ctx, unixsock.RootOnly(ln, a.cfg.Log, a.cfg.Now), mux)
 }
 

@@ -23,6 +23,8 @@ var opPhase = map[string]string{
 	OpDetach:        api.PhaseDetaching,
 	OpGrow:          api.PhaseMounting,
 	OpRemount:       api.PhaseMounting,
+	// A recovery key goes into the header of a volume in use.
+	OpRecoveryKey: api.PhaseReady,
 }
 
 // Status is the agent's view of every volume it wants or still holds.

@@ -40,6 +40,11 @@ test_pkgs="$demo_pkgs dosfstools:mkfs.vfat fdisk:sfdisk gdisk:sgdisk prometheus:
   systemd:systemd-analyze qemu-system-x86:qemu-system-x86_64 busybox-static:busybox kmod:modprobe
   iproute2:ip python3:python3 man-db:man zsh:zsh cryptsetup-bin:cryptsetup swtpm:swtpm
   swtpm-tools:swtpm_setup lvm2:pvcreate mmdebstrap:mmdebstrap qemu-utils:qemu-img"
+# tang-common, clevis-luks: drivers/tang and drivers/luks bind keys to a real
+# tangd (/usr/libexec/tangd, run per connection by the test) and check that
+# Clevis opens what volumed bound and the reverse (clevis-luks brings clevis,
+# jose and curl). tang-common, not tang: tang's unit would serve port 80.
+test_pkgs="$test_pkgs tang-common:tang-show-keys clevis-luks:clevis-luks-bind"
 # qemu-storage-daemon: test/crashcheck records a disk's every write in
 # the dm-log-writes format (its blklogwrites driver) behind a FUSE export.
 test_pkgs="$test_pkgs qemu-system-common:qemu-storage-daemon"

@@ -77,7 +77,7 @@ type Encryption struct {
 	State   string `json:"state"`             // open | locked | closed
 	Mapping string `json:"mapping,omitempty"` // /dev/mapper/volumed-<name>, while open
 	UUID    string `json:"uuid,omitempty"`    // the LUKS2 header's, while open
-	// KeyKind is the kind of key that opened it (file, tpm2); empty when
+	// KeyKind is the kind of key that opened it (file, tpm2, tang); empty when
 	// it was found open after a restart and no record said.
 	KeyKind string `json:"keyKind,omitempty"`
 }
@@ -137,6 +137,12 @@ type BootVolume struct {
 	Target string `json:"target"` // e.g. "iqn.2026-01.x:boot at 192.0.2.1:3260 lun 0"
 	// Volume is the manifest volume on it, if any.
 	Volume string `json:"volume,omitempty"`
+}
+
+// RecoveryKeyReply is the reply of POST /v1/volumes/NAME/recovery-key:
+// the new recovery key, enrolled, shown this once and kept nowhere.
+type RecoveryKeyReply struct {
+	Key string `json:"key"`
 }
 
 // ShutdownReply is the reply of POST /v1/shutdown-network.

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -92,6 +93,23 @@ func (c *Client) ShutdownNetwork(ctx context.Context) (*ShutdownReply, error) {
 		return nil, fmt.Errorf("decode reply from %s: %w", c.socket, err)
 	}
 	return &r, nil
+}
+
+// RecoveryKey has the agent enrol a new recovery key in volume name's
+// LUKS2 header and returns it.
+func (c *Client) RecoveryKey(ctx context.Context, name string) (string, error) {
+	hc := *c.hc
+	hc.Timeout = 0 // bounded by ctx: a Tang key may be waited for
+	resp, err := c.do(ctx, &hc, http.MethodPost, "/v1/volumes/"+url.PathEscape(name)+"/recovery-key", http.StatusOK)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var r RecoveryKeyReply
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return "", fmt.Errorf("decode reply from %s: %w", c.socket, err)
+	}
+	return r.Key, nil
 }
 
 // ResumeNetwork undoes ShutdownNetwork.

@@ -1,9 +1,14 @@
 package manifest
 
 import (
+	"crypto/sha1"
+	"crypto/sha256"
+	"encoding/base64"
 	"fmt"
+	"net/url"
 	"regexp"
 	"slices"
+	"strings"
 )
 
 // LUKS2 sector sizes cryptsetup accepts.
@@ -18,7 +23,8 @@ var cipherRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_:()]*(-[a-z0-9_:()]+)*$`)
 const MaxPCR = 23
 
 // encryption checks spec.encryption: only on a writable block source,
-// LUKS2 with at least one key, each a file or a TPM2 seal.
+// LUKS2 with at least one key, each a file, a TPM2 seal or a Tang
+// binding.
 func (v *validator) encryption(e *Encryption, src *Source, staged bool) {
 	switch {
 	case staged:
@@ -33,17 +39,22 @@ func (v *validator) encryption(e *Encryption, src *Source, staged bool) {
 	}
 	l := e.LUKS2
 	if len(l.Keys) == 0 {
-		v.report("spec.encryption.luks2.keys", "at least one key is required ({file: PATH} or {tpm2: {pcrs: [...]}})")
+		v.report("spec.encryption.luks2.keys", "at least one key is required ({file: PATH}, {tpm2: {pcrs: [...]}} or {tang: {url: URL, thumbprint: THP}})")
 	}
 	files := map[string]int{}
+	tangs := map[string]int{}
 	tpm2 := -1
 	for i, k := range l.Keys {
 		field := fmt.Sprintf("spec.encryption.luks2.keys[%d]", i)
+		if set := keyKinds(k); len(set) != 1 {
+			got := "none"
+			if len(set) > 0 {
+				got = strings.Join(set, " and ")
+			}
+			v.report(field, "exactly one of file, tpm2, tang, threshold is required, got "+got)
+			continue
+		}
 		switch {
-		case k.File != "" && k.TPM2 != nil:
-			v.report(field, "exactly one of file, tpm2 is required, got file and tpm2")
-		case k.File == "" && k.TPM2 == nil:
-			v.report(field, "exactly one of file, tpm2 is required, got none")
 		case k.File != "":
 			if j, dup := files[k.File]; dup {
 				v.report(field+".file", fmt.Sprintf("duplicate of spec.encryption.luks2.keys[%d].file", j))
@@ -51,6 +62,15 @@ func (v *validator) encryption(e *Encryption, src *Source, staged bool) {
 			}
 			files[k.File] = i
 			v.secretFile(field+".file", k.File, true)
+		case k.Threshold != nil:
+			v.threshold(field+".threshold", k.Threshold)
+		case k.Tang != nil:
+			if j, dup := tangs[k.Tang.URL]; dup {
+				v.report(field+".tang.url", fmt.Sprintf("duplicate of spec.encryption.luks2.keys[%d].tang.url", j))
+				continue
+			}
+			tangs[k.Tang.URL] = i
+			v.tang(field+".tang", k.Tang)
 		default:
 			if tpm2 >= 0 {
 				v.report(field+".tpm2", fmt.Sprintf("duplicate of spec.encryption.luks2.keys[%d].tpm2: one TPM2 key per volume", tpm2))
@@ -92,5 +112,76 @@ func (v *validator) pcrs(field string, pcrs []int) {
 			continue
 		}
 		seen[p] = i
+	}
+}
+
+// keyKinds names the kinds a key sets; exactly one is valid.
+func keyKinds(k LUKS2Key) []string {
+	var set []string
+	if k.File != "" {
+		set = append(set, "file")
+	}
+	if k.TPM2 != nil {
+		set = append(set, "tpm2")
+	}
+	if k.Tang != nil {
+		set = append(set, "tang")
+	}
+	if k.Threshold != nil {
+		set = append(set, "threshold")
+	}
+	return set
+}
+
+// tang checks a Tang key: an http(s) URL with a host, and the signing
+// key's thumbprint (SHA-256, or the SHA-1 older Clevis bindings use,
+// base64url without padding).
+func (v *validator) tang(field string, k *TangKey) {
+	u, err := url.Parse(k.URL)
+	switch {
+	case k.URL == "":
+		v.report(field+".url", "required (the Tang server, e.g. http://tang.lan:7500)")
+	case err != nil:
+		v.report(field+".url", fmt.Sprintf("not a URL: %v", err))
+	case (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		v.report(field+".url", fmt.Sprintf("must be an http:// or https:// URL with a host, got %q", k.URL))
+	}
+	b, err := base64.RawURLEncoding.DecodeString(k.Thumbprint)
+	switch {
+	case k.Thumbprint == "":
+		v.report(field+".thumbprint", "required: the server's signing key is pinned by it (run tang-show-keys on the server)")
+	case err != nil || (len(b) != sha256.Size && len(b) != sha1.Size):
+		v.report(field+".thumbprint", fmt.Sprintf("must be a JWK thumbprint as tang-show-keys prints it (43 base64url characters), got %q", k.Thumbprint))
+	}
+}
+
+// threshold checks a threshold key: n from 1 to the number of its keys,
+// each a Tang key of its own server.
+func (v *validator) threshold(field string, t *ThresholdKey) {
+	switch {
+	case len(t.Keys) == 0:
+		v.report(field+".keys", "at least one key is required (tang keys)")
+	case t.N < 1:
+		v.report(field+".n", fmt.Sprintf("must be at least 1, got %d", t.N))
+	case t.N > len(t.Keys):
+		v.report(field+".n", fmt.Sprintf("is %d but there are only %d keys: the key could never be recovered", t.N, len(t.Keys)))
+	}
+	urls := map[string]int{}
+	for i, k := range t.Keys {
+		f := fmt.Sprintf("%s.keys[%d]", field, i)
+		if kinds := keyKinds(k); k.Tang == nil || len(kinds) != 1 {
+			got := strings.Join(kinds, " and ")
+			if got == "" {
+				got = "none"
+			}
+			v.report(f, fmt.Sprintf("must be a tang key, got %s (only Tang keys can be shares of a threshold for now)", got))
+			continue
+		}
+		if j, dup := urls[k.Tang.URL]; dup {
+			v.report(f+".tang.url", fmt.Sprintf("duplicate of %s.keys[%d].tang.url", field, j))
+			continue
+		}
+		urls[k.Tang.URL] = i
+		v.tang(f+".tang", k.Tang)
 	}
 }

@@ -11,6 +11,9 @@ import (
 // of each case follows it, from line 9.
 const loopEnc = vol + "  source: {loop: {file: /x.img}}\n" + ext4 + "  encryption:\n"
 
+// thp is a thumbprint's shape: 43 base64url characters.
+const thp = "QBM8a7lCilXKlGyHp-llR8T8vX4N9El0XJU8-kDbfSU"
+
 func TestEncryptionProblems(t *testing.T) {
 	tests := []struct {
 		name string
@@ -22,16 +25,16 @@ func TestEncryptionProblems(t *testing.T) {
 			`x.yaml:9:5: spec.encryption.luks1: unknown field (did you mean "luks2"?)`,
 		}},
 		{"no keys", loopEnc + "    luks2: {keys: []}\n", []string{
-			`x.yaml:9:13: spec.encryption.luks2.keys: at least one key is required ({file: PATH} or {tpm2: {pcrs: [...]}})`,
+			`x.yaml:9:13: spec.encryption.luks2.keys: at least one key is required ({file: PATH}, {tpm2: {pcrs: [...]}} or {tang: {url: URL, thumbprint: THP}})`,
 		}},
 		{"relative key file", loopEnc + "    luks2: {keys: [{file: keys/data}]}\n", []string{
 			`x.yaml:9:27: spec.encryption.luks2.keys[0].file: must be an absolute path, got "keys/data"`,
 		}},
 		{"file and tpm2 in one key", loopEnc + "    luks2: {keys: [{file: /k, tpm2: {pcrs: [7]}}]}\n", []string{
-			`x.yaml:9:20: spec.encryption.luks2.keys[0]: exactly one of file, tpm2 is required, got file and tpm2`,
+			`x.yaml:9:20: spec.encryption.luks2.keys[0]: exactly one of file, tpm2, tang, threshold is required, got file and tpm2`,
 		}},
 		{"empty key", loopEnc + "    luks2: {keys: [{}]}\n", []string{
-			`x.yaml:9:20: spec.encryption.luks2.keys[0]: exactly one of file, tpm2 is required, got none`,
+			`x.yaml:9:20: spec.encryption.luks2.keys[0]: exactly one of file, tpm2, tang, threshold is required, got none`,
 		}},
 		{"duplicate key file", loopEnc + "    luks2: {keys: [{file: /k}, {file: /k}]}\n", []string{
 			`x.yaml:9:39: spec.encryption.luks2.keys[1].file: duplicate of spec.encryption.luks2.keys[0].file`,
@@ -51,6 +54,25 @@ func TestEncryptionProblems(t *testing.T) {
 		}},
 		{"two tpm2 keys", loopEnc + "    luks2: {keys: [{tpm2: {pcrs: [7]}}, {tpm2: {pcrs: [0]}}]}\n", []string{
 			`x.yaml:9:42: spec.encryption.luks2.keys[1].tpm2: duplicate of spec.encryption.luks2.keys[0].tpm2: one TPM2 key per volume`,
+		}},
+		{"tang without thumbprint", loopEnc + "    luks2: {keys: [{tang: {url: http://tang.lan}}]}\n", []string{
+			`x.yaml:9:21: spec.encryption.luks2.keys[0].tang.thumbprint: required: the server's signing key is pinned by it (run tang-show-keys on the server)`,
+		}},
+		{"tang with a bad url and thumbprint", loopEnc + "    luks2: {keys: [{tang: {url: tang.lan, thumbprint: abc}}]}\n", []string{
+			`x.yaml:9:33: spec.encryption.luks2.keys[0].tang.url: must be an http:// or https:// URL with a host, got "tang.lan"`,
+			`x.yaml:9:55: spec.encryption.luks2.keys[0].tang.thumbprint: must be a JWK thumbprint as tang-show-keys prints it (43 base64url characters), got "abc"`,
+		}},
+		{"two tang keys of one server", loopEnc + "    luks2: {keys: [{tang: {url: http://t, thumbprint: " + thp + "}}, {tang: {url: http://t, thumbprint: " + thp + "}}]}\n", []string{
+			`x.yaml:9:115: spec.encryption.luks2.keys[1].tang.url: duplicate of spec.encryption.luks2.keys[0].tang.url`,
+		}},
+		{"file and tang in one key", loopEnc + "    luks2: {keys: [{file: /k, tang: {url: http://t, thumbprint: " + thp + "}}]}\n", []string{
+			`x.yaml:9:20: spec.encryption.luks2.keys[0]: exactly one of file, tpm2, tang, threshold is required, got file and tang`,
+		}},
+		{"threshold above its keys", loopEnc + "    luks2: {keys: [{threshold: {n: 3, keys: [{tang: {url: http://a, thumbprint: " + thp + "}}, {tang: {url: http://b, thumbprint: " + thp + "}}]}}]}\n", []string{
+			`x.yaml:9:36: spec.encryption.luks2.keys[0].threshold.n: is 3 but there are only 2 keys: the key could never be recovered`,
+		}},
+		{"file in a threshold", loopEnc + "    luks2: {keys: [{threshold: {n: 1, keys: [{file: /k}]}}]}\n", []string{
+			`x.yaml:9:46: spec.encryption.luks2.keys[0].threshold.keys[0]: must be a tang key, got file (only Tang keys can be shares of a threshold for now)`,
 		}},
 		{"bad sector size", loopEnc + "    luks2: {keys: [{file: /k}], sectorSize: 1000}\n", []string{
 			`x.yaml:9:45: spec.encryption.luks2.sectorSize: must be 512, 1024, 2048 or 4096, got 1000`,

@@ -96,12 +96,35 @@ const (
 	PBKDFPBKDF2   = "pbkdf2"
 )
 
-// LUKS2Key is one key: exactly one of File or TPM2.
+// LUKS2Key is one key: exactly one of File, TPM2, Tang or Threshold.
 type LUKS2Key struct {
 	// File is a root-owned 0600 file whose every byte is the key.
 	File string `yaml:"file,omitempty" json:"file,omitempty"`
 	// TPM2 is a random key sealed by the host's TPM2 to PCR values.
 	TPM2 *TPM2Key `yaml:"tpm2,omitempty" json:"tpm2,omitempty"`
+	// Tang is a random key bound to a Tang server (Clevis' tang pin):
+	// the volume opens only while the server answers.
+	Tang *TangKey `yaml:"tang,omitempty" json:"tang,omitempty"`
+	// Threshold is a random key that any N of its keys recover (Clevis'
+	// sss pin, e.g. 2 of 3 Tang servers).
+	Threshold *ThresholdKey `yaml:"threshold,omitempty" json:"threshold,omitempty"`
+}
+
+// ThresholdKey splits a key so that any N of Keys recover it. Its keys
+// are Tang keys (a TPM2 key in a threshold is not supported yet).
+type ThresholdKey struct {
+	N    int        `yaml:"n" json:"n"`
+	Keys []LUKS2Key `yaml:"keys" json:"keys"`
+}
+
+// TangKey is a Tang server and its signing key's thumbprint, which
+// pins it: a server that does not sign with that key is refused.
+type TangKey struct {
+	// URL is the server's base URL (http or https).
+	URL string `yaml:"url" json:"url"`
+	// Thumbprint is the signing key's JWK thumbprint, as
+	// `tang-show-keys` prints it on the server (SHA-256, base64url).
+	Thumbprint string `yaml:"thumbprint" json:"thumbprint"`
 }
 
 // TPM2Key seals a key to the values of PCRs (0..23).
@@ -109,10 +132,15 @@ type TPM2Key struct {
 	PCRs []int `yaml:"pcrs" json:"pcrs"`
 }
 
-// Kind names the key's kind: "file" or "tpm2".
+// Kind names the key's kind: "file", "tpm2", "tang" or "threshold".
 func (k LUKS2Key) Kind() string {
-	if k.TPM2 != nil {
+	switch {
+	case k.TPM2 != nil:
 		return "tpm2"
+	case k.Tang != nil:
+		return "tang"
+	case k.Threshold != nil:
+		return "threshold"
 	}
 	return "file"
 }

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/volumed/volumed/agent"
 	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/drivers/luks"
+	"github.com/volumed/volumed/internal/secret"
 )
 
 // luksPBKDF is the key derivation of the keyslots volumed writes. The
@@ -26,11 +28,28 @@ func luksPBKDF(name string) luks.PBKDF {
 // crypt adapts drivers/luks to the core's Crypt port.
 type crypt struct{ c *luks.Client }
 
+func tangKey(k *manifest.TangKey) luks.TangKey {
+	return luks.TangKey{URL: k.URL, Thumbprint: k.Thumbprint}
+}
+
 func luksKeys(keys []manifest.LUKS2Key) []luks.Key {
 	out := make([]luks.Key, 0, len(keys))
 	for _, k := range keys {
-		if k.TPM2 != nil {
+		switch {
+		case k.TPM2 != nil:
 			out = append(out, luks.TPM2Key{PCRs: k.TPM2.PCRs})
+			continue
+		case k.Tang != nil:
+			out = append(out, tangKey(k.Tang))
+			continue
+		case k.Threshold != nil:
+			t := luks.ThresholdKey{N: k.Threshold.N}
+			for _, s := range k.Threshold.Keys {
+				if s.Tang != nil { // validation lets only tang keys in
+					t.Keys = append(t.Keys, tangKey(s.Tang))
+				}
+			}
+			out = append(out, t)
 			continue
 		}
 		out = append(out, luks.FileKey{Path: k.File})
@@ -89,6 +108,22 @@ func (c crypt) Close(ctx context.Context, name string) error { return c.c.Close(
 
 func (c crypt) Resize(ctx context.Context, o agent.CryptOpen) error {
 	return markLocked(c.c.Resize(ctx, o.Device, o.Name, luksKeys(o.Keys)))
+}
+
+// AddRecoveryKey enrols a recovery key in the header on o.Device, which
+// must be o.UUID's when that is set.
+func (c crypt) AddRecoveryKey(ctx context.Context, o agent.CryptOpen) (secret.Value, error) {
+	if o.UUID != "" {
+		in, err := luks.InspectDevice(o.Device)
+		if err != nil {
+			return secret.Value{}, err
+		}
+		if in.UUID() != o.UUID {
+			return secret.Value{}, fmt.Errorf("recovery key for %s: header UUID %s, want %s: %w", o.Device, in.UUID(), o.UUID, luks.ErrWrongUUID)
+		}
+	}
+	k, err := c.c.AddRecoveryKey(ctx, o.Device, luksKeys(o.Keys))
+	return k, markLocked(err)
 }
 
 // lockedError lets the core see the driver's locked error as

@@ -56,6 +56,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdDisks(ctx, rest, stdout)
 	case "wipe":
 		err = cmdWipe(ctx, rest, stdout)
+	case "recovery-key":
+		err = cmdRecoveryKey(ctx, rest, stdout)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "volumed %s %s %s/%s\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		fmt.Fprintf(stdout, "sources: %s\n", describeKinds(kinds.All()))

@@ -141,7 +141,7 @@ func (c *Client) Format(ctx context.Context, o FormatOptions) error {
 		return fmt.Errorf("luks format %s: %w", o.Device, err)
 	}
 	best, whole := in.Best()
-	torn := whole && tpm2Torn(best, o)
+	torn := whole && sealedTorn(best, o)
 	if whole && best.UUID == o.UUID && best.Keyslots > 0 && !torn {
 		// This intent's luksFormat finished; a crash may have come
 		// before every key was enrolled.
@@ -160,15 +160,15 @@ func (c *Client) Format(ctx context.Context, o FormatOptions) error {
 			return fmt.Errorf("luks format %s: %s (%s): %w", o.Device, v.Message, v.Reason, ErrNotBlank)
 		}
 	}
-	// Key files are read before the device is touched; TPM2 keys are
-	// sealed as they are enrolled. The header's first keyslot is the
-	// first key that is not a TPM2 key, so that a crash during a TPM2
-	// enrolment leaves a header that key opens.
+	// Key files are read before the device is touched; TPM2 and Tang
+	// keys are sealed as they are enrolled. The header's first keyslot
+	// is the first key that is not sealed, so that a crash during a
+	// sealed key's enrolment leaves a header that key opens.
 	keys := make([]secret.Value, len(o.Keys))
 	first := -1
 	for i, k := range o.Keys {
-		if tk, ok := k.(TPM2Key); ok {
-			if err := tk.usable(ctx); err != nil {
+		if sk, ok := k.(sealedKey); ok {
+			if err := sk.usable(ctx); err != nil {
 				return fmt.Errorf("luks format %s: key %d (%s): %w", o.Device, i, k.Describe(), err)
 			}
 			continue
@@ -197,7 +197,7 @@ func (c *Client) Format(ctx context.Context, o FormatOptions) error {
 		opener = keys[first]
 	} else {
 		first = 0
-		if opener, err = c.formatTPM2First(ctx, o, o.Keys[0].(TPM2Key), args); err != nil {
+		if opener, err = c.formatSealedFirst(ctx, o, o.Keys[0].(sealedKey), args); err != nil {
 			return err
 		}
 	}
@@ -214,10 +214,10 @@ func (c *Client) Format(ctx context.Context, o FormatOptions) error {
 
 // enrol adds key i with a passphrase that opens the header: a file key's
 // content v in a keyslot of its own, a TPM2 key as a sealed secret with
-// its token.
+// its token, a Tang key as a secret bound to its server with its token.
 func (c *Client) enrol(ctx context.Context, o FormatOptions, opener secret.Value, i int, k Key, v secret.Value) error {
-	if tk, ok := k.(TPM2Key); ok {
-		if err := c.enrolTPM2(ctx, o.Device, tk, opener); err != nil {
+	if sk, ok := k.(sealedKey); ok {
+		if err := c.enrolSealed(ctx, o.Device, sk, opener); err != nil {
 			return fmt.Errorf("luks format %s: enrol key %d (%s): %w", o.Device, i, k.Describe(), err)
 		}
 		return nil
@@ -238,16 +238,16 @@ func (c *Client) addKey(ctx context.Context, o FormatOptions, opener secret.Valu
 // the keys that do not open it yet are added with one that does. Data is
 // never at risk: the header is not rewritten.
 //
-// A TPM2 key is always passed to enrolTPM2, which does nothing when its
-// token and keyslot are whole and finishes them otherwise.
+// A sealed key is always passed to enrolSealed, which does nothing when
+// its token and keyslot are whole and finishes them otherwise.
 func (c *Client) enrolMissing(ctx context.Context, o FormatOptions, h Header) error {
 	var opener secret.Value
 	var missing []int
 	vals := make([]secret.Value, len(o.Keys))
 	for i, k := range o.Keys {
-		_, isTPM2 := k.(TPM2Key)
+		_, isSealed := k.(sealedKey)
 		offs, err := offers(ctx, k, h)
-		if err != nil && !isTPM2 {
+		if err != nil && !isSealed {
 			return fmt.Errorf("luks format %s: key %d (%s): %w", o.Device, i, k.Describe(), err)
 		}
 		opens := false
@@ -264,10 +264,10 @@ func (c *Client) enrolMissing(ctx context.Context, o FormatOptions, h Header) er
 				break
 			}
 		}
-		if !isTPM2 {
+		if !isSealed {
 			vals[i] = offs[0]
 		}
-		if !opens || isTPM2 {
+		if !opens || isSealed {
 			missing = append(missing, i)
 		}
 	}
@@ -287,11 +287,11 @@ func (c *Client) enrolMissing(ctx context.Context, o FormatOptions, h Header) er
 // checks that a half-enrolled key list still opens, and tests use it
 // where the kernel has no dm-crypt.
 //
-// A TPM2 key whose tokens cannot be unsealed (another TPM, changed PCRs)
-// is an error that says why.
+// A sealed key whose tokens cannot be unsealed (another TPM, changed
+// PCRs, a Tang server that is down or changed) is an error that says why.
 func (c *Client) CheckKey(ctx context.Context, device string, key Key) (bool, error) {
 	var h Header
-	if _, ok := key.(TPM2Key); ok {
+	if _, ok := key.(sealedKey); ok {
 		in, err := InspectDevice(device)
 		if err != nil {
 			return false, fmt.Errorf("luks check %s: %w", device, err)

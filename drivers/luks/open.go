@@ -2,6 +2,7 @@ package luks
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -14,7 +15,7 @@ type OpenOptions struct {
 	Device string // the attached block device
 	Name   string // the mapping's name, e.g. "volumed-data"
 	UUID   string // the LUKS2 UUID the volume's state recorded; "" to accept any
-	Keys   []Key  // tried in order; the first that opens wins
+	Keys   []Key  // tried in order, those that need the network last; the first that opens wins
 }
 
 // Opened says how a volume was opened. Key is -1 when an existing
@@ -32,9 +33,10 @@ type Opened struct {
 
 // KeyFailure is why one key did not open a volume, without the key.
 type KeyFailure struct {
-	Key    int
-	Desc   string
-	Reason string
+	Key     int
+	Desc    string
+	Reason  string
+	Waiting bool // the key's server did not answer: retrying may open it
 }
 
 // LockedError is ErrLocked with each key's reason, and the token types
@@ -61,6 +63,36 @@ func (e *LockedError) Error() string {
 }
 
 func (e *LockedError) Unwrap() error { return ErrLocked }
+
+// Waiting is what the volume waits for: each key server that did not
+// answer ("waiting for tang server URL: <its error>"), or "".
+func (e *LockedError) Waiting() string {
+	var w []string
+	for _, f := range e.Failures {
+		if f.Waiting {
+			w = append(w, f.Reason)
+		}
+	}
+	return strings.Join(w, "; ")
+}
+
+// networkKey is a key that needs a server on the network.
+type networkKey interface{ needsNetwork() bool }
+
+// tryOrder is the order Open tries keys in: as given, except that keys
+// needing the network come after all others, so that a server that does
+// not answer holds nothing up when another key opens the volume.
+func tryOrder(keys []Key) []int {
+	var local, remote []int
+	for i, k := range keys {
+		if nk, ok := k.(networkKey); ok && nk.needsNetwork() {
+			remote = append(remote, i)
+			continue
+		}
+		local = append(local, i)
+	}
+	return append(local, remote...)
+}
 
 // Open maps the LUKS2 volume on o.Device as /dev/mapper/<o.Name>. A
 // mapping of that name that is ours (crypt, this header's UUID, on this
@@ -92,12 +124,14 @@ func (c *Client) Open(ctx context.Context, o OpenOptions) (Opened, error) {
 		return Opened{Path: "/dev/mapper/" + o.Name, Mapping: m, Adopted: true, Key: -1}, nil
 	}
 	locked := &LockedError{Device: o.Device, Tokens: best.Tokens}
-	for i, k := range o.Keys {
+	for _, i := range tryOrder(o.Keys) {
+		k := o.Keys[i]
 		start := time.Now()
 		offs, err := offers(ctx, k, best)
 		took := time.Since(start)
 		if err != nil {
-			locked.Failures = append(locked.Failures, KeyFailure{i, k.Describe(), err.Error()})
+			var we *WaitingError
+			locked.Failures = append(locked.Failures, KeyFailure{i, k.Describe(), err.Error(), errors.As(err, &we)})
 			continue
 		}
 		for _, v := range offs {
@@ -115,7 +149,7 @@ func (c *Client) Open(ctx context.Context, o OpenOptions) (Opened, error) {
 			}
 			return Opened{Path: "/dev/mapper/" + o.Name, Mapping: m, Key: i, KeyKind: k.Kind(), KeyTime: took}, nil
 		}
-		locked.Failures = append(locked.Failures, KeyFailure{i, k.Describe(), "does not match any keyslot"})
+		locked.Failures = append(locked.Failures, KeyFailure{i, k.Describe(), "does not match any keyslot", false})
 	}
 	return Opened{}, locked
 }

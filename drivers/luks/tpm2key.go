@@ -4,11 +4,10 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/volumed/volumed/drivers/tpm2"
@@ -18,11 +17,6 @@ import (
 // DefaultTPM is the kernel's TPM2 resource manager, which lets several
 // programs use the TPM at once.
 const DefaultTPM = tpm2.DefaultDevice
-
-// ErrSealedKey: a TPM2 key has no material of its own; its secret is
-// sealed in a token of the LUKS2 header, which Format writes and Open,
-// Format and CheckKey read.
-var ErrSealedKey = errors.New("a tpm2 key's secret is sealed in the LUKS2 header, not readable on its own")
 
 // TPM2Key is a random volume key sealed by the host's TPM2 to the values
 // of PCRs; the sealed blob lives in a systemd-tpm2 token on the LUKS2
@@ -118,61 +112,6 @@ func tpm2Reason(err error) string {
 	return err.Error()
 }
 
-// offers returns the passphrases a key offers for header h: a file key's
-// content, or what a TPM2 key unseals from the header's tokens.
-func offers(ctx context.Context, k Key, h Header) ([]secret.Value, error) {
-	if tk, ok := k.(TPM2Key); ok {
-		return tk.unsealTokens(ctx, h)
-	}
-	v, err := k.Material(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return []secret.Value{v}, nil
-}
-
-// formatTPM2First is Format's luksFormat when every key is a TPM2 key:
-// the header's first keyslot is the TPM's, and its token is imported
-// right after. A crash between the two leaves a header nothing can open;
-// tpm2Torn recognises it and Format redoes it.
-func (c *Client) formatTPM2First(ctx context.Context, o FormatOptions, k TPM2Key, args []string) (secret.Value, error) {
-	tpm, err := k.open(ctx)
-	if err != nil {
-		return secret.Value{}, fmt.Errorf("luks format %s: key 0 (%s): %w", o.Device, k.Describe(), err)
-	}
-	defer tpm.Close()
-	sealed, pass, err := seal(tpm, k)
-	if err != nil {
-		return secret.Value{}, fmt.Errorf("luks format %s: key 0 (%s): %w", o.Device, k.Describe(), err)
-	}
-	args = append(args, tpm2PBKDF.args()...)
-	args = append(args, "--key-slot=0", "--key-file=/proc/self/fd/3", "--", o.Device)
-	if _, err := c.run(ctx, args, pass); err != nil {
-		return secret.Value{}, fmt.Errorf("luks format %s: %w", o.Device, err)
-	}
-	if err := c.importToken(ctx, o.Device, 0, TPM2Token{Keyslots: []int{0}, Sealed: sealed}, false); err != nil {
-		return secret.Value{}, fmt.Errorf("luks format %s: key 0 (%s): %w", o.Device, k.Describe(), err)
-	}
-	return pass, nil
-}
-
-// tpm2Torn reports the one whole header of this intent that Format may
-// write again: every key is a TPM2 key, and the header has its first
-// keyslot but no token (the crash came between luksFormat and the token
-// import), so the sealed secret is lost and nothing can open it or can
-// have written through it.
-func tpm2Torn(h Header, o FormatOptions) bool {
-	if h.UUID != o.UUID || h.Keyslots != 1 || len(h.Tokens) != 0 {
-		return false
-	}
-	for _, k := range o.Keys {
-		if _, ok := k.(TPM2Key); !ok {
-			return false
-		}
-	}
-	return true
-}
-
 func seal(tpm *tpm2.TPM, k TPM2Key) (tpm2.Sealed, secret.Value, error) {
 	s := make([]byte, 32)
 	if _, err := rand.Read(s); err != nil {
@@ -185,34 +124,34 @@ func seal(tpm *tpm2.TPM, k TPM2Key) (tpm2.Sealed, secret.Value, error) {
 	return sealed, secret.FromBytes(tpm2Passphrase(s)), nil
 }
 
-// enrolTPM2 makes k open the header on device, given a passphrase that
-// opens it. It converges from any crash:
-//
-//  1. a systemd-tpm2 token of k's PCRs that this TPM unseals and whose
-//     passphrase opens a keyslot the token names: done;
-//  2. such a token whose passphrase opens another keyslot or none (a
-//     crash after the token import or after the luksAddKey): add the
-//     keyslot if missing and bind the token to it;
-//  3. none: seal a new secret, import its token bound to no keyslot yet,
-//     add the keyslot, bind the token to it.
-//
-// The token goes in before its keyslot, so no crash leaves a keyslot
-// whose secret is lost.
-func (c *Client) enrolTPM2(ctx context.Context, device string, k TPM2Key, opener secret.Value) error {
-	if err := tpm2.CheckPCRs(k.PCRs); err != nil {
-		return err
-	}
-	in, err := InspectDevice(device)
+// seal makes a new secret sealed to k's PCRs: its token (for the
+// keyslots given) and its passphrase.
+func (k TPM2Key) seal(ctx context.Context) (tokenFor, secret.Value, error) {
+	tpm, err := k.open(ctx)
 	if err != nil {
-		return err
+		return nil, secret.Value{}, err
 	}
-	h, ok := in.Best()
-	if !ok {
-		return fmt.Errorf("no whole LUKS2 header: %w", ErrNoHeader)
+	defer tpm.Close()
+	sealed, pass, err := seal(tpm, k)
+	if err != nil {
+		return nil, secret.Value{}, err
+	}
+	return tpm2TokenFor(sealed), pass, nil
+}
+
+func tpm2TokenFor(sealed tpm2.Sealed) tokenFor {
+	return func(slots []int) json.Marshaler { return TPM2Token{Keyslots: slots, Sealed: sealed} }
+}
+
+// enrolled finds a systemd-tpm2 token of k's PCRs that this TPM unseals:
+// an enrolment a crash interrupted, or one that is whole.
+func (k TPM2Key) enrolled(ctx context.Context, h Header) (enrolledToken, bool, error) {
+	if err := tpm2.CheckPCRs(k.PCRs); err != nil {
+		return enrolledToken{}, false, err
 	}
 	tpm, err := k.open(ctx)
 	if err != nil {
-		return err
+		return enrolledToken{}, false, err
 	}
 	defer tpm.Close()
 	pcrs := slices.Sorted(slices.Values(k.PCRs))
@@ -228,86 +167,7 @@ func (c *Client) enrolTPM2(ctx context.Context, device string, k TPM2Key, opener
 		if err != nil {
 			continue
 		}
-		return c.bindToken(ctx, device, t.ID, tt.Sealed, opener, secret.FromBytes(tpm2Passphrase(s)))
+		return enrolledToken{ID: t.ID, Token: tpm2TokenFor(tt.Sealed), Pass: secret.FromBytes(tpm2Passphrase(s))}, true, nil
 	}
-	sealed, pass, err := seal(tpm, k)
-	if err != nil {
-		return err
-	}
-	id := 0
-	for slices.ContainsFunc(h.TokenObjects, func(t Token) bool { return t.ID == id }) {
-		id++
-	}
-	if err := c.importToken(ctx, device, id, TPM2Token{Sealed: sealed}, false); err != nil {
-		return err
-	}
-	return c.bindToken(ctx, device, id, sealed, opener, pass)
-}
-
-// bindToken adds a keyslot for pass unless one opens already, and binds
-// token id to it.
-func (c *Client) bindToken(ctx context.Context, device string, id int, sealed tpm2.Sealed, opener, pass secret.Value) error {
-	slot, ok, err := c.slotOf(ctx, device, pass)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		args := append([]string{"luksAddKey", "--batch-mode"}, tpm2PBKDF.args()...)
-		args = append(args, "--key-file=/proc/self/fd/3", "--new-keyfile=/proc/self/fd/4", "--", device)
-		if _, err := c.run(ctx, args, opener, pass); err != nil {
-			return err
-		}
-		if slot, ok, err = c.slotOf(ctx, device, pass); err != nil || !ok {
-			return fmt.Errorf("the keyslot just added does not open: %v", err)
-		}
-	}
-	in, err := InspectDevice(device)
-	if err != nil {
-		return err
-	}
-	if h, ok := in.Best(); ok {
-		for _, t := range h.TokenObjects {
-			if t.ID == id && slices.Equal(t.Keyslots, []int{slot}) {
-				return nil
-			}
-		}
-	}
-	return c.importToken(ctx, device, id, TPM2Token{Keyslots: []int{slot}, Sealed: sealed}, true)
-}
-
-var slotUnlocked = regexp.MustCompile(`Key slot (\d+) unlocked`)
-
-// slotOf reports which keyslot pass opens, if any.
-func (c *Client) slotOf(ctx context.Context, device string, pass secret.Value) (int, bool, error) {
-	out, code, err := c.runOut(ctx, []string{"open", "--test-passphrase", "--verbose", "--type", "luks2", "--key-file=/proc/self/fd/3", "--", device}, nil, pass)
-	if code == exitNoKey {
-		return 0, false, nil
-	}
-	if err != nil {
-		return 0, false, err
-	}
-	m := slotUnlocked.FindStringSubmatch(out)
-	if m == nil {
-		return 0, false, fmt.Errorf("cryptsetup open --test-passphrase did not say which keyslot opened: %q", out)
-	}
-	n, _ := strconv.Atoi(m[1])
-	return n, true, nil
-}
-
-// importToken writes token id through cryptsetup's stdin (replacing the
-// one there when replace is set).
-func (c *Client) importToken(ctx context.Context, device string, id int, t TPM2Token, replace bool) error {
-	js, err := t.MarshalJSON()
-	if err != nil {
-		return err
-	}
-	args := []string{"token", "import", "--json-file", "-", fmt.Sprintf("--token-id=%d", id)}
-	if replace {
-		args = append(args, "--token-replace")
-	}
-	args = append(args, "--", device)
-	if _, _, err := c.runOut(ctx, args, js); err != nil {
-		return fmt.Errorf("import token %d: %w", id, err)
-	}
-	return nil
+	return enrolledToken{}, false, nil
 }

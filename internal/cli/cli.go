@@ -88,6 +88,11 @@ func Commands() []Command {
 				{Name: "firmware-root", Arg: "DIR", Usage: "root of the tree holding /sys/firmware, whose boot volumes are never wiped (default /)"},
 				socket,
 			}},
+		{Name: "recovery-key", Short: "enrol a recovery key in an encrypted volume", Args: "NAME", Operands: "volumes", Summary: "Enrol a new recovery key in the LUKS2 header of an encrypted volume, in a keyslot of its own, opened with the manifest's keys, and print it once: 64 characters in systemd-cryptenroll's format, which a person can type where the volume's passphrase is asked (cryptsetup open, systemd-cryptsetup) when its other keys fail (a changed TPM, an unreachable Tang server). The key is kept nowhere and never logged; its keyslot carries a systemd-recovery token. Asks the running agent, which runs it as the volume's one operation.",
+			Flags: []Flag{
+				{Name: "timeout", Arg: "DURATION", Usage: "give up after this long (default 2m)"},
+				socket,
+			}},
 		{Name: "completion", Short: "print a shell completion script", Args: "bash|zsh", Summary: "Print the shell completion script for bash or zsh.", Operands: "shells"},
 		{Name: "version", Short: "print the version", Summary: "Print the version, the Go version and the platform."},
 		{Name: "help", Short: "print the usage", Summary: "Print the usage."},

@@ -2,7 +2,7 @@
 _volumed() {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
     if [ "$COMP_CWORD" -eq 1 ]; then
-        COMPREPLY=($(compgen -W "run status validate wait shutdown disks wipe completion version help" -- "$cur"))
+        COMPREPLY=($(compgen -W "run status validate wait shutdown disks wipe recovery-key completion version help" -- "$cur"))
         return
     fi
     local cmd=${COMP_WORDS[1]} socket=() i
@@ -58,6 +58,12 @@ _volumed() {
         --volume | -volume) return ;;
         esac
         flags="--yes --volume --state-dir --firmware-root --socket" operands="" ;;
+    recovery-key)
+        case $prev in
+        --socket | -socket) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --timeout | -timeout) return ;;
+        esac
+        flags="--timeout --socket" operands="volumes" ;;
     completion)
         flags="" operands="shells" ;;
     version)

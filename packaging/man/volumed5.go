@@ -57,6 +57,10 @@ func (ps *props) UnmarshalJSON(data []byte) error {
 type walker struct {
 	defs map[string]*schema
 	p    *page
+	// open are the objects being described, by the path they are
+	// described at: a type that holds itself (a threshold key's keys)
+	// is described once and named at its second place.
+	open map[*schema]string
 }
 
 func (w *walker) resolve(s *schema) (*schema, error) {
@@ -96,6 +100,15 @@ func (w *walker) fields(s *schema, prefix string) error {
 	if err != nil {
 		return err
 	}
+	if at, ok := w.open[s]; ok {
+		w.p.tagged(bold(prefix+"*"), "The same fields as "+at+"*.")
+		return nil
+	}
+	if w.open == nil {
+		w.open = map[*schema]string{}
+	}
+	w.open[s] = prefix
+	defer delete(w.open, s)
 	for _, pr := range s.Properties {
 		path := prefix + pr.name
 		ps, err := w.resolve(pr.s)

@@ -65,7 +65,7 @@ type Mapping struct {
 	Name   string `json:"name"`   // device-mapper name, volumed-<volume>
 	UUID   string `json:"uuid"`   // the LUKS2 header's UUID
 	Device string `json:"device"` // /dev/mapper/<name>: what is formatted and mounted
-	// KeyKind is the kind of key that opened it ("file", "tpm2"); ""
+	// KeyKind is the kind of key that opened it ("file", "tpm2", "tang"); ""
 	// when it was found open (adopted) and no record said.
 	KeyKind string `json:"keyKind,omitempty"`
 	// HeaderBytes is how much smaller than the device the mapping is

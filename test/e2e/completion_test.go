@@ -68,7 +68,8 @@ func TestBashCompletion(t *testing.T) {
 		want  string
 	}{
 		{[]string{"volumed", "st"}, "status"},
-		{[]string{"volumed", ""}, "run status validate wait shutdown disks wipe completion version help"},
+		{[]string{"volumed", ""}, "run status validate wait shutdown disks wipe recovery-key completion version help"},
+		{[]string{"volumed", "recovery-key", "--socket", e.socket, "a"}, "alpha"},
 		{[]string{"volumed", "wait", "--"}, "--timeout --fail-missing --socket"},
 		{[]string{"volumed", "status", "-o", ""}, "table json"},
 		{[]string{"volumed", "completion", ""}, "bash zsh"},
@@ -101,7 +102,7 @@ print -r -- none: $(_volumed_volumes 2>&1)`
 		cmd := exec.Command(zsh, "-f", "-c", script)
 		cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(volumedBin)+":"+os.Getenv("PATH"))
 		out, err := cmd.CombinedOutput()
-		want := "volumes: alpha beta\ncommands: run status validate wait shutdown disks wipe completion version help\nnone:\n"
+		want := "volumes: alpha beta\ncommands: run status validate wait shutdown disks wipe recovery-key completion version help\nnone:\n"
 		if err != nil || string(out) != want {
 			t.Fatalf("zsh completion: %v; printed:\n%s\nwant:\n%s", err, out, want)
 		}

@@ -1,0 +1,171 @@
+package luks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/volumed/volumed/drivers/sss"
+	"github.com/volumed/volumed/drivers/tang"
+	"github.com/volumed/volumed/internal/secret"
+)
+
+// ThresholdKey is a random volume key split by Clevis' sss pin so that
+// any N of its Tang keys recover it ("2 of 3 Tang servers"); the JWE
+// lives in a clevis token, as `clevis luks bind ... sss` writes it.
+type ThresholdKey struct {
+	N    int
+	Keys []TangKey
+}
+
+var _ sealedKey = ThresholdKey{}
+
+func (k ThresholdKey) Kind() string { return "threshold" }
+
+func (k ThresholdKey) Describe() string {
+	var subs []string
+	for _, s := range k.Keys {
+		subs = append(subs, s.Describe())
+	}
+	return fmt.Sprintf("threshold %d of (%s)", k.N, strings.Join(subs, ", "))
+}
+
+func (k ThresholdKey) Material(context.Context) (secret.Value, error) {
+	return secret.Value{}, ErrSealedKey
+}
+
+func (k ThresholdKey) needsNetwork() bool { return true }
+
+// usable checks every server: a share is bound to each at format.
+func (k ThresholdKey) usable(ctx context.Context) error {
+	if k.N < 1 || k.N > len(k.Keys) {
+		return fmt.Errorf("threshold %d of %d keys: n must be from 1 to the number of keys", k.N, len(k.Keys))
+	}
+	var errs []error
+	for _, s := range k.Keys {
+		if err := s.usable(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (k ThresholdKey) seal(ctx context.Context) (tokenFor, secret.Value, error) {
+	if err := k.usable(ctx); err != nil {
+		return nil, secret.Value{}, err
+	}
+	pass, err := tangPassphrase()
+	if err != nil {
+		return nil, secret.Value{}, err
+	}
+	pins := make([]sss.Binder, len(k.Keys))
+	for i, s := range k.Keys {
+		pins[i] = s.server()
+	}
+	jwe, err := sss.Bind(ctx, k.N, pins, pass.RevealBytes())
+	if err != nil {
+		return nil, secret.Value{}, waiting(err)
+	}
+	return clevisTokenFor(jwe), pass, nil
+}
+
+// sssToken is a clevis sss token of a header.
+type sssToken struct {
+	id  int
+	jwe string
+	b   sss.Binding
+}
+
+// bindings are the header's clevis sss tokens of k: threshold N, and
+// each share bound to one of k's servers, all of them.
+func (k ThresholdKey) bindings(h Header) []sssToken {
+	var out []sssToken
+	for _, t := range h.TokenObjects {
+		if t.Type != TokenClevis {
+			continue
+		}
+		ct, err := ParseClevisToken(t.JSON)
+		if err != nil {
+			continue
+		}
+		b, err := sss.Parse(ct.JWE)
+		if err != nil || b.T != k.N || len(b.JWEs) != len(k.Keys) {
+			continue
+		}
+		if k.servedBy(b) {
+			out = append(out, sssToken{id: t.ID, jwe: ct.JWE, b: b})
+		}
+	}
+	return out
+}
+
+// servedBy: each share of b is a tang binding pinned by another of k's keys.
+func (k ThresholdKey) servedBy(b sss.Binding) bool {
+	used := make([]bool, len(k.Keys))
+	for _, j := range b.JWEs {
+		tb, err := tang.ParseBinding(j)
+		if err != nil {
+			return false
+		}
+		i := slices.IndexFunc(k.Keys, func(s TangKey) bool { return s.Thumbprint != "" && tb.PinnedBy(s.Thumbprint) })
+		if i < 0 || used[i] {
+			return false
+		}
+		used[i] = true
+	}
+	return true
+}
+
+// recoverShare decrypts one share with the key whose server bound it;
+// an unreachable server is a WaitingError.
+func (k ThresholdKey) recoverShare(ctx context.Context, _ int, jwe string) ([]byte, error) {
+	tb, err := tang.ParseBinding(jwe)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range k.Keys {
+		if tb.PinnedBy(s.Thumbprint) {
+			p, err := s.server().Recover(ctx, tb)
+			return p, waiting(err)
+		}
+	}
+	return nil, fmt.Errorf("no key pinned to the server of %s", tb.URL)
+}
+
+func (k ThresholdKey) unsealTokens(ctx context.Context, h Header) ([]secret.Value, error) {
+	bs := k.bindings(h)
+	if len(bs) == 0 {
+		return nil, fmt.Errorf("the header carries no clevis sss token of %s", k.Describe())
+	}
+	var out []secret.Value
+	var last error
+	for _, b := range bs {
+		p, err := b.b.Recover(ctx, k.recoverShare)
+		if err != nil {
+			last = err
+			continue
+		}
+		out = append(out, secret.FromBytes(p))
+	}
+	if len(out) == 0 {
+		return nil, last
+	}
+	return out, nil
+}
+
+func (k ThresholdKey) enrolled(ctx context.Context, h Header) (enrolledToken, bool, error) {
+	for _, b := range k.bindings(h) {
+		p, err := b.b.Recover(ctx, k.recoverShare)
+		if err != nil {
+			var we *WaitingError
+			if errors.As(err, &we) {
+				return enrolledToken{}, false, err
+			}
+			continue
+		}
+		return enrolledToken{ID: b.id, Token: clevisTokenFor(b.jwe), Pass: secret.FromBytes(p)}, true, nil
+	}
+	return enrolledToken{}, false, nil
+}
