@@ -43,7 +43,8 @@ func (a *Agent) loadManifests() {
 	for name, d := range desired {
 		if o := old[name]; o == nil || o.Generation != d.Generation {
 			a.exec.Reset(name)
-			a.askGrowthCheck()
+			a.dirty.mark(name)
+			a.askGrowthCheckOfVolume(name)
 			if o != nil {
 				a.cfg.Log.Info("manifest changed", "volume", name, "file", d.File)
 			}
@@ -52,6 +53,7 @@ func (a *Agent) loadManifests() {
 	for name := range old {
 		if desired[name] == nil {
 			a.exec.Reset(name)
+			a.dirty.mark(name)
 			a.cfg.Log.Info("manifest removed", "volume", name)
 		}
 	}

@@ -28,6 +28,7 @@ func (a *Agent) wake(ctx context.Context, w Wake) bool {
 			continue // converged: nothing to retry
 		}
 		a.exec.Reset(n)
+		a.dirty.mark(n)
 		retried = append(retried, n)
 	}
 	sort.Strings(retried)

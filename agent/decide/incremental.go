@@ -202,3 +202,31 @@ func sortOps(ops []Op) {
 		return cmp.Or(cmp.Compare(a.Stage(), b.Stage()), cmp.Compare(a.Volume, b.Volume))
 	})
 }
+
+// Known yields the volumes the planner holds anything of (a name may
+// come more than once): a full replan must name them too, to forget
+// those gone from both desired and actual state.
+func (p *Planner) Known() func(yield func(string) bool) {
+	return func(yield func(string) bool) {
+		for n := range p.recorded {
+			if !yield(n) {
+				return
+			}
+		}
+		for n := range p.wants {
+			if !yield(n) {
+				return
+			}
+		}
+		for n := range p.ops {
+			if !yield(n) {
+				return
+			}
+		}
+		for n := range p.pending {
+			if !yield(n) {
+				return
+			}
+		}
+	}
+}

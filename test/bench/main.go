@@ -92,6 +92,8 @@ func main() {
 	restart := b.startAndWaitReady()
 	fmt.Printf("restart to all Ready with %d volumes in place: %v (target <= 50 ms; includes process start)\n", *n, restart.Round(time.Millisecond))
 
+	b.editOne(images, 5)
+
 	down := b.removeAllAndWaitDetached(images)
 	fmt.Printf("agent remove all manifests to all loop devices gone: %v  ratio %.2fx (target <= 2x)\n", down.Round(time.Millisecond), float64(down)/float64(floorDown))
 	b.stop()
