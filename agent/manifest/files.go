@@ -173,14 +173,12 @@ func readFile(path string, opts Options) ([]byte, Problem, bool) {
 // its directory's and its own ownership, a regular file, its size. The
 // file's stat is what was opened.
 func openChecked(path string, opts Options) (*os.File, fs.FileInfo, Problem, bool) {
-	whole := func(reason string) (*os.File, fs.FileInfo, Problem, bool) {
-		return nil, nil, Problem{File: path, Reason: reason}, false
-	}
+	whole := func(reason string) Problem { return Problem{File: path, Reason: reason} }
 	if opts.CheckOwnership {
 		dir := filepath.Dir(path)
 		st, err := os.Stat(dir)
 		if err != nil {
-			return whole("cannot read: " + errText(err))
+			return nil, nil, whole("cannot read: " + errText(err)), false
 		}
 		if p, bad := checkOwner(dir, st); bad {
 			return nil, nil, p, false
@@ -189,20 +187,20 @@ func openChecked(path string, opts Options) (*os.File, fs.FileInfo, Problem, boo
 	// Stat first so that a FIFO or device named *.yaml is never opened.
 	st, err := os.Stat(path)
 	if err != nil {
-		return whole("cannot read: " + errText(err))
+		return nil, nil, whole("cannot read: " + errText(err)), false
 	}
 	if !st.Mode().IsRegular() {
-		return whole("not a regular file")
+		return nil, nil, whole("not a regular file"), false
 	}
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return whole("cannot read: " + errText(err))
+		return nil, nil, whole("cannot read: " + errText(err)), false
 	}
 	// Check what was opened, not what the name pointed at a moment ago.
 	st, err = f.Stat()
 	bad := func(reason string) (*os.File, fs.FileInfo, Problem, bool) {
 		f.Close()
-		return whole(reason)
+		return nil, nil, whole(reason), false
 	}
 	if err != nil {
 		return bad("cannot read: " + errText(err))
