@@ -159,6 +159,21 @@ func (s *State) Holder(identity, skip string) string {
 	return ""
 }
 
+// Find returns a copy of each record match accepts, without copying the
+// others: a kernel event asks about a device or two among every record.
+// match runs under the state's lock: it must only look.
+func (s *State) Find(match func(*store.Volume) bool) []*store.Volume {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*store.Volume
+	for _, v := range s.vols {
+		if match(v) {
+			out = append(out, cloneVolume(v))
+		}
+	}
+	return out
+}
+
 // Get returns a copy of one record, or nil.
 func (s *State) Get(name string) *store.Volume {
 	s.mu.Lock()
