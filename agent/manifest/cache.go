@@ -2,6 +2,8 @@ package manifest
 
 import (
 	"io/fs"
+	"os"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -59,6 +61,9 @@ func identityOf(st fs.FileInfo) (identity, bool) {
 // parse is ParseFile through the cache; the caller forgets what it no
 // longer asks for (keep).
 func (c *parseCache) parse(path string, opts Options) parsedFile {
+	if out, hit := c.unchanged(path, opts); hit {
+		return out
+	}
 	f, st, prob, ok := openChecked(path, opts)
 	if !ok {
 		return parsedFile{probs: []Problem{prob}}
@@ -92,6 +97,37 @@ func (c *parseCache) parse(path string, opts Options) parsedFile {
 		delete(c.entries, path)
 	}
 	return out
+}
+
+// unchanged is the cached parse of the file at path when the name still
+// leads to the file parsed, unchanged, and every check passes: a stat,
+// not an open, per file. Anything else (a miss, a check that fails) is
+// left to the whole path, which says what is wrong as a fresh parse does.
+func (c *parseCache) unchanged(path string, opts Options) (parsedFile, bool) {
+	st, err := os.Stat(path)
+	if err != nil || !st.Mode().IsRegular() || st.Size() > MaxFileSize {
+		return parsedFile{}, false
+	}
+	id, known := identityOf(st)
+	c.mu.Lock()
+	e, hit := c.entries[path]
+	c.mu.Unlock()
+	if !known || !hit || e.id != id {
+		return parsedFile{}, false
+	}
+	if opts.CheckOwnership {
+		if _, bad := checkOwner(path, st); bad {
+			return parsedFile{}, false
+		}
+		dir, err := os.Stat(filepath.Dir(path))
+		if err != nil {
+			return parsedFile{}, false
+		}
+		if _, bad := checkOwner(filepath.Dir(path), dir); bad {
+			return parsedFile{}, false
+		}
+	}
+	return e.parsedFile, true
 }
 
 // keep forgets every file but those at paths.
