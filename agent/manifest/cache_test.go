@@ -135,4 +135,9 @@ func TestCachedFileIsStillCheckedForOwnership(t *testing.T) {
 	if len(res.Problems) == 0 || !reflect.DeepEqual(res.Problems, fresh.Problems) {
 		t.Errorf("problems %+v, parsed fresh %+v", res.Problems, fresh.Problems)
 	}
+	// Refused as a whole (its last good objects kept), as a fresh parse
+	// refuses it.
+	if len(res.BadFiles) != 1 || !reflect.DeepEqual(res.BadFiles, fresh.BadFiles) {
+		t.Errorf("bad files %v, parsed fresh %v", res.BadFiles, fresh.BadFiles)
+	}
 }
