@@ -102,6 +102,13 @@ type Agent struct {
 	// driftLog says each drift-check failure once, not at every resync.
 	driftLog *onceLog
 
+	// dirty: the volumes the next pass plans again. view and
+	// backoffsSeen (up to when ended backoffs were marked) are the
+	// reconcile loop's alone.
+	dirty        *dirtySet
+	view         *passView
+	backoffsSeen time.Time
+
 	trigger chan struct{}
 	reload  chan struct{}
 }
@@ -140,6 +147,8 @@ func New(cfg Config) *Agent {
 		history:   newHistory(),
 		systemd:   &systemdStatus{},
 		driftLog:  newOnceLog(cfg.Log),
+		dirty:     newDirtySet(),
+		view:      newPassView(),
 		trigger:   make(chan struct{}, 1),
 		reload:    make(chan struct{}, 1),
 		startedc:  make(chan struct{}),

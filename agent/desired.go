@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"path"
+	"slices"
 	"sort"
 
 	"github.com/volumed/volumed/agent/manifest"
@@ -12,7 +13,11 @@ import (
 )
 
 // buildDesired turns the accepted manifest objects into the desired state.
-func buildDesired(res *manifest.Result) map[string]*Desired {
+// An entry made of the very spec (a file the Load did not decode again)
+// and the same targets as in prev keeps prev's Generation: encoding and
+// hashing every volume's spec at each Load was a share of what one
+// manifest edit cost among a thousand (docs/performance.md).
+func buildDesired(res *manifest.Result, prev map[string]*Desired) map[string]*Desired {
 	out := make(map[string]*Desired, len(res.Volumes))
 	for _, o := range res.Volumes {
 		spec := o.Volume
@@ -34,7 +39,11 @@ func buildDesired(res *manifest.Result) map[string]*Desired {
 	}
 	for _, d := range out {
 		sortTargets(d.Targets)
-		d.Generation = Generation(d)
+		if p := prev[d.Name]; p != nil && p.Spec == d.Spec && p.StagingPath == d.StagingPath && slices.Equal(p.Targets, d.Targets) {
+			d.Generation = p.Generation
+		} else {
+			d.Generation = Generation(d)
+		}
 	}
 	return out
 }

@@ -27,3 +27,33 @@ func TestNewDesiredCarriesFilesystemNames(t *testing.T) {
 		}
 	}
 }
+
+// A desired entry keeps the last read's Generation only when it is made
+// of the very same spec and targets: a Mount that moved, or a spec parsed
+// anew, gets its own, which resets the volume's backoff and marks it.
+func TestGenerationKeptOnlyForTheSameSpecAndTargets(t *testing.T) {
+	spec := &manifest.VolumeSpec{Source: manifest.Source{Kind: "loop"}, Filesystem: &manifest.Filesystem{Type: "ext4"}}
+	read := func(spec *manifest.VolumeSpec, mountAt string) *manifest.Result {
+		return &manifest.Result{
+			Volumes: []*manifest.Object{{Kind: manifest.KindVolume, Metadata: manifest.Metadata{Name: "a"}, Volume: spec, File: "a.yaml"}},
+			Mounts:  []*manifest.Object{{Kind: manifest.KindMount, Metadata: manifest.Metadata{Name: "m"}, Mount: &manifest.MountSpec{Volume: "a", Path: mountAt}, File: "m.yaml"}},
+		}
+	}
+	fresh := func(d *Desired) string { c := *d; return Generation(&c) }
+	first := buildDesired(read(spec, "/x"), nil)
+	moved := buildDesired(read(spec, "/y"), first)
+	again := buildDesired(read(spec, "/y"), moved)
+	xfs := &manifest.VolumeSpec{Source: spec.Source, Filesystem: &manifest.Filesystem{Type: "xfs"}}
+	edited := buildDesired(read(xfs, "/y"), again)
+	for name, m := range map[string]map[string]*Desired{"first": first, "moved": moved, "again": again, "edited": edited} {
+		if got, want := m["a"].Generation, fresh(m["a"]); got != want {
+			t.Errorf("%s read: generation %s, computed afresh %s", name, got, want)
+		}
+	}
+	if moved["a"].Generation == first["a"].Generation || edited["a"].Generation == again["a"].Generation {
+		t.Error("a moved Mount or an edited spec kept the last generation")
+	}
+	if again["a"].Generation != moved["a"].Generation {
+		t.Error("the same spec and targets read again got another generation")
+	}
+}

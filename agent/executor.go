@@ -290,5 +290,19 @@ func (e *Executor) NextRetry() time.Time {
 	return t
 }
 
+// BackoffsEnded names the volumes with an operation whose backoff ended
+// in (after, upTo]: what they were refused they may start now.
+func (e *Executor) BackoffsEnded(after, upTo time.Time) []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []string
+	for k, f := range e.failed {
+		if f.until.After(after) && !f.until.After(upTo) {
+			out = append(out, k.volume)
+		}
+	}
+	return out
+}
+
 // Wait blocks until every started operation has finished.
 func (e *Executor) Wait() { e.wg.Wait() }

@@ -37,7 +37,8 @@ func (a *Agent) SetDesired(d *Desired) {
 	a.manifests.mu.Unlock()
 	if old == nil || old.Generation != d.Generation {
 		a.exec.Reset(d.Name)
-		a.askGrowthCheck()
+		a.dirty.mark(d.Name)
+		a.askGrowthCheckOfVolume(d.Name)
 	}
 	a.Trigger()
 }
@@ -54,6 +55,7 @@ func (a *Agent) RemoveDesired(name string) {
 	a.manifests.mu.Unlock()
 	if ok {
 		a.exec.Reset(name)
+		a.dirty.mark(name)
 		a.Trigger()
 	}
 }

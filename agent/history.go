@@ -3,8 +3,6 @@
 package agent
 
 import (
-	"maps"
-	"slices"
 	"sync"
 
 	"github.com/volumed/volumed/agent/api"
@@ -37,11 +35,12 @@ func (h *history) of(volume string) []api.Event {
 	return append([]api.Event(nil), h.events[volume]...)
 }
 
-// volumes lists the volumes with a history.
-func (h *history) volumes() []string {
+// has: the volume has a history.
+func (h *history) has(volume string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return slices.Collect(maps.Keys(h.events))
+	_, ok := h.events[volume]
+	return ok
 }
 
 func (h *history) forget(volume string) {

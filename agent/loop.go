@@ -128,6 +128,7 @@ func (a *Agent) start(ctx context.Context) (*fsnotify.Watcher, error) {
 // resync is the periodic look at everything: the manifests read again,
 // the records checked against the kernel, sizes and usage refreshed.
 func (a *Agent) resync(ctx context.Context, watcher *fsnotify.Watcher) {
+	a.dirty.markAll() // the safety net: every volume planned again
 	a.loadManifests()
 	a.verify(ctx)
 	a.refreshSizes(ctx)
@@ -162,18 +163,18 @@ func (a *Agent) shutdown(cancelOps context.CancelFunc) error {
 
 // pass is one reconcile pass: observe, then decide (decide.Decide, pure), then
 // act (the executor starts what is not already running or backing off).
+// It plans again only the volumes marked (dirtySet) and those whose step
+// reads what they changed (decide.Planner); the first pass and the
+// resync plan every volume.
 func (a *Agent) pass(ctx context.Context) {
 	start := a.cfg.Now()
-	desired := a.desiredSnapshot()
-	actual, versions := a.state.VersionedSnapshot()
-	obs := a.observe(ctx, desired, actual)
-	dec := decide.Decide(desired, actual, obs)
-	a.updatePending(desired, actual, dec.Pending)
-	started := a.act(ctx, dec, desired, actual, versions)
+	p := a.plan(ctx, start)
+	desired, actual := p.desired, a.view.actual
+	started := a.act(ctx, p.dec, desired, actual, a.view.versions)
 	if a.cfg.Metrics != nil {
 		a.cfg.Metrics.reconcile.Observe(a.cfg.Now().Sub(start).Seconds())
 	}
-	a.forgetGone(desired, actual)
+	a.forgetGone(p.planned, desired, actual)
 	converged := started == 0 && a.exec.Busy() == 0
 	if converged {
 		// No intent is coming to carry the last outcomes to disk.
@@ -196,6 +197,32 @@ func (a *Agent) pass(ctx context.Context) {
 		// Once per settling, after systemd has been told.
 		debug.FreeOSMemory()
 	}
+}
+
+// passPlan is what a pass decided: from which desired state, for which
+// volumes (planned: those planned again; the records are a.view's).
+type passPlan struct {
+	desired map[string]*Desired
+	planned []string
+	dec     decide.Decision
+}
+
+// plan is a pass up to its decision: what is marked is read again and
+// planned again, and the pending changes of those volumes said.
+func (a *Agent) plan(ctx context.Context, now time.Time) passPlan {
+	for _, n := range a.exec.BackoffsEnded(a.backoffsSeen, now) {
+		a.dirty.mark(n)
+	}
+	a.backoffsSeen = now
+	// Taken before the desired state and the records are read: a change
+	// after marks again, for the next pass.
+	all, names := a.dirty.take()
+	desired := a.desiredSnapshot()
+	planned := a.view.refresh(a.state, desired, all, names)
+	obs := a.observe(ctx, desired, a.view.actual)
+	dec := a.view.planner.Decide(desired, a.view.actual, obs, planned)
+	a.updatePending(desired, planned, dec.Pending)
+	return passPlan{desired: desired, planned: planned, dec: dec}
 }
 
 // act carries a decision out: each operation goes to the executor, which
@@ -221,7 +248,8 @@ func (a *Agent) act(ctx context.Context, dec decide.Decision, desired map[string
 			if a.state.Version(op.Volume) == versions[op.Volume] {
 				return true
 			}
-			// Not converged: the next pass plans this volume again.
+			// Not converged: the next pass plans this volume again
+			// (the change to its record marked it).
 			started++
 			a.Trigger()
 			return false
@@ -232,7 +260,7 @@ func (a *Agent) act(ctx context.Context, dec decide.Decision, desired map[string
 				return nil
 			}
 			return err
-		}, func(error) { a.Trigger() })
+		}, func(error) { a.dirty.mark(op.Volume); a.Trigger() })
 		if ok {
 			started++
 		}
@@ -241,11 +269,13 @@ func (a *Agent) act(ctx context.Context, dec decide.Decision, desired map[string
 }
 
 // forgetGone: a volume gone from both manifests and kernel starts afresh
-// if it comes back: its history and failures go with it.
-func (a *Agent) forgetGone(desired map[string]*Desired, actual map[string]*store.Volume) {
+// if it comes back: its history and failures go with it. Of the volumes
+// planned: one goes by a change that marks it, or by the end of its
+// operation, which marks it too.
+func (a *Agent) forgetGone(names []string, desired map[string]*Desired, actual map[string]*store.Volume) {
 	unrecorded := a.state.Unrecorded()
-	for _, name := range a.history.volumes() {
-		if desired[name] != nil || actual[name] != nil || slices.Contains(unrecorded, name) {
+	for _, name := range names {
+		if desired[name] != nil || actual[name] != nil || slices.Contains(unrecorded, name) || !a.history.has(name) {
 			continue
 		}
 		if _, busy := a.exec.Running(name); !busy {

@@ -23,6 +23,13 @@ func (s *desiredState) replace(volumes map[string]*Desired, problems []string) (
 	return old, oldProblems
 }
 
+// current is the desired state of the last read (not to be changed).
+func (s *desiredState) current() map[string]*Desired {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.volumes
+}
+
 func (s *desiredState) problemList() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -33,7 +40,7 @@ func (s *desiredState) problemList() []string {
 // A volume whose manifest changed gets a fresh backoff.
 func (a *Agent) loadManifests() {
 	res := a.cfg.Manifests.Load()
-	desired := buildDesired(res)
+	desired := buildDesired(res, a.manifests.current())
 	problems := make([]string, 0, len(res.Problems))
 	for _, p := range res.Problems {
 		problems = append(problems, p.Error())
@@ -43,7 +50,8 @@ func (a *Agent) loadManifests() {
 	for name, d := range desired {
 		if o := old[name]; o == nil || o.Generation != d.Generation {
 			a.exec.Reset(name)
-			a.askGrowthCheck()
+			a.dirty.mark(name)
+			a.askGrowthCheckOfVolume(name)
 			if o != nil {
 				a.cfg.Log.Info("manifest changed", "volume", name, "file", d.File)
 			}
@@ -52,6 +60,7 @@ func (a *Agent) loadManifests() {
 	for name := range old {
 		if desired[name] == nil {
 			a.exec.Reset(name)
+			a.dirty.mark(name)
 			a.cfg.Log.Info("manifest removed", "volume", name)
 		}
 	}

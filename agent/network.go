@@ -71,6 +71,7 @@ func (a *Agent) ShutdownNetwork(ctx context.Context) api.ShutdownReply {
 	}
 	if first := !a.hold.set(true); first {
 		a.cfg.Log.Info("shutdown --network: tearing down network volumes and keeping them down")
+		a.dirty.markAll() // every network volume is wanted absent now
 	}
 	a.Trigger()
 	tick := time.NewTicker(50 * time.Millisecond)
@@ -93,6 +94,7 @@ func (a *Agent) ShutdownNetwork(ctx context.Context) api.ShutdownReply {
 func (a *Agent) ResumeNetwork() {
 	if was := a.hold.set(false); was {
 		a.cfg.Log.Info("resume --network: network volumes are set up again")
+		a.dirty.markAll()
 		for n, d := range a.desiredSnapshot() {
 			if a.hold.network(d.Kind) {
 				a.exec.Reset(n)

@@ -10,12 +10,13 @@ import (
 )
 
 // growthRequests are the growth checks asked of the next pass: of every
-// volume, or of the volumes on some devices. Passes in between skip the
-// size reads.
+// volume, of the volumes on some devices, or of some volumes. Passes in
+// between skip the size reads.
 type growthRequests struct {
 	mu      sync.Mutex
 	all     bool
 	devices map[string]bool
+	volumes map[string]bool
 }
 
 // ask asks for the volume on device (its kernel name), or every volume
@@ -33,30 +34,52 @@ func (g *growthRequests) ask(device string) {
 	g.devices[device] = true
 }
 
-// take returns what was asked and forgets it.
-func (g *growthRequests) take() (all bool, devices map[string]bool) {
+// askVolume asks for one volume's check: its manifest changed.
+func (g *growthRequests) askVolume(name string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	all, devices = g.all, g.devices
-	g.all, g.devices = false, nil
-	return all, devices
+	if g.volumes == nil {
+		g.volumes = map[string]bool{}
+	}
+	g.volumes[name] = true
+}
+
+// take returns what was asked and forgets it.
+func (g *growthRequests) take() (all bool, devices, volumes map[string]bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	all, devices, volumes = g.all, g.devices, g.volumes
+	g.all, g.devices, g.volumes = false, nil, nil
+	return all, devices, volumes
 }
 
 func (a *Agent) askGrowthCheck() { a.growth.ask("") }
 
 func (a *Agent) askGrowthCheckOf(device string) { a.growth.ask(device) }
 
+func (a *Agent) askGrowthCheckOfVolume(name string) { a.growth.askVolume(name) }
+
 // observe gathers what a pass decides on besides the records: which
 // volumes are busy, and the sizes of those whose growth check was asked
 // for (a stat and a sysfs read each). It decides nothing.
 func (a *Agent) observe(ctx context.Context, desired map[string]*Desired, actual map[string]*store.Volume) decide.Observations {
 	obs := decide.Observations{Running: map[string]bool{}, BackingChanged: map[string]bool{}}
-	all, devices := a.growth.take()
-	if !all && len(devices) == 0 {
+	all, devices, volumes := a.growth.take()
+	if !all && len(devices) == 0 && len(volumes) == 0 {
 		return obs
 	}
 	obs.Sizes = map[string]decide.Sizes{}
-	for n, d := range desired {
+	asked := desired
+	if !all && len(devices) == 0 {
+		// A manifest edit costs the volumes edited, not a walk of all.
+		asked = make(map[string]*Desired, len(volumes))
+		for n := range volumes {
+			if d := desired[n]; d != nil {
+				asked[n] = d
+			}
+		}
+	}
+	for n, d := range asked {
 		rec := actual[n]
 		if _, running := a.exec.Running(n); running {
 			obs.Running[n] = true
@@ -66,7 +89,8 @@ func (a *Agent) observe(ctx context.Context, desired map[string]*Desired, actual
 			obs.BackingChanged[n] = true
 			continue
 		}
-		if !all && (rec == nil || rec.Attachment == nil || !devices[filepath.Base(rec.Attachment.Device)]) {
+		onDevice := rec != nil && rec.Attachment != nil && devices[filepath.Base(rec.Attachment.Device)]
+		if !all && !volumes[n] && !onDevice {
 			continue
 		}
 		s, err := a.observeSizes(ctx, d, rec)

@@ -7,18 +7,17 @@ import (
 	"strings"
 
 	"github.com/volumed/volumed/agent/decide"
-	"github.com/volumed/volumed/store"
 )
 
-// updatePending raises or clears each volume's PendingChange condition
-// as the pass's decision says (decide.Decision.Pending).
-func (a *Agent) updatePending(desired map[string]*Desired, actual map[string]*store.Volume, pending map[string][]decide.Pending) {
-	for name := range actual {
+// updatePending raises or clears the PendingChange condition of each
+// volume planned as the pass's decision says (decide.Decision.Pending):
+// what is pending changes only with what marks a volume to be planned.
+func (a *Agent) updatePending(desired map[string]*Desired, names []string, pending map[string][]decide.Pending) {
+	for _, name := range names {
 		if desired[name] == nil {
-			a.conds.Clear(name, CondPendingChange) // being torn down: nothing is pending
+			a.conds.Clear(name, CondPendingChange) // being torn down, or gone: nothing is pending
+			continue
 		}
-	}
-	for name := range desired {
 		p := pending[name]
 		if len(p) == 0 {
 			a.conds.Clear(name, CondPendingChange)

@@ -35,9 +35,7 @@ func (a *Agent) reconstruct(ctx context.Context) error {
 	u := a.readIntents(intents, recs, desired)
 	names := volumeNames(recs, desired, u.leftovers)
 
-	a.state = NewState(a.cfg.Store, a.cfg.Now, nil)
-	a.state.OnRecorded(a.noteRecorded)
-	a.state.OnCommitWait(a.exec.Yield)
+	a.state = a.newState()
 	kv := a.newStartView(ctx, mounts, recs)
 	claimed := map[string]bool{} // identities of attachments some volume owns
 	for _, name := range names {
@@ -61,6 +59,16 @@ func (a *Agent) reconstruct(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// newState is an empty actual state wired to the agent: a record that
+// changes marks its volume for the next pass.
+func (a *Agent) newState() *State {
+	st := NewState(a.cfg.Store, a.cfg.Now, nil)
+	st.OnRecorded(a.noteRecorded)
+	st.OnCommitWait(a.exec.Yield)
+	st.OnChange(a.dirty.mark)
+	return st
 }
 
 // uncertain is what the intents a crash left say: the operations it

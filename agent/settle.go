@@ -58,6 +58,7 @@ func (a *Agent) noteRecorded(name string, err error) {
 	if err == nil {
 		if a.conds.Clear(name, CondStateNotRecorded) {
 			a.cfg.Log.Info("state recorded again", "volume", name)
+			a.dirty.mark(name)
 			a.Trigger()
 		}
 		return

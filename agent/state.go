@@ -26,6 +26,9 @@ type State struct {
 	// yield, when set, is told that an operation of the volume waits for
 	// its intent's commit; what it returns is called when the wait ends.
 	yield func(name string) (resume func())
+	// changed, when set, is told the name of each volume whose record
+	// changed, after the change is visible. It must not block.
+	changed func(name string)
 
 	mu   sync.Mutex
 	vols map[string]*store.Volume
@@ -65,6 +68,10 @@ func (s *State) OnRecorded(fn func(name string, err error)) { s.recorded = fn }
 // intent's commit (Executor.Yield). Set it before the first operation.
 func (s *State) OnCommitWait(fn func(name string) (resume func())) { s.yield = fn }
 
+// OnChange sets the hook told of each change to a record (the passes
+// plan again what it names). Set it before the first change.
+func (s *State) OnChange(fn func(name string)) { s.changed = fn }
+
 func (s *State) lockOf(name string) *sync.Mutex {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -91,6 +98,22 @@ func (s *State) VersionedSnapshot() (map[string]*store.Volume, map[string]uint64
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.snapshot(), maps.Clone(s.versions)
+}
+
+// VersionedGet is VersionedSnapshot of the volumes named: a copy of the
+// record of each that has one, and each one's version.
+func (s *State) VersionedGet(names []string) (map[string]*store.Volume, map[string]uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	recs := make(map[string]*store.Volume, len(names))
+	vers := make(map[string]uint64, len(names))
+	for _, n := range names {
+		if v := s.vols[n]; v != nil {
+			recs[n] = cloneVolume(v)
+		}
+		vers[n] = s.versions[n]
+	}
+	return recs, vers
 }
 
 func (s *State) snapshot() map[string]*store.Volume {
@@ -134,6 +157,21 @@ func (s *State) Holder(identity, skip string) string {
 		}
 	}
 	return ""
+}
+
+// Find returns a copy of each record match accepts, without copying the
+// others: a kernel event asks about a device or two among every record.
+// match runs under the state's lock: it must only look.
+func (s *State) Find(match func(*store.Volume) bool) []*store.Volume {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*store.Volume
+	for _, v := range s.vols {
+		if match(v) {
+			out = append(out, cloneVolume(v))
+		}
+	}
+	return out
 }
 
 // Get returns a copy of one record, or nil.
@@ -290,13 +328,16 @@ func (s *State) Forget(name string) error {
 
 func (s *State) set(name string, v *store.Volume) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.versions[name]++
 	if v == nil {
 		delete(s.vols, name)
-		return
+	} else {
+		s.vols[name] = cloneVolume(v)
 	}
-	s.vols[name] = cloneVolume(v)
+	s.mu.Unlock()
+	if s.changed != nil {
+		s.changed(name)
+	}
 }
 
 func isEmpty(v *store.Volume) bool {

@@ -63,7 +63,7 @@ func TestWakeOnDiskChangeRefreshesItsPartitions(t *testing.T) {
 	if !slices.Equal(r.refreshed, []string{"/dev/vdc1"}) {
 		t.Fatalf("refreshed %v, want only the partition on vdc", r.refreshed)
 	}
-	all, devices := a.growth.take()
+	all, devices, _ := a.growth.take()
 	if all || !devices["vdc1"] || devices["vdd1"] {
 		t.Fatalf("growth check asked for all=%v devices=%v, want vdc1 alone", all, devices)
 	}

@@ -54,12 +54,19 @@ func Decide(desired map[string]*Desired, actual map[string]*record.Volume, obs O
 			dec.Pending[n] = p
 		}
 	}
-	if len(obs.Sizes) == 0 {
-		return dec
-	}
 	planned := map[string]bool{}
 	for _, op := range dec.Ops {
 		planned[op.Volume] = true
+	}
+	dec.grow(desired, actual, obs, func(n string) bool { return planned[n] })
+	return dec
+}
+
+// grow adds a grow of each converged volume whose sizes obs says call
+// for one (none of a volume with a step planned), or says why not.
+func (dec *Decision) grow(desired map[string]*Desired, actual map[string]*record.Volume, obs Observations, planned func(string) bool) {
+	if len(obs.Sizes) == 0 {
+		return
 	}
 	names := make([]string, 0, len(obs.Sizes))
 	for n := range obs.Sizes {
@@ -68,7 +75,7 @@ func Decide(desired map[string]*Desired, actual map[string]*record.Volume, obs O
 	sort.Strings(names)
 	for _, n := range names {
 		d := desired[n]
-		if d == nil || planned[n] || obs.Running[n] || obs.BackingChanged[n] {
+		if d == nil || planned(n) || obs.Running[n] || obs.BackingChanged[n] {
 			continue
 		}
 		switch {
@@ -80,7 +87,6 @@ func Decide(desired map[string]*Desired, actual map[string]*record.Volume, obs O
 			dec.GrowSettled = append(dec.GrowSettled, n)
 		}
 	}
-	return dec
 }
 
 // Sizes is what a growth check saw of one volume.

@@ -1,9 +1,7 @@
 package decide
 
 import (
-	"path"
 	"sort"
-	"strings"
 
 	"github.com/volumed/volumed/store/record"
 )
@@ -36,14 +34,12 @@ func (o Op) Stage() int {
 func Plan(desired map[string]*Desired, actual map[string]*record.Volume) []Op {
 	// Paths that some volume holds right now: a publish onto one of them
 	// waits until its holder has unpublished.
-	held := heldPaths{by: map[string]string{}}
+	held := newHeld()
 	for name, a := range actual {
 		for _, t := range a.Targets {
-			held.by[t.Path] = name
-			held.sorted = append(held.sorted, t.Path)
+			held.add(t.Path, name)
 		}
 	}
-	sort.Strings(held.sorted)
 	names := make([]string, 0, len(desired)+len(actual))
 	for n := range desired {
 		names = append(names, n)
@@ -65,7 +61,12 @@ func Plan(desired map[string]*Desired, actual map[string]*record.Volume) []Op {
 	return ops
 }
 
-func nextOp(name string, d *Desired, a *record.Volume, held heldPaths) (Op, bool) {
+// nextOp is one volume's next step. Besides the volume's own desired
+// entry and record it reads only held, at these paths (Planner.Update
+// replans by this list): those under the volume's recorded targets
+// (coversHeld), its desired targets' own (heldByOther), and those above
+// a target nested in another volume's (enclosedBy, asking for that one).
+func nextOp(name string, d *Desired, a *record.Volume, held *heldPaths) (Op, bool) {
 	if a == nil {
 		a = &record.Volume{Name: name}
 	}
@@ -96,7 +97,7 @@ func nextOp(name string, d *Desired, a *record.Volume, held heldPaths) (Op, bool
 		if HasTarget(a, t.Path) {
 			continue
 		}
-		if holder, ok := held.by[t.Path]; ok && holder != name {
+		if held.heldByOther(t.Path, name) {
 			continue // waits for the other volume to let go
 		}
 		if t.NestedIn != "" && !enclosedBy(t.Path, t.NestedIn, held) {
@@ -107,7 +108,7 @@ func nextOp(name string, d *Desired, a *record.Volume, held heldPaths) (Op, bool
 	return remountOp(name, d, a)
 }
 
-func teardownOp(name string, a *record.Volume, held heldPaths) (Op, bool) {
+func teardownOp(name string, a *record.Volume, held *heldPaths) (Op, bool) {
 	for _, t := range a.Targets {
 		if !coversHeld(t.Path, held) {
 			return Op{Volume: name, Name: OpUnpublish, Target: DesiredTarget{Path: t.Path}}, true
@@ -131,33 +132,6 @@ func teardownOp(name string, a *record.Volume, held heldPaths) (Op, bool) {
 func HasTarget(a *record.Volume, p string) bool {
 	for _, t := range a.Targets {
 		if t.Path == p {
-			return true
-		}
-	}
-	return false
-}
-
-// heldPaths are the published targets: who holds each, and the paths
-// sorted, so that the questions below cost a lookup, not a walk of every
-// target (a pass over n volumes would cost n²).
-type heldPaths struct {
-	by     map[string]string
-	sorted []string
-}
-
-// coversHeld: some other published target lies inside p, so unmounting
-// p would fail busy (or hide it); p waits until that one is gone.
-func coversHeld(p string, held heldPaths) bool {
-	// The paths under p sort together, right after p + "/".
-	under := strings.TrimSuffix(p, "/") + "/"
-	i := sort.SearchStrings(held.sorted, under)
-	return i < len(held.sorted) && strings.HasPrefix(held.sorted[i], under)
-}
-
-// enclosedBy: volume holds a published target that p lies inside.
-func enclosedBy(p, volume string, held heldPaths) bool {
-	for q, parent := p, path.Dir(p); parent != q; q, parent = parent, path.Dir(parent) {
-		if holder, ok := held.by[parent]; ok && holder == volume {
 			return true
 		}
 	}

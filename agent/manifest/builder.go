@@ -31,6 +31,8 @@ type Builder struct {
 	// the name last declared.
 	lastGood map[string]goodFile
 	accepted map[ownerID]*Object
+	// cache holds each file's parse until the file changes.
+	cache *parseCache
 }
 
 type goodFile struct {
@@ -48,6 +50,7 @@ func NewBuilder(dirs []string, opts Options) *Builder {
 		opts:     opts,
 		lastGood: map[string]goodFile{},
 		accepted: map[ownerID]*Object{},
+		cache:    newParseCache(),
 	}
 }
 
@@ -87,7 +90,8 @@ func (b *Builder) Load() *Result {
 			paths[i] = ent.path
 		}
 	}
-	parsed := parseFiles(paths, b.opts)
+	parsed := parseFiles(paths, func(p string) parsedFile { return b.cache.parse(p, b.opts) })
+	b.cache.keep(paths)
 	good := map[string]goodFile{}
 	var cands []candidate
 	for i, base := range bases {
@@ -135,7 +139,7 @@ type parsedFile struct {
 // after another, a restart with a thousand manifests spent a noticeable
 // part of its start parsing before it could look at anything
 // (docs/performance.md).
-func parseFiles(paths []string, opts Options) []parsedFile {
+func parseFiles(paths []string, parse func(string) parsedFile) []parsedFile {
 	out := make([]parsedFile, len(paths))
 	next := make(chan int)
 	var wg sync.WaitGroup
@@ -144,7 +148,7 @@ func parseFiles(paths []string, opts Options) []parsedFile {
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				out[i].objs, out[i].probs = ParseFile(paths[i], opts)
+				out[i] = parse(paths[i])
 			}
 		}()
 	}

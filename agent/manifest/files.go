@@ -161,51 +161,69 @@ func ParseFile(path string, opts Options) ([]*Object, []Problem) {
 }
 
 func readFile(path string, opts Options) ([]byte, Problem, bool) {
-	whole := func(reason string) ([]byte, Problem, bool) {
-		return nil, Problem{File: path, Reason: reason}, false
+	f, _, prob, ok := openChecked(path, opts)
+	if !ok {
+		return nil, prob, false
 	}
+	defer f.Close()
+	return readOpened(f)
+}
+
+// openChecked opens the file after every check that does not read it:
+// its directory's and its own ownership, a regular file, its size. The
+// file's stat is what was opened.
+func openChecked(path string, opts Options) (*os.File, fs.FileInfo, Problem, bool) {
+	whole := func(reason string) Problem { return Problem{File: path, Reason: reason} }
 	if opts.CheckOwnership {
 		dir := filepath.Dir(path)
 		st, err := os.Stat(dir)
 		if err != nil {
-			return whole("cannot read: " + errText(err))
+			return nil, nil, whole("cannot read: " + errText(err)), false
 		}
 		if p, bad := checkOwner(dir, st); bad {
-			return nil, p, false
+			return nil, nil, p, false
 		}
 	}
 	// Stat first so that a FIFO or device named *.yaml is never opened.
 	st, err := os.Stat(path)
 	if err != nil {
-		return whole("cannot read: " + errText(err))
+		return nil, nil, whole("cannot read: " + errText(err)), false
 	}
 	if !st.Mode().IsRegular() {
-		return whole("not a regular file")
+		return nil, nil, whole("not a regular file"), false
 	}
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return whole("cannot read: " + errText(err))
+		return nil, nil, whole("cannot read: " + errText(err)), false
 	}
-	defer f.Close()
 	// Check what was opened, not what the name pointed at a moment ago.
 	st, err = f.Stat()
+	bad := func(reason string) (*os.File, fs.FileInfo, Problem, bool) {
+		f.Close()
+		return nil, nil, whole(reason), false
+	}
 	if err != nil {
-		return whole("cannot read: " + errText(err))
+		return bad("cannot read: " + errText(err))
 	}
 	if !st.Mode().IsRegular() {
-		return whole("not a regular file")
+		return bad("not a regular file")
 	}
 	if opts.CheckOwnership {
-		if p, bad := checkOwner(path, st); bad {
-			return nil, p, false
+		if p, refused := checkOwner(path, st); refused {
+			f.Close()
+			return nil, nil, p, false
 		}
 	}
 	if st.Size() > MaxFileSize {
-		return whole(fmt.Sprintf("too big: %d bytes, the limit is 1 MiB", st.Size()))
+		return bad(fmt.Sprintf("too big: %d bytes, the limit is 1 MiB", st.Size()))
 	}
+	return f, st, Problem{}, true
+}
+
+func readOpened(f *os.File) ([]byte, Problem, bool) {
 	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
-		return whole("cannot read: " + errText(err))
+		return nil, Problem{File: f.Name(), Reason: "cannot read: " + errText(err)}, false
 	}
 	return data, Problem{}, true
 }

@@ -1,0 +1,146 @@
+package manifest
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// parseCache keeps each file's parse (its objects and problems) under the
+// file's identity, so that a Load decodes only the files that changed:
+// YAML decoding of every manifest was most of a restart's and of each
+// rescan's cost (docs/performance.md). Every check that does not read the
+// file (ownership, type, size) is still made at each Load; the parse of
+// the same bytes is the same, so a hit's problems are those a fresh parse
+// would give.
+type parseCache struct {
+	now func() time.Time
+	// mu guards the map and the count: files are parsed on every CPU.
+	mu      sync.Mutex
+	entries map[string]cachedParse
+	// decoded counts the files read and parsed, for the tests.
+	decoded int
+}
+
+type cachedParse struct {
+	id identity
+	parsedFile
+}
+
+// identity is what changes when a file's bytes may have: a rename in of
+// another file (dev, inode), a write (size, mtime), and anything that
+// keeps those but not the change time (ctime, which no one can set back).
+type identity struct {
+	dev, ino uint64
+	size     int64
+	mtime    syscall.Timespec
+	ctime    syscall.Timespec
+}
+
+// racyWindow: a file changed this recently is parsed again at the next
+// Load instead of trusted by its identity: a second write within the
+// timestamps' granularity (a tick, or a second on some filesystems) that
+// keeps the size would keep the identity too.
+const racyWindow = 2 * time.Second
+
+func newParseCache() *parseCache {
+	return &parseCache{now: time.Now, entries: map[string]cachedParse{}}
+}
+
+func identityOf(st fs.FileInfo) (identity, bool) {
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return identity{}, false
+	}
+	return identity{dev: sys.Dev, ino: sys.Ino, size: sys.Size, mtime: sys.Mtim, ctime: sys.Ctim}, true
+}
+
+// parse is ParseFile through the cache; the caller forgets what it no
+// longer asks for (keep).
+func (c *parseCache) parse(path string, opts Options) parsedFile {
+	if out, hit := c.unchanged(path, opts); hit {
+		return out
+	}
+	f, st, prob, ok := openChecked(path, opts)
+	if !ok {
+		return parsedFile{probs: []Problem{prob}}
+	}
+	defer f.Close()
+	id, known := identityOf(st)
+	c.mu.Lock()
+	e, hit := c.entries[path]
+	if !hit || !known || e.id != id {
+		c.decoded++
+	}
+	c.mu.Unlock()
+	if hit && known && e.id == id {
+		return e.parsedFile
+	}
+	data, prob, ok := readOpened(f)
+	if !ok {
+		return parsedFile{probs: []Problem{prob}}
+	}
+	var out parsedFile
+	out.objs, out.probs = ParseBytes(path, data, opts)
+	changed := time.Unix(id.ctime.Unix())
+	if m := time.Unix(id.mtime.Unix()); m.After(changed) {
+		changed = m
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if known && c.now().Sub(changed) >= racyWindow {
+		c.entries[path] = cachedParse{id: id, parsedFile: out}
+	} else {
+		delete(c.entries, path)
+	}
+	return out
+}
+
+// unchanged is the cached parse of the file at path when the name still
+// leads to the file parsed, unchanged, and every check passes: a stat,
+// not an open, per file. Anything else (a miss, a check that fails) is
+// left to the whole path, which says what is wrong as a fresh parse does.
+func (c *parseCache) unchanged(path string, opts Options) (parsedFile, bool) {
+	st, err := os.Stat(path)
+	if err != nil || !st.Mode().IsRegular() || st.Size() > MaxFileSize {
+		return parsedFile{}, false
+	}
+	id, known := identityOf(st)
+	c.mu.Lock()
+	e, hit := c.entries[path]
+	c.mu.Unlock()
+	if !known || !hit || e.id != id {
+		return parsedFile{}, false
+	}
+	if opts.CheckOwnership {
+		if _, bad := checkOwner(path, st); bad {
+			return parsedFile{}, false
+		}
+		dir, err := os.Stat(filepath.Dir(path))
+		if err != nil {
+			return parsedFile{}, false
+		}
+		if _, bad := checkOwner(filepath.Dir(path), dir); bad {
+			return parsedFile{}, false
+		}
+	}
+	return e.parsedFile, true
+}
+
+// keep forgets every file but those at paths.
+func (c *parseCache) keep(paths []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	want := make(map[string]bool, len(paths))
+	for _, p := range paths {
+		want[p] = true
+	}
+	for p := range c.entries {
+		if !want[p] {
+			delete(c.entries, p)
+		}
+	}
+}
