@@ -72,9 +72,14 @@ func TestParseVGs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []VG{{Name: "vgcap", UUID: "MuYDGF-tHNO-dCfd-qtgy-8iOd-cySH-LttJhc", Size: 60 << 20, Free: 44 << 20, ExtentSize: 4 << 20}}
+	// Captured before pv_count was asked: not known (-1).
+	want := []VG{{Name: "vgcap", UUID: "MuYDGF-tHNO-dCfd-qtgy-8iOd-cySH-LttJhc", Size: 60 << 20, Free: 44 << 20, ExtentSize: 4 << 20, PVs: -1}}
 	if !reflect.DeepEqual(vgs, want) {
 		t.Errorf("ParseVGs = %+v, want %+v", vgs, want)
+	}
+	vgs, err = ParseVGs([]byte(`{"report":[{"vg":[{"vg_name":"vgr","vg_uuid":"u","vg_size":"1","vg_free":"0","vg_extent_size":"1","vg_missing_pv_count":"1","pv_count":"2"}]}]}`))
+	if err != nil || len(vgs) != 1 || vgs[0].PVs != 2 || vgs[0].MissingPVs != 1 {
+		t.Errorf("ParseVGs of a VG of two PVs, one missing = %+v, %v", vgs, err)
 	}
 }
 

@@ -88,7 +88,7 @@ func LVsArgs(vg string) []string {
 		"-o", strings.Join(lvFields, ","), vg}
 }
 
-// CreateArgs makes w's LV, linear, tagged, active. --zero and
+// CreateArgs makes w's LV, of its type, tagged, active. --zero and
 // --wipesignatures clear what a removed LV left at its start; --yes
 // answers lvm2's question before wiping one (there is no terminal). A
 // thin LV (virtual size, in its pool) has neither: its blocks are not
@@ -99,9 +99,9 @@ func CreateArgs(w Want) []string {
 			"--virtualsize", strconv.FormatInt(w.Size, 10) + "b", "--thinpool", w.ThinPool,
 			"--addtag", Tag(w.Volume), "--activate", "y", w.VG}
 	}
-	return []string{"lvcreate", "--yes", "--type", "linear", "--name", w.Name,
-		"--size", strconv.FormatInt(w.Size, 10) + "b", "--addtag", Tag(w.Volume),
-		"--zero", "y", "--wipesignatures", "y", "--activate", "y", w.VG}
+	return append(layoutArgs(w), "--name", w.Name,
+		"--size", strconv.FormatInt(w.Size, 10)+"b", "--addtag", Tag(w.Volume),
+		"--zero", "y", "--wipesignatures", "y", "--activate", "y", w.VG)
 }
 
 // ActivateArgs activates (y) or deactivates (n) lv.

@@ -29,13 +29,19 @@ func want(d *agent.Desired) (lvmdrv.Want, error) {
 	if err != nil {
 		return lvmdrv.Want{}, err
 	}
-	w := lvmdrv.Want{Volume: d.Name, VG: s.VolumeGroup, Name: s.Name, Size: s.size, Type: s.Type, ThinPool: s.ThinPool}
+	w := lvmdrv.Want{Volume: d.Name, VG: s.VolumeGroup, Name: s.Name, Size: s.size, Type: s.Type, ThinPool: s.ThinPool,
+		Stripes: s.Stripes, StripeSize: s.stripeSize, Mirrors: s.Mirrors}
 	if w.Name == "" {
 		w.Name = d.Name
 	}
 	if w.Size == 0 && s.Size != "" {
 		if w.Size, err = size.Parse(s.Size); err != nil {
 			return lvmdrv.Want{}, fmt.Errorf("volume %s: lvm size: %w", d.Name, err)
+		}
+	}
+	if w.StripeSize == 0 && s.StripeSize != "" {
+		if w.StripeSize, err = size.Parse(s.StripeSize); err != nil {
+			return lvmdrv.Want{}, fmt.Errorf("volume %s: lvm stripeSize: %w", d.Name, err)
 		}
 	}
 	return w, nil
@@ -97,6 +103,9 @@ func (a attacher) Attach(ctx context.Context, d *agent.Desired) (agent.Found, er
 	case lvmdrv.Create:
 		if why := lvmdrv.CheckLVName(w.Name); why != "" {
 			return agent.Found{}, fmt.Errorf("volume %s: LV name %q (the volume's; set source.lvm.name): %s", w.Volume, w.Name, why)
+		}
+		if err := a.room(ctx, w); err != nil {
+			return agent.Found{}, err
 		}
 		created = true
 		err = a.tool.Create(ctx, w)

@@ -10,7 +10,7 @@ import (
 )
 
 // rounded is w with its size as lvm2 makes it in w's VG: up to a whole
-// extent.
+// extent (on each stripe).
 func (a attacher) rounded(ctx context.Context, w lvmdrv.Want) (lvmdrv.Want, error) {
 	vgs, err := a.tool.VGs(ctx)
 	if err != nil {
@@ -18,7 +18,7 @@ func (a attacher) rounded(ctx context.Context, w lvmdrv.Want) (lvmdrv.Want, erro
 	}
 	for _, vg := range vgs {
 		if vg.Name == w.VG {
-			w.Size = lvmdrv.Round(w.Size, vg.ExtentSize)
+			w.Size = lvmdrv.Round(w.Size, lvmdrv.Granule(w, vg.ExtentSize))
 			return w, nil
 		}
 	}

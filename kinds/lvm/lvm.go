@@ -38,13 +38,23 @@ type Source struct {
 	// resized.
 	Size string `yaml:"size" json:"size"`
 
-	// Type of the LV volumed creates: linear (the default) or thin.
+	// Type of the LV volumed creates: linear (the default), striped,
+	// raid1 or thin.
 	Type string `yaml:"type,omitempty" json:"type,omitempty"`
 	// ThinPool is the existing thin pool (in volumeGroup) a thin LV is
 	// made in; required for type thin, refused otherwise.
 	ThinPool string `yaml:"thinPool,omitempty" json:"thinPool,omitempty"`
+	// Stripes of a striped LV (2 or more, each on its own PV); required
+	// for type striped, refused otherwise.
+	Stripes int `yaml:"stripes,omitempty" json:"stripes,omitempty"`
+	// StripeSize of a striped LV (a power of two, 4Ki or more; lvm2's
+	// default, 64Ki, when empty).
+	StripeSize string `yaml:"stripeSize,omitempty" json:"stripeSize,omitempty"`
+	// Mirrors of a raid1 LV: its copies besides the first, each on its
+	// own PV; 1 (two legs) when unset or 0. Refused for other types.
+	Mirrors int `yaml:"mirrors,omitempty" json:"mirrors,omitempty"`
 
-	size int64
+	size, stripeSize int64
 }
 
 // Kind describes the lvm source kind.
@@ -61,7 +71,11 @@ func (Kind) Needs(spec any) hostcheck.Needs {
 		Programs: []hostcheck.Program{{Name: lvmdrv.Program, Why: "creates and activates LVM logical volumes", Package: "lvm2"}},
 		Modules:  []hostcheck.Module{{Name: "dm-mod", What: "device-mapper", Dev: "mapper/control"}},
 	}
-	if s, ok := spec.(*Source); ok && s.Type == lvmdrv.Thin {
+	s, _ := spec.(*Source)
+	if s != nil && s.Type == lvmdrv.Raid1 {
+		n.Modules = append(n.Modules, hostcheck.Module{Name: "dm-raid", What: "LVM raid1 (mirrored) volumes"})
+	}
+	if s != nil && s.Type == lvmdrv.Thin {
 		n.Modules = append(n.Modules, hostcheck.Module{Name: "dm-thin-pool", What: "LVM thin provisioning"})
 		// lvm2 runs thin_check when it activates a thin pool.
 		n.Programs = append(n.Programs, hostcheck.Program{Name: "thin_check", Why: "checks a thin pool's metadata when lvm2 activates it", Package: "thin-provisioning-tools"})
@@ -72,7 +86,10 @@ func (Kind) Needs(spec any) hostcheck.Needs {
 func (Kind) Rules() []kind.Rule {
 	return []kind.Rule{
 		{Type: "Source", Prop: "size", Check: kind.Size},
-		{Type: "Source", Prop: "type", Check: kind.Enum{lvmdrv.Linear, lvmdrv.Thin}},
+		{Type: "Source", Prop: "type", Check: kind.Enum{lvmdrv.Linear, lvmdrv.Striped, lvmdrv.Raid1, lvmdrv.Thin}},
+		{Type: "Source", Prop: "stripes", Check: kind.Min(2)},
+		{Type: "Source", Prop: "stripeSize", Check: kind.Size},
+		{Type: "Source", Prop: "mirrors", Check: kind.Min(0)},
 	}
 }
 
@@ -94,11 +111,14 @@ func (Kind) Check(spec any, c *manifest.Check) manifest.Caps {
 		s.size = c.Size("size", s.Size)
 	}
 	checkType(s, c)
+	checkLayout(s, c)
 	// Size is kept (grown to, a smaller one refused): the LV's own. The
-	// type and pool are in the key: an LV is not turned into another.
-	caps := manifest.Caps{Key: "lvm " + s.VolumeGroup + "/" + s.Name + " " + s.Type + " " + s.ThinPool, Size: s.size, SizeField: "size", RefuseShrink: true}
+	// type, pool and layout are in the key: an LV is not turned into
+	// another.
+	layout := s.Type + " " + s.ThinPool + layoutKey(s)
+	caps := manifest.Caps{Key: "lvm " + s.VolumeGroup + "/" + s.Name + " " + layout, Size: s.size, SizeField: "size", RefuseShrink: true}
 	if s.Name == "" {
-		caps.Key = "lvm in " + s.VolumeGroup + " named for the volume " + s.Type + " " + s.ThinPool
+		caps.Key = "lvm in " + s.VolumeGroup + " named for the volume " + layout
 		// No claim: the default name is the volume's, unique already; a
 		// name: equal to another volume's is refused at attach by the tag.
 		return caps
@@ -107,15 +127,15 @@ func (Kind) Check(spec any, c *manifest.Check) manifest.Caps {
 	return caps
 }
 
-// checkType: linear (the default) or thin, and a thin pool exactly for
-// thin.
+// checkType: linear (the default), striped, raid1 or thin, and a thin
+// pool exactly for thin.
 func checkType(s *Source, c *manifest.Check) {
 	switch s.Type {
 	case "":
 		s.Type = lvmdrv.Linear
-	case lvmdrv.Linear, lvmdrv.Thin:
+	case lvmdrv.Linear, lvmdrv.Striped, lvmdrv.Raid1, lvmdrv.Thin:
 	default:
-		c.Report("type", fmt.Sprintf("%q is not an LV type volumed creates: linear or thin", s.Type))
+		c.Report("type", fmt.Sprintf("%q is not an LV type volumed creates: linear, striped, raid1 or thin", s.Type))
 	}
 	switch {
 	case s.Type == lvmdrv.Thin && s.ThinPool == "":

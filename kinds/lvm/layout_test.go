@@ -1,0 +1,42 @@
+package lvm
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	lvmdrv "github.com/volumed/volumed/drivers/lvm"
+	"github.com/volumed/volumed/store"
+)
+
+// A raid1 LV in a VG of one PV waits for a second, creating nothing;
+// with two it is made raid1, one mirror, tagged.
+func TestAttachRaid1WaitsForItsLegs(t *testing.T) {
+	f := newFakeVG(t)
+	m := desired("m", Source{VolumeGroup: "vg0", Size: "64Mi", Type: lvmdrv.Raid1})
+	_, err := f.attacher().Attach(context.Background(), m)
+	if err == nil || !strings.Contains(err.Error(), "volume m: volume group vg0 has 1 physical volume(s) found, LV vg0/m needs 2") || slices.Contains(f.calls, "lvcreate") {
+		t.Fatalf("Attach of raid1 on one PV = %v after %q, want a wait naming the VG and the legs, nothing created", err, f.calls)
+	}
+	f.pvs = 2
+	got, err := f.attacher().Attach(context.Background(), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lv := f.lvs[0]; !got.Created || lv.Segtype != lvmdrv.Raid1 || lvmdrv.Owner(lv) != "m" {
+		t.Errorf("Attach = %+v, LV %+v: want a raid1 LV tagged volumed:m, created", got, lv)
+	}
+}
+
+// A striped LV's size is rounded to a whole extent on each stripe, as
+// lvm2 makes it: 10 MiB over 3 stripes of 4 MiB extents is 12 MiB, so
+// the growth check sees no shrink asked for.
+func TestRoundedStriped(t *testing.T) {
+	f := newFakeVG(t)
+	f.pvs = 3
+	got, err := f.attacher().Rounded(context.Background(), desired("s", Source{VolumeGroup: "vg0", Size: "10Mi", Type: lvmdrv.Striped, Stripes: 3}), store.Attachment{})
+	if err != nil || got != 12<<20 {
+		t.Errorf("Rounded = %d, %v, want %d", got, err, 12<<20)
+	}
+}
