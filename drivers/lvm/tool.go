@@ -149,12 +149,6 @@ func (t Tool) Create(ctx context.Context, w Want) error {
 	return err
 }
 
-// Activate activates lv.
-func (t Tool) Activate(ctx context.Context, lv LV) error {
-	_, err := t.run(ctx, "activate LV "+lv.Ref(), ActivateArgs(lv, true))
-	return err
-}
-
 // Deactivate deactivates lv, unless it is open (ErrBusy): lvm2 would
 // refuse too, but with words that do not say it is in use.
 func (t Tool) Deactivate(ctx context.Context, lv LV) error {

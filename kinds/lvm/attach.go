@@ -2,6 +2,7 @@ package lvm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/volumed/volumed/agent"
@@ -99,7 +100,7 @@ func (a attacher) Attach(ctx context.Context, d *agent.Desired) (agent.Found, er
 	case lvmdrv.Wait, lvmdrv.Refuse:
 		return agent.Found{}, fmt.Errorf("volume %s, LV %s: %s", w.Volume, w.Ref(), s.Why)
 	case lvmdrv.Activate:
-		err = a.tool.Activate(ctx, s.LV)
+		err = notActivated(a.tool.Activate(ctx, s.LV))
 	case lvmdrv.Create:
 		if why := lvmdrv.CheckLVName(w.Name); why != "" {
 			return agent.Found{}, fmt.Errorf("volume %s: LV name %q (the volume's; set source.lvm.name): %s", w.Volume, w.Name, why)
@@ -165,4 +166,14 @@ func (a attacher) Detach(ctx context.Context, at store.Attachment) error {
 		return err
 	}
 	return kind.MarkBusy(a.tool.Deactivate(ctx, lv), lvmdrv.ErrBusy)
+}
+
+// notActivated hands lvm2's refusal to activate to the core as such: the
+// volume gets ActivationFailed with lvm2's words.
+func notActivated(err error) error {
+	var ae *lvmdrv.ActivateError
+	if errors.As(err, &ae) {
+		return &agent.NotActivated{Reason: ae.Reason, Err: err}
+	}
+	return err
 }

@@ -2,10 +2,12 @@ package lvm
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/volumed/volumed/agent"
 	lvmdrv "github.com/volumed/volumed/drivers/lvm"
 	"github.com/volumed/volumed/store"
 )
@@ -38,5 +40,18 @@ func TestRoundedStriped(t *testing.T) {
 	got, err := f.attacher().Rounded(context.Background(), desired("s", Source{VolumeGroup: "vg0", Size: "10Mi", Type: lvmdrv.Striped, Stripes: 3}), store.Attachment{})
 	if err != nil || got != 12<<20 {
 		t.Errorf("Rounded = %d, %v, want %d", got, err, 12<<20)
+	}
+}
+
+// An LV of the volume lvm2 will not activate: the core is told so
+// (agent.NotActivated, the reason and lvm2's words), nothing is created.
+func TestAttachNotActivated(t *testing.T) {
+	f := newFakeVG(t, lvmdrv.LV{VG: "vg0", Name: "data", UUID: "u1", Tags: []string{"volumed:data"}, Size: 64 << 20, Major: -1, Minor: -1})
+	f.refuse = map[string]string{"lvchange": "  Refusing activation of partial LV vg0/data.  Use '--activationmode partial' to override.\n"}
+	_, err := f.attacher().Attach(context.Background(), data)
+	var na *agent.NotActivated
+	if !errors.As(err, &na) || na.Reason != lvmdrv.ReasonPVMissing || !strings.Contains(err.Error(), "volume data: activate LV vg0/data") ||
+		!strings.Contains(err.Error(), "Refusing activation of partial LV") || slices.Contains(f.calls, "lvcreate") {
+		t.Errorf("Attach = %v after %q, want agent.NotActivated (PhysicalVolumeMissing) with lvm2's words, no lvcreate", err, f.calls)
 	}
 }
