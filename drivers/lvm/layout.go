@@ -3,7 +3,9 @@ package lvm
 import (
 	"cmp"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 )
 
 // layoutArgs starts lvcreate's vector for a linear, striped or raid1 LV:
@@ -66,4 +68,20 @@ func Granule(w Want, extent int64) int64 {
 		return extent * int64(w.Stripes)
 	}
 	return extent
+}
+
+// CheckExtents says what is wrong with an extents size, "" when lvm2
+// takes it: N%FREE, N%VG or N%PVS with N from 1 to 100. (lvm2 also takes
+// a bare count of extents and %ORIGIN; a count depends on the VG's
+// extent size, which a manifest does not know, and there is no origin.)
+func CheckExtents(e string) string {
+	n, base, ok := strings.Cut(e, "%")
+	v, err := strconv.Atoi(n)
+	switch {
+	case !ok || err != nil || !slices.Contains([]string{"FREE", "VG", "PVS"}, base):
+		return fmt.Sprintf("%q is not a percentage lvm2 sizes an LV by: N%%FREE, N%%VG or N%%PVS", e)
+	case v < 1 || v > 100:
+		return fmt.Sprintf("%d%% is not from 1 to 100", v)
+	}
+	return ""
 }

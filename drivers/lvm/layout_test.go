@@ -28,6 +28,15 @@ func TestCreateArgsLayout(t *testing.T) {
 	}
 }
 
+func TestCreateArgsExtents(t *testing.T) {
+	got := CreateArgs(Want{Volume: "data", VG: "vg0", Name: "data", Extents: "50%FREE", Type: Raid1})
+	want := []string{"lvcreate", "--yes", "--type", "raid1", "--mirrors", "1", "--name", "data", "--extents", "50%FREE",
+		"--addtag", "volumed:data", "--zero", "y", "--wipesignatures", "y", "--activate", "y", "vg0"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("CreateArgs(extents) = %q, want %q", got, want)
+	}
+}
+
 func TestPVsShort(t *testing.T) {
 	vg := func(pvs, missing int) VG { return VG{Name: "vg0", PVs: pvs, MissingPVs: missing} }
 	for _, c := range []struct {

@@ -36,6 +36,8 @@ type Want struct {
 	VG     string
 	Name   string // the LV's name when volumed creates it
 	Size   int64  // bytes, when volumed creates it
+	// Extents sizes it instead of Size (lvm2's N%FREE, N%VG, N%PVS).
+	Extents string
 	// Type is Linear ("" too), Striped, Raid1 or Thin; ThinPool the
 	// pool of a thin LV.
 	Type     string

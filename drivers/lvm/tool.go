@@ -99,9 +99,12 @@ func CreateArgs(w Want) []string {
 			"--virtualsize", strconv.FormatInt(w.Size, 10) + "b", "--thinpool", w.ThinPool,
 			"--addtag", Tag(w.Volume), "--activate", "y", w.VG}
 	}
-	return append(layoutArgs(w), "--name", w.Name,
-		"--size", strconv.FormatInt(w.Size, 10)+"b", "--addtag", Tag(w.Volume),
-		"--zero", "y", "--wipesignatures", "y", "--activate", "y", w.VG)
+	size := []string{"--size", strconv.FormatInt(w.Size, 10) + "b"}
+	if w.Extents != "" {
+		size = []string{"--extents", w.Extents}
+	}
+	args := append(append(layoutArgs(w), "--name", w.Name), size...)
+	return append(args, "--addtag", Tag(w.Volume), "--zero", "y", "--wipesignatures", "y", "--activate", "y", w.VG)
 }
 
 // ActivateArgs activates (y) or deactivates (n) lv.

@@ -31,7 +31,7 @@ func want(d *agent.Desired) (lvmdrv.Want, error) {
 		return lvmdrv.Want{}, err
 	}
 	w := lvmdrv.Want{Volume: d.Name, VG: s.VolumeGroup, Name: s.Name, Size: s.size, Type: s.Type, ThinPool: s.ThinPool,
-		Stripes: s.Stripes, StripeSize: s.stripeSize, Mirrors: s.Mirrors}
+		Stripes: s.Stripes, StripeSize: s.stripeSize, Mirrors: s.Mirrors, Extents: s.Extents}
 	if w.Name == "" {
 		w.Name = d.Name
 	}

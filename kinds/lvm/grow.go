@@ -42,7 +42,8 @@ func (a attacher) Rounded(ctx context.Context, d *agent.Desired, _ store.Attachm
 // volumed created is extended, never shrunk (lvmdrv.Extend).
 func (a attacher) Grow(ctx context.Context, d *agent.Desired, at store.Attachment) error {
 	w, err := want(d)
-	if err != nil {
+	if err != nil || w.Size == 0 {
+		// Sized by extents: made once, never resized to them again.
 		return err
 	}
 	if w, err = a.rounded(ctx, w); err != nil {

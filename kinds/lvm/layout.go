@@ -71,3 +71,23 @@ func (a attacher) room(ctx context.Context, w lvmdrv.Want) error {
 	}
 	return nil
 }
+
+// checkSize: exactly one of size and extents; extents is lvm2's N%FREE,
+// N%VG or N%PVS, and not for a thin LV (its size is virtual, not
+// extents of the VG).
+func checkSize(s *Source, c *manifest.Check) {
+	switch {
+	case s.Size != "" && s.Extents != "":
+		c.Report("extents", "size and extents are both set: the LV is sized by one of them")
+	case s.Size != "":
+		s.size = c.Size("size", s.Size)
+	case s.Extents == "":
+		c.Report("size", "required (or extents): the size of the LV volumed creates when it is missing, e.g. 10Gi")
+	case s.Type == lvmdrv.Thin:
+		c.Report("extents", "not for type thin: a thin LV's size is virtual; set size")
+	default:
+		if why := lvmdrv.CheckExtents(s.Extents); why != "" {
+			c.Report("extents", why)
+		}
+	}
+}

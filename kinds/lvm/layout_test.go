@@ -55,3 +55,17 @@ func TestAttachNotActivated(t *testing.T) {
 		t.Errorf("Attach = %v after %q, want agent.NotActivated (PhysicalVolumeMissing) with lvm2's words, no lvcreate", err, f.calls)
 	}
 }
+
+// An LV sized by extents is made with them, and never resized after:
+// the growth check has no size to keep it at.
+func TestExtentsMadeOnceNeverResized(t *testing.T) {
+	f := newFakeVG(t)
+	d := desired("e", Source{VolumeGroup: "vg0", Extents: "100%FREE"})
+	if _, err := f.attacher().Attach(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	rec := store.Attachment{Kind: Name, Identity: "lvm:vg0/new-e", Owned: true}
+	if err := f.attacher().Grow(context.Background(), d, rec); err != nil || slices.Contains(f.calls, "lvextend") {
+		t.Errorf("Grow of an LV sized by extents = %v after %q, want nothing done", err, f.calls)
+	}
+}

@@ -21,22 +21,29 @@ import (
 // Name is the manifest key and the driver's name.
 const Name = "lvm"
 
-// Source is `source.lvm`: a linear logical volume in an existing volume
-// group, created if missing (tagged volumed:<volume>, found again by that
-// tag and its UUID), activated at start, deactivated at teardown, never
-// removed or shrunk; one of that name volumed did not create is used as
-// it is.
+// Source is `source.lvm`: a logical volume (linear, striped, raid1 or
+// thin) in an existing volume group, created if missing (tagged
+// volumed:<volume>, found again by that tag and its UUID), activated at
+// start, deactivated at teardown, never removed or shrunk; one of that
+// name volumed did not create is used as it is.
 type Source struct {
 	// VolumeGroup is the existing VG the LV is in.
 	VolumeGroup string `yaml:"volumeGroup" json:"volumeGroup"`
 	// Name is the LV's name; the volume's name when empty.
 	Name string `yaml:"name,omitempty" json:"name,omitempty"`
-	// Size of the LV (e.g. 10Gi), rounded up by lvm2 to the VG's extent
+	// Size of the LV (e.g. 10Gi; or extents), rounded up by lvm2 to the VG's extent
 	// size: volumed creates it so, and extends an LV it created when the
 	// size grows (then its filesystem, with filesystem.grow); a smaller
 	// size is refused, never shrunk. An LV it did not create is never
 	// resized.
-	Size string `yaml:"size" json:"size"`
+	Size string `yaml:"size,omitempty" json:"size,omitempty"`
+	// Extents sizes the LV volumed creates as lvm2's percentages do, in
+	// place of size: N%FREE (of the VG's free space), N%VG (of its
+	// size) or N%PVS (of its PVs' free space), N from 1 to 100. The LV
+	// is made once at what that comes to; it is never resized to it
+	// again (with filesystem.grow the filesystem follows an LV extended
+	// by hand). Not for thin LVs, whose size is virtual.
+	Extents string `yaml:"extents,omitempty" json:"extents,omitempty"`
 
 	// Type of the LV volumed creates: linear (the default), striped,
 	// raid1 or thin.
@@ -86,6 +93,7 @@ func (Kind) Needs(spec any) hostcheck.Needs {
 func (Kind) Rules() []kind.Rule {
 	return []kind.Rule{
 		{Type: "Source", Prop: "size", Check: kind.Size},
+		{Type: "Source", Prop: "", Check: kind.OneOf{"size", "extents"}},
 		{Type: "Source", Prop: "type", Check: kind.Enum{lvmdrv.Linear, lvmdrv.Striped, lvmdrv.Raid1, lvmdrv.Thin}},
 		{Type: "Source", Prop: "stripes", Check: kind.Min(2)},
 		{Type: "Source", Prop: "stripeSize", Check: kind.Size},
@@ -105,18 +113,17 @@ func (Kind) Check(spec any, c *manifest.Check) manifest.Caps {
 			c.Report("name", why)
 		}
 	}
-	if s.Size == "" {
-		c.Report("size", "required: the size of the LV volumed creates when it is missing, e.g. 10Gi")
-	} else {
-		s.size = c.Size("size", s.Size)
-	}
 	checkType(s, c)
+	checkSize(s, c)
 	checkLayout(s, c)
 	// Size is kept (grown to, a smaller one refused): the LV's own. The
 	// type, pool and layout are in the key: an LV is not turned into
 	// another.
 	layout := s.Type + " " + s.ThinPool + layoutKey(s)
 	caps := manifest.Caps{Key: "lvm " + s.VolumeGroup + "/" + s.Name + " " + layout, Size: s.size, SizeField: "size", RefuseShrink: true}
+	if s.Extents != "" {
+		caps.SizeField = "" // made once at the percentage; no size to keep or expand
+	}
 	if s.Name == "" {
 		caps.Key = "lvm in " + s.VolumeGroup + " named for the volume " + layout
 		// No claim: the default name is the volume's, unique already; a
