@@ -28,7 +28,7 @@ const (
 var activationHint = map[string]string{
 	ReasonPVMissing:     " (a disk of the volume group is missing: bring it back; a raid1 LV with a leg gone activates degraded only by hand, lvchange -ay --activationmode degraded)",
 	ReasonPoolCheck:     " (thin_check found the thin pool's metadata damaged: lvconvert --repair the pool)",
-	ReasonTargetMissing: " (the kernel lacks the device-mapper target: load its module, e.g. modprobe dm-raid or dm-thin-pool)",
+	ReasonTargetMissing: " (the device-mapper target's module is not loaded, and volumed's service may not load modules: load it, e.g. modprobe dm-raid, and list it in /etc/modules-load.d/ for the next boots)",
 	ReasonFiltered:      " (lvm.conf's activation volume_list or auto_activation_volume_list leaves it out)",
 }
 
@@ -42,8 +42,8 @@ func ActivationReason(said string) string {
 		return ReasonPVMissing
 	case strings.Contains(s, "check of pool") || strings.Contains(s, "thin_check"):
 		return ReasonPoolCheck
-	case strings.Contains(s, "target support missing") || strings.Contains(s, "target type") && strings.Contains(s, "not supported") ||
-		strings.Contains(s, "modprobe"):
+	case strings.Contains(s, "target support missing") || strings.Contains(s, "target(s) not detected") ||
+		strings.Contains(s, "target type") && strings.Contains(s, "not supported") || strings.Contains(s, "modprobe"):
 		return ReasonTargetMissing
 	case strings.Contains(s, "activation filter") || strings.Contains(s, "volume_list"):
 		return ReasonFiltered
@@ -58,4 +58,16 @@ func (t Tool) Activate(ctx context.Context, lv LV) error {
 		return &ActivateError{Reason: ActivationReason(err.Error()), Err: err}
 	}
 	return nil
+}
+
+// Create makes w's LV. lvcreate activates it as it makes it: a refusal
+// for a kernel target missing (dm-raid, dm-thin-pool not loaded) is an
+// *ActivateError, as an activation's is; any other failure (no free
+// space) is the plain error.
+func (t Tool) Create(ctx context.Context, w Want) error {
+	_, err := t.run(ctx, "create LV "+w.Ref(), CreateArgs(w))
+	if err != nil && ActivationReason(err.Error()) == ReasonTargetMissing {
+		return &ActivateError{Reason: ReasonTargetMissing, Err: err}
+	}
+	return err
 }

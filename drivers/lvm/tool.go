@@ -146,12 +146,6 @@ func indexVG(vgs []VG, name string) int {
 	return slices.IndexFunc(vgs, func(v VG) bool { return v.Name == name })
 }
 
-// Create makes w's LV.
-func (t Tool) Create(ctx context.Context, w Want) error {
-	_, err := t.run(ctx, "create LV "+w.Ref(), CreateArgs(w))
-	return err
-}
-
 // Deactivate deactivates lv, unless it is open (ErrBusy): lvm2 would
 // refuse too, but with words that do not say it is in use.
 func (t Tool) Deactivate(ctx context.Context, lv LV) error {

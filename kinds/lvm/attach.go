@@ -109,7 +109,7 @@ func (a attacher) Attach(ctx context.Context, d *agent.Desired) (agent.Found, er
 			return agent.Found{}, err
 		}
 		created = true
-		err = a.tool.Create(ctx, w)
+		err = notActivated(a.tool.Create(ctx, w))
 	}
 	if err != nil {
 		return agent.Found{}, fmt.Errorf("volume %s: %w", w.Volume, err)

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // raidFirst makes, before volumed, the VG vgraid on the disks RAIDA and
@@ -28,6 +29,9 @@ func encrypted(name, source string) string {
 // TestLVMRaid is issue 24's raid1, striped and encrypted lvm volumes on
 // a real Debian 12, two boots:
 //
+//   - a raid1 LV while dm-raid is not loaded (volumed's service may not
+//     load modules): ActivationFailed, KernelTargetMissing, saying how to
+//     load it; once root loads it, the LV is made;
 //   - a raid1 LV over two disks and a striped one, created by volumed
 //     (their types, legs and stripes as lvm2 reports them), formatted
 //     and mounted; a raid1 LV of three legs in a VG of two PVs waits,
@@ -57,11 +61,13 @@ func TestLVMRaid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.AddTest("lvmraid", "Wants=volumed-wait@mirror.service\nAfter=volumed-wait@mirror.service", string(script))
+	m.AddTest("lvmraid", "Wants=volumed-wait@secret.service\nAfter=volumed-wait@secret.service", string(script))
 	ctx := context.Background()
 
 	r1 := m.Boot(ctx)
-	r1.WaitDone(t, "boot1", bootTimeout)
+	// Longer than a boot: the mirror's attach waits out its backoff once
+	// dm-raid is loaded.
+	r1.WaitDone(t, "boot1", 10*time.Minute)
 	r1.Wait(t, shutdownTimeout)
 	r1.CheckGuest(t)
 	r2 := m.Boot(ctx)
@@ -80,6 +86,12 @@ func TestLVMRaid(t *testing.T) {
 	t.Run("Create", func(t *testing.T) {
 		expect(t, r1, map[string]string{"mirror.segtype": "raid1", "mirror.tags": "volumed:mirror", "mirror.legs": "2", "mirror.phase": "Ready",
 			"stripe.segtype": "striped", "stripe.stripes": "2", "stripe.phase": "Ready", "stripe.fstype": "ext4"})
+	})
+	t.Run("NoKernelTarget", func(t *testing.T) {
+		expect(t, r1, map[string]string{"notarget.reason": "KernelTargetMissing", "notarget.hint": "yes"})
+		if got := r1.KV("notarget.phase"); got == "Ready" {
+			t.Errorf("volume mirror is Ready without dm-raid")
+		}
 	})
 	t.Run("TooFewPVs", func(t *testing.T) {
 		expect(t, r1, map[string]string{"three.waits": "yes", "three.lv": ""})
