@@ -26,7 +26,7 @@ const (
 
 // activationHint is what to do, after lvm2's words.
 var activationHint = map[string]string{
-	ReasonPVMissing:     " (a disk of the volume group is missing: bring it back; a raid1 LV with a leg gone activates degraded only by hand, lvchange -ay --activationmode degraded)",
+	ReasonPVMissing:     " (a disk of the volume group is missing: bring it back; a linear or striped LV on it activates only whole, a raid1 LV degraded; lvconvert --repair or vgreduce --removemissing are for when it is gone for good)",
 	ReasonPoolCheck:     " (thin_check found the thin pool's metadata damaged: lvconvert --repair the pool)",
 	ReasonTargetMissing: " (the device-mapper target's module is not loaded, and volumed's service may not load modules: load it, e.g. modprobe dm-raid, and list it in /etc/modules-load.d/ for the next boots)",
 	ReasonFiltered:      " (lvm.conf's activation volume_list or auto_activation_volume_list leaves it out)",

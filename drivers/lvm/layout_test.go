@@ -82,3 +82,36 @@ func TestGranule(t *testing.T) {
 		t.Errorf("10 MiB striped over 3: %d, want %d", got, 12<<20)
 	}
 }
+
+// lvs-raid-missing.json and vgs-raid-missing.json: from TestLVMRaid's
+// guest (test/os) once one of vgraid's two disks was pulled: the raid1
+// LV active on its leg left, the striped LV (deactivated before) not,
+// the VG with one PV of two missing. Health names the missing PV; a new
+// raid1 LV there would wait.
+func TestParseRaidMissing(t *testing.T) {
+	vgs, err := ParseVGs(read(t, "vgs-raid-missing.json"))
+	if err != nil || len(vgs) != 2 {
+		t.Fatalf("ParseVGs = %+v, %v", vgs, err)
+	}
+	vg := vgs[1]
+	if vg.Name != "vgraid" || vg.PVs != 2 || vg.MissingPVs != 1 || vgs[0].PVs != 1 {
+		t.Errorf("VGs = %+v, want vgraid with 2 PVs, 1 missing (and vgenc with 1)", vgs)
+	}
+	lvs, err := ParseLVs(read(t, "lvs-raid-missing.json"))
+	if err != nil || len(lvs) != 2 {
+		t.Fatalf("ParseLVs = %+v, %v", lvs, err)
+	}
+	mirror, stripe := lvs[0], lvs[1]
+	if mirror.Segtype != Raid1 || !mirror.Active || !mirror.Open || Owner(mirror) != "mirror" || mirror.Size != 32<<20 {
+		t.Errorf("raid1 LV = %+v, want raid1, active, open, volume mirror's, 32 MiB", mirror)
+	}
+	if stripe.Segtype != Striped || stripe.Active {
+		t.Errorf("striped LV = %+v, want striped, inactive", stripe)
+	}
+	if h := Health(Source{LV: mirror, VG: vg}); len(h) != 1 || !strings.Contains(h[0], "volume group vgraid is missing 1 physical volume(s)") {
+		t.Errorf("Health = %q, want the missing PV named", h)
+	}
+	if why := PVsShort(Want{VG: "vgraid", Name: "m2", Type: Raid1}, vg); !strings.Contains(why, "has 1 physical volume(s) found") {
+		t.Errorf("PVsShort for a new raid1 LV = %q, want a wait: one PV found", why)
+	}
+}

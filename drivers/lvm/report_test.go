@@ -109,7 +109,7 @@ func TestNoDeviceIsNotActive(t *testing.T) {
 }
 
 func FuzzParseLVs(f *testing.F) {
-	for _, n := range []string{"lvs-inactive.json", "lvs-active.json", "lvs-empty.json", "lvs-thin.json", "lvs-thin-full.json"} {
+	for _, n := range []string{"lvs-inactive.json", "lvs-active.json", "lvs-empty.json", "lvs-thin.json", "lvs-thin-full.json", "lvs-raid-missing.json"} {
 		b, err := os.ReadFile(filepath.Join("testdata", n))
 		if err != nil {
 			f.Fatal(err)

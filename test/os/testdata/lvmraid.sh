@@ -117,7 +117,7 @@ wait_until 240 refused || fail "no ActivationFailed on volume stripe: $(volumed 
 kv stripe2.reason "$(cond_reason stripe ActivationFailed)"
 kv stripe2.phase "$(vfield stripe phase)"
 status_has stripe 'partial LV vgraid/stripe' && kv stripe2.said yes
-kv stripe2.active "$(lvfield vgraid/stripe lv_active)"
+kv stripe2.active "$(lvs --noheadings -o lv_active vgraid/stripe 2>/dev/null | tr -d ' ')"
 log_cmd volumed status stripe
 done_step raid2
 sleep infinity
