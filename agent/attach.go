@@ -24,7 +24,7 @@ func (a *Agent) opAttach(ctx context.Context, d *Desired) error {
 	if err != nil {
 		return err
 	}
-	return a.state.Do(d.Name, d.Kind, OpAttach, sourceInputs(d), func(rec *store.Volume) error {
+	err = a.state.Do(d.Name, d.Kind, OpAttach, sourceInputs(d), func(rec *store.Volume) error {
 		found, err := att.Find(ctx, d)
 		if err != nil {
 			return err
@@ -60,6 +60,10 @@ func (a *Agent) opAttach(ctx context.Context, d *Desired) error {
 		a.notes.set(d.Name, f.Note)
 		return nil
 	})
+	if p, known := activationProblem(d.Name, err); known {
+		a.apply(d.Name, CondActivationFailed, p, nil)
+	}
+	return err
 }
 
 // attach hands a Coplanner the other wanted volumes of its driver.

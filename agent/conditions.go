@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"errors"
+	"fmt"
 	"sort"
 	"sync"
 	"time"
@@ -53,6 +55,9 @@ const (
 	// CondSourceDegraded: what the device stands on puts its data at
 	// risk (an LV's thin pool nearly full, its VG missing a disk).
 	CondSourceDegraded = "SourceDegraded"
+	// CondActivationFailed: the volume's source is there but would not
+	// activate (an LV lvm2 refuses to activate); the attach is retried.
+	CondActivationFailed = "ActivationFailed"
 )
 
 // AllConditionTypes lists every type, for the metric (a series per type
@@ -60,7 +65,7 @@ const (
 var AllConditionTypes = []string{
 	CondStateNotRecorded, CondMountConfig, CondFormatRefused, CondNotBlank, CondInUse, CondBackingChanged, CondBackingFull,
 	CondFilesystemError, CondPendingChange, CondGrowFailed, CondTeardownBlocked, CondWaitingForState, CondLocked,
-	CondIdentityChanged, CondSourceDegraded,
+	CondIdentityChanged, CondSourceDegraded, CondActivationFailed,
 }
 
 // conditions holds the conditions of every volume, set by whoever
@@ -158,4 +163,20 @@ func (a *Agent) apply(volume, typ string, p *Problem, err error) {
 		}
 		a.conds.Set(volume, typ, p.Reason, p.Message)
 	}
+}
+
+// activationProblem is the one rule for CondActivationFailed, over an
+// attach's outcome: a source that would not activate raises it, with
+// what its tool said; an attach that succeeded clears it. Any other
+// failure (a report that could not be read, a wait) says nothing of
+// activation: known is false and the condition stays as it was.
+func activationProblem(volume string, err error) (p *Problem, known bool) {
+	if err == nil {
+		return nil, true
+	}
+	var na *NotActivated
+	if !errors.As(err, &na) {
+		return nil, false
+	}
+	return &Problem{Reason: na.Reason, Message: fmt.Sprintf("the source of volume %s would not activate: %v", volume, na.Err)}, true
 }

@@ -122,6 +122,19 @@ type InUseChecker interface {
 // errors with it so the core can name the holders.
 var ErrBusy = errors.New("busy")
 
+// NotActivated is an Attach error of a source that is there but would
+// not activate (an LV lvm2 refuses to activate: a PV missing, its thin
+// pool's check failed, a kernel target missing). Adapters wrap their
+// drivers' errors in it so the volume gets a condition of its own
+// (CondActivationFailed) with Reason, not only the attach's error.
+type NotActivated struct {
+	Reason string // e.g. PhysicalVolumeMissing
+	Err    error  // what the tool said
+}
+
+func (e *NotActivated) Error() string { return e.Err.Error() }
+func (e *NotActivated) Unwrap() error { return e.Err }
+
 // Stager is implemented by sources that are not block devices (a host
 // directory, a tmpfs): it puts the source at the staging path itself
 // instead of a probe, format and mount.

@@ -36,18 +36,28 @@ type Want struct {
 	VG     string
 	Name   string // the LV's name when volumed creates it
 	Size   int64  // bytes, when volumed creates it
-	// Type is Linear ("" too) or Thin; ThinPool the pool of a thin LV.
+	// Extents sizes it instead of Size (lvm2's N%FREE, N%VG, N%PVS).
+	Extents string
+	// Type is Linear ("" too), Striped, Raid1 or Thin; ThinPool the
+	// pool of a thin LV.
 	Type     string
 	ThinPool string
 	// ReadOnly: the VG is adopted (volumed did not create it): no LV is
 	// created in it.
 	ReadOnly bool
+	// Stripes and StripeSize (bytes, 0: lvm2's default) of a striped
+	// LV; Mirrors of a raid1 LV (copies besides the first, 0: 1).
+	Stripes    int
+	StripeSize int64
+	Mirrors    int
 }
 
 // LV types volumed creates.
 const (
-	Linear = "linear"
-	Thin   = "thin"
+	Linear  = "linear"
+	Striped = "striped"
+	Raid1   = "raid1"
+	Thin    = "thin"
 )
 
 // thinPoolSegtype is lvs's segtype of a thin pool.

@@ -48,6 +48,9 @@ type VG struct {
 	ExtentSize int64
 	// MissingPVs: PVs of the VG lvm2 cannot find (a disk gone).
 	MissingPVs int
+	// PVs: how many PVs the VG has, found or missing (-1: a report
+	// without the column).
+	PVs int
 }
 
 // lvFields and vgFields are the report columns asked for; the parsers
@@ -55,7 +58,7 @@ type VG struct {
 var (
 	lvFields = []string{"lv_name", "lv_uuid", "lv_tags", "lv_size", "lv_active", "lv_device_open",
 		"lv_kernel_major", "lv_kernel_minor", "segtype", "vg_name", "pool_lv", "data_percent", "metadata_percent"}
-	vgFields = []string{"vg_name", "vg_uuid", "vg_size", "vg_free", "vg_extent_size", "vg_missing_pv_count"}
+	vgFields = []string{"vg_name", "vg_uuid", "vg_size", "vg_free", "vg_extent_size", "vg_missing_pv_count", "pv_count"}
 )
 
 // report is lvm2's `--reportformat json`: one object per report, each
@@ -131,6 +134,12 @@ func ParseVGs(data []byte) ([]VG, error) {
 			var n int64
 			n, errs = number(r, "vg_missing_pv_count", errs)
 			vg.MissingPVs = int(n)
+		}
+		vg.PVs = -1
+		if _, ok := r["pv_count"]; ok {
+			var n int64
+			n, errs = number(r, "pv_count", errs)
+			vg.PVs = int(n)
 		}
 		if len(errs) > 0 {
 			return nil, fmt.Errorf("VG %q in the vgs report: %w", vg.Name, errs[0])

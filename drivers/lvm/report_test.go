@@ -72,9 +72,14 @@ func TestParseVGs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []VG{{Name: "vgcap", UUID: "MuYDGF-tHNO-dCfd-qtgy-8iOd-cySH-LttJhc", Size: 60 << 20, Free: 44 << 20, ExtentSize: 4 << 20}}
+	// Captured before pv_count was asked: not known (-1).
+	want := []VG{{Name: "vgcap", UUID: "MuYDGF-tHNO-dCfd-qtgy-8iOd-cySH-LttJhc", Size: 60 << 20, Free: 44 << 20, ExtentSize: 4 << 20, PVs: -1}}
 	if !reflect.DeepEqual(vgs, want) {
 		t.Errorf("ParseVGs = %+v, want %+v", vgs, want)
+	}
+	vgs, err = ParseVGs([]byte(`{"report":[{"vg":[{"vg_name":"vgr","vg_uuid":"u","vg_size":"1","vg_free":"0","vg_extent_size":"1","vg_missing_pv_count":"1","pv_count":"2"}]}]}`))
+	if err != nil || len(vgs) != 1 || vgs[0].PVs != 2 || vgs[0].MissingPVs != 1 {
+		t.Errorf("ParseVGs of a VG of two PVs, one missing = %+v, %v", vgs, err)
 	}
 }
 
@@ -104,7 +109,7 @@ func TestNoDeviceIsNotActive(t *testing.T) {
 }
 
 func FuzzParseLVs(f *testing.F) {
-	for _, n := range []string{"lvs-inactive.json", "lvs-active.json", "lvs-empty.json", "lvs-thin.json", "lvs-thin-full.json"} {
+	for _, n := range []string{"lvs-inactive.json", "lvs-active.json", "lvs-empty.json", "lvs-thin.json", "lvs-thin-full.json", "lvs-raid-missing.json"} {
 		b, err := os.ReadFile(filepath.Join("testdata", n))
 		if err != nil {
 			f.Fatal(err)

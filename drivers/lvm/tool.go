@@ -95,7 +95,7 @@ func LVsArgs(vg string) []string {
 		"-o", strings.Join(lvFields, ","), vg}
 }
 
-// CreateArgs makes w's LV, linear, tagged, active. --zero and
+// CreateArgs makes w's LV, of its type, tagged, active. --zero and
 // --wipesignatures clear what a removed LV left at its start; --yes
 // answers lvm2's question before wiping one (there is no terminal). A
 // thin LV (virtual size, in its pool) has neither: its blocks are not
@@ -106,9 +106,12 @@ func CreateArgs(w Want) []string {
 			"--virtualsize", strconv.FormatInt(w.Size, 10) + "b", "--thinpool", w.ThinPool,
 			"--addtag", Tag(w.Volume), "--activate", "y", w.VG}
 	}
-	return []string{"lvcreate", "--yes", "--type", "linear", "--name", w.Name,
-		"--size", strconv.FormatInt(w.Size, 10) + "b", "--addtag", Tag(w.Volume),
-		"--zero", "y", "--wipesignatures", "y", "--activate", "y", w.VG}
+	size := []string{"--size", strconv.FormatInt(w.Size, 10) + "b"}
+	if w.Extents != "" {
+		size = []string{"--extents", w.Extents}
+	}
+	args := append(append(layoutArgs(w), "--name", w.Name), size...)
+	return append(args, "--addtag", Tag(w.Volume), "--zero", "y", "--wipesignatures", "y", "--activate", "y", w.VG)
 }
 
 // ActivateArgs activates (y) or deactivates (n) lv.
@@ -148,18 +151,6 @@ func (t Tool) LVs(ctx context.Context, vg string) (lvs []LV, found bool, err err
 
 func indexVG(vgs []VG, name string) int {
 	return slices.IndexFunc(vgs, func(v VG) bool { return v.Name == name })
-}
-
-// Create makes w's LV.
-func (t Tool) Create(ctx context.Context, w Want) error {
-	_, err := t.run(ctx, "create LV "+w.Ref(), CreateArgs(w))
-	return err
-}
-
-// Activate activates lv.
-func (t Tool) Activate(ctx context.Context, lv LV) error {
-	_, err := t.run(ctx, "activate LV "+lv.Ref(), ActivateArgs(lv, true))
-	return err
 }
 
 // Deactivate deactivates lv, unless it is open (ErrBusy): lvm2 would

@@ -51,7 +51,7 @@ func TestLVs(t *testing.T) {
 		t.Fatalf("LVs(vgcap) = %v, %v, %v", lvs, found, err)
 	}
 	want := [][]string{
-		{"vgs", "--reportformat", "json", "--units", "b", "--nosuffix", "-o", "vg_name,vg_uuid,vg_size,vg_free,vg_extent_size,vg_missing_pv_count"},
+		{"vgs", "--reportformat", "json", "--units", "b", "--nosuffix", "-o", "vg_name,vg_uuid,vg_size,vg_free,vg_extent_size,vg_missing_pv_count,pv_count"},
 		{"lvs", "--reportformat", "json", "--units", "b", "--nosuffix", "--binary", "-o",
 			"lv_name,lv_uuid,lv_tags,lv_size,lv_active,lv_device_open,lv_kernel_major,lv_kernel_minor,segtype,vg_name,pool_lv,data_percent,metadata_percent", "vgcap"},
 	}

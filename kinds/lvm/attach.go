@@ -2,6 +2,7 @@ package lvm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/volumed/volumed/agent"
@@ -31,13 +32,19 @@ func want(d *agent.Desired) (lvmdrv.Want, error) {
 	if err != nil {
 		return lvmdrv.Want{}, err
 	}
-	w := lvmdrv.Want{Volume: d.Name, VG: s.VolumeGroup, Name: s.Name, Size: s.size, Type: s.Type, ThinPool: s.ThinPool}
+	w := lvmdrv.Want{Volume: d.Name, VG: s.VolumeGroup, Name: s.Name, Size: s.size, Type: s.Type, ThinPool: s.ThinPool,
+		Stripes: s.Stripes, StripeSize: s.stripeSize, Mirrors: s.Mirrors, Extents: s.Extents}
 	if w.Name == "" {
 		w.Name = d.Name
 	}
 	if w.Size == 0 && s.Size != "" {
 		if w.Size, err = size.Parse(s.Size); err != nil {
 			return lvmdrv.Want{}, fmt.Errorf("volume %s: lvm size: %w", d.Name, err)
+		}
+	}
+	if w.StripeSize == 0 && s.StripeSize != "" {
+		if w.StripeSize, err = size.Parse(s.StripeSize); err != nil {
+			return lvmdrv.Want{}, fmt.Errorf("volume %s: lvm stripeSize: %w", d.Name, err)
 		}
 	}
 	return w, nil
@@ -102,13 +109,16 @@ func (a attacher) Attach(ctx context.Context, d *agent.Desired) (agent.Found, er
 	case lvmdrv.Wait, lvmdrv.Refuse:
 		return agent.Found{}, fmt.Errorf("volume %s, LV %s: %s", w.Volume, w.Ref(), s.Why)
 	case lvmdrv.Activate:
-		err = a.tool.Activate(ctx, s.LV)
+		err = notActivated(a.tool.Activate(ctx, s.LV))
 	case lvmdrv.Create:
 		if why := lvmdrv.CheckLVName(w.Name); why != "" {
 			return agent.Found{}, fmt.Errorf("volume %s: LV name %q (the volume's; set source.lvm.name): %s", w.Volume, w.Name, why)
 		}
+		if err := a.room(ctx, w); err != nil {
+			return agent.Found{}, err
+		}
 		created = true
-		err = a.tool.Create(ctx, w)
+		err = notActivated(a.tool.Create(ctx, w))
 	}
 	if err != nil {
 		return agent.Found{}, fmt.Errorf("volume %s: %w", w.Volume, err)
@@ -165,4 +175,14 @@ func (a attacher) Detach(ctx context.Context, at store.Attachment) error {
 		return err
 	}
 	return kind.MarkBusy(a.tool.Deactivate(ctx, lv), lvmdrv.ErrBusy)
+}
+
+// notActivated hands lvm2's refusal to activate to the core as such: the
+// volume gets ActivationFailed with lvm2's words.
+func notActivated(err error) error {
+	var ae *lvmdrv.ActivateError
+	if errors.As(err, &ae) {
+		return &agent.NotActivated{Reason: ae.Reason, Err: err}
+	}
+	return err
 }

@@ -33,8 +33,11 @@ type fakeVG struct {
 	lvs   []lvmdrv.LV
 	calls []string // subcommands run
 	minor int
-	// missing is the VG's vg_missing_pv_count.
-	missing int
+	// missing is the VG's vg_missing_pv_count, pvs its pv_count (0: 1).
+	missing, pvs int
+	// refuse is what lvm2 says on stderr when a command of that name
+	// fails ("lvchange": the LV will not activate).
+	refuse map[string]string
 }
 
 func newFakeVG(t *testing.T, lvs ...lvmdrv.LV) *fakeVG {
@@ -70,6 +73,9 @@ func (f *fakeVG) report(name string, rows []map[string]string) []byte {
 
 func (f *fakeVG) Run(_ context.Context, args []string) ([]byte, []byte, error) {
 	f.calls = append(f.calls, args[0])
+	if msg, ok := f.refuse[args[0]]; ok {
+		return nil, []byte(msg), errors.New("exit status 5")
+	}
 	arg := func(flag string) string {
 		i := slices.Index(args, flag)
 		if i < 0 || i+1 >= len(args) {
@@ -80,7 +86,7 @@ func (f *fakeVG) Run(_ context.Context, args []string) ([]byte, []byte, error) {
 	switch args[0] {
 	case "vgs":
 		return f.report("vg", []map[string]string{{"vg_name": f.name, "vg_uuid": "vgu", "vg_size": "1073741824", "vg_free": "1073741824", "vg_extent_size": "4194304",
-			"vg_missing_pv_count": strconv.Itoa(f.missing)}}), nil, nil
+			"vg_missing_pv_count": strconv.Itoa(f.missing), "pv_count": strconv.Itoa(cmp.Or(f.pvs, 1))}}), nil, nil
 	case "lvs":
 		var rows []map[string]string
 		for _, lv := range f.lvs {

@@ -10,7 +10,7 @@ import (
 )
 
 // rounded is w with its size as lvm2 makes it in w's VG: up to a whole
-// extent.
+// extent (on each stripe).
 func (a attacher) rounded(ctx context.Context, w lvmdrv.Want) (lvmdrv.Want, error) {
 	vgs, err := a.tool.VGs(ctx)
 	if err != nil {
@@ -18,7 +18,7 @@ func (a attacher) rounded(ctx context.Context, w lvmdrv.Want) (lvmdrv.Want, erro
 	}
 	for _, vg := range vgs {
 		if vg.Name == w.VG {
-			w.Size = lvmdrv.Round(w.Size, vg.ExtentSize)
+			w.Size = lvmdrv.Round(w.Size, lvmdrv.Granule(w, vg.ExtentSize))
 			return w, nil
 		}
 	}
@@ -42,7 +42,8 @@ func (a attacher) Rounded(ctx context.Context, d *agent.Desired, _ store.Attachm
 // volumed created is extended, never shrunk (lvmdrv.Extend).
 func (a attacher) Grow(ctx context.Context, d *agent.Desired, at store.Attachment) error {
 	w, err := want(d)
-	if err != nil {
+	if err != nil || w.Size == 0 {
+		// Sized by extents: made once, never resized to them again.
 		return err
 	}
 	// A VG volumed keeps with grow: true takes a new blank disk first,

@@ -21,24 +21,32 @@ import (
 // Name is the manifest key and the driver's name.
 const Name = "lvm"
 
-// Source is `source.lvm`: a linear logical volume in an existing volume
-// group, created if missing (tagged volumed:<volume>, found again by that
-// tag and its UUID), activated at start, deactivated at teardown, never
-// removed or shrunk; one of that name volumed did not create is used as
-// it is.
+// Source is `source.lvm`: a logical volume (linear, striped, raid1 or
+// thin) in an existing volume group, created if missing (tagged
+// volumed:<volume>, found again by that tag and its UUID), activated at
+// start, deactivated at teardown, never removed or shrunk; one of that
+// name volumed did not create is used as it is.
 type Source struct {
 	// VolumeGroup is the existing VG the LV is in.
 	VolumeGroup string `yaml:"volumeGroup" json:"volumeGroup"`
 	// Name is the LV's name; the volume's name when empty.
 	Name string `yaml:"name,omitempty" json:"name,omitempty"`
-	// Size of the LV (e.g. 10Gi), rounded up by lvm2 to the VG's extent
+	// Size of the LV (e.g. 10Gi; or extents), rounded up by lvm2 to the VG's extent
 	// size: volumed creates it so, and extends an LV it created when the
 	// size grows (then its filesystem, with filesystem.grow); a smaller
 	// size is refused, never shrunk. An LV it did not create is never
 	// resized.
-	Size string `yaml:"size" json:"size"`
+	Size string `yaml:"size,omitempty" json:"size,omitempty"`
+	// Extents sizes the LV volumed creates as lvm2's percentages do, in
+	// place of size: N%FREE (of the VG's free space), N%VG (of its
+	// size) or N%PVS (of its PVs' free space), N from 1 to 100. The LV
+	// is made once at what that comes to; it is never resized to it
+	// again (with filesystem.grow the filesystem follows an LV extended
+	// by hand). Not for thin LVs, whose size is virtual.
+	Extents string `yaml:"extents,omitempty" json:"extents,omitempty"`
 
-	// Type of the LV volumed creates: linear (the default) or thin.
+	// Type of the LV volumed creates: linear (the default), striped,
+	// raid1 or thin.
 	Type string `yaml:"type,omitempty" json:"type,omitempty"`
 	// ThinPool is the existing thin pool (in volumeGroup) a thin LV is
 	// made in; required for type thin, refused otherwise.
@@ -46,8 +54,17 @@ type Source struct {
 	// CreateVolumeGroup: volumed makes volumeGroup from blank disks when
 	// it is missing, and keeps it; see CreateGroup.
 	CreateVolumeGroup *CreateGroup `yaml:"createVolumeGroup,omitempty" json:"createVolumeGroup,omitempty"`
+	// Stripes of a striped LV (2 or more, each on its own PV); required
+	// for type striped, refused otherwise.
+	Stripes int `yaml:"stripes,omitempty" json:"stripes,omitempty"`
+	// StripeSize of a striped LV (a power of two, 4Ki or more; lvm2's
+	// default, 64Ki, when empty).
+	StripeSize string `yaml:"stripeSize,omitempty" json:"stripeSize,omitempty"`
+	// Mirrors of a raid1 LV: its copies besides the first, each on its
+	// own PV; 1 (two legs) when unset or 0. Refused for other types.
+	Mirrors int `yaml:"mirrors,omitempty" json:"mirrors,omitempty"`
 
-	size int64
+	size, stripeSize int64
 }
 
 // Kind describes the lvm source kind.
@@ -64,7 +81,11 @@ func (Kind) Needs(spec any) hostcheck.Needs {
 		Programs: []hostcheck.Program{{Name: lvmdrv.Program, Why: "creates and activates LVM logical volumes", Package: "lvm2"}},
 		Modules:  []hostcheck.Module{{Name: "dm-mod", What: "device-mapper", Dev: "mapper/control"}},
 	}
-	if s, ok := spec.(*Source); ok && (s.Type == lvmdrv.Thin || s.CreateVolumeGroup != nil && len(s.CreateVolumeGroup.ThinPools) > 0) {
+	s, _ := spec.(*Source)
+	if s != nil && s.Type == lvmdrv.Raid1 {
+		n.Modules = append(n.Modules, hostcheck.Module{Name: "dm-raid", What: "LVM raid1 (mirrored) volumes"})
+	}
+	if s != nil && (s.Type == lvmdrv.Thin || s.CreateVolumeGroup != nil && len(s.CreateVolumeGroup.ThinPools) > 0) {
 		n.Modules = append(n.Modules, hostcheck.Module{Name: "dm-thin-pool", What: "LVM thin provisioning"})
 		// lvm2 runs thin_check when it activates a thin pool.
 		n.Programs = append(n.Programs, hostcheck.Program{Name: "thin_check", Why: "checks a thin pool's metadata when lvm2 activates it", Package: "thin-provisioning-tools"})
@@ -75,7 +96,11 @@ func (Kind) Needs(spec any) hostcheck.Needs {
 func (Kind) Rules() []kind.Rule {
 	return []kind.Rule{
 		{Type: "Source", Prop: "size", Check: kind.Size},
-		{Type: "Source", Prop: "type", Check: kind.Enum{lvmdrv.Linear, lvmdrv.Thin}},
+		{Type: "Source", Prop: "", Check: kind.OneOf{"size", "extents"}},
+		{Type: "Source", Prop: "type", Check: kind.Enum{lvmdrv.Linear, lvmdrv.Striped, lvmdrv.Raid1, lvmdrv.Thin}},
+		{Type: "Source", Prop: "stripes", Check: kind.Min(2)},
+		{Type: "Source", Prop: "stripeSize", Check: kind.Size},
+		{Type: "Source", Prop: "mirrors", Check: kind.Min(0)},
 		{Type: "CreateGroup", Prop: "extentSize", Check: kind.Size},
 		{Type: "ThinPool", Prop: "size", Check: kind.Size},
 		{Type: "ThinPool", Prop: "metadataSize", Check: kind.Size},
@@ -94,18 +119,20 @@ func (Kind) Check(spec any, c *manifest.Check) manifest.Caps {
 			c.Report("name", why)
 		}
 	}
-	if s.Size == "" {
-		c.Report("size", "required: the size of the LV volumed creates when it is missing, e.g. 10Gi")
-	} else {
-		s.size = c.Size("size", s.Size)
-	}
 	checkType(s, c)
 	groupClaims := checkGroup(s, c)
+	checkSize(s, c)
+	checkLayout(s, c)
 	// Size is kept (grown to, a smaller one refused): the LV's own. The
-	// type and pool are in the key: an LV is not turned into another.
-	caps := manifest.Caps{Key: "lvm " + s.VolumeGroup + "/" + s.Name + " " + s.Type + " " + s.ThinPool, Size: s.size, SizeField: "size", RefuseShrink: true}
+	// type, pool and layout are in the key: an LV is not turned into
+	// another.
+	layout := s.Type + " " + s.ThinPool + layoutKey(s)
+	caps := manifest.Caps{Key: "lvm " + s.VolumeGroup + "/" + s.Name + " " + layout, Size: s.size, SizeField: "size", RefuseShrink: true}
+	if s.Extents != "" {
+		caps.SizeField = "" // made once at the percentage; no size to keep or expand
+	}
 	if s.Name == "" {
-		caps.Key = "lvm in " + s.VolumeGroup + " named for the volume " + s.Type + " " + s.ThinPool
+		caps.Key = "lvm in " + s.VolumeGroup + " named for the volume " + layout
 		// No claim: the default name is the volume's, unique already; a
 		// name: equal to another volume's is refused at attach by the tag.
 		caps.Claims = groupClaims
@@ -115,15 +142,15 @@ func (Kind) Check(spec any, c *manifest.Check) manifest.Caps {
 	return caps
 }
 
-// checkType: linear (the default) or thin, and a thin pool exactly for
-// thin.
+// checkType: linear (the default), striped, raid1 or thin, and a thin
+// pool exactly for thin.
 func checkType(s *Source, c *manifest.Check) {
 	switch s.Type {
 	case "":
 		s.Type = lvmdrv.Linear
-	case lvmdrv.Linear, lvmdrv.Thin:
+	case lvmdrv.Linear, lvmdrv.Striped, lvmdrv.Raid1, lvmdrv.Thin:
 	default:
-		c.Report("type", fmt.Sprintf("%q is not an LV type volumed creates: linear or thin", s.Type))
+		c.Report("type", fmt.Sprintf("%q is not an LV type volumed creates: linear, striped, raid1 or thin", s.Type))
 	}
 	switch {
 	case s.Type == lvmdrv.Thin && s.ThinPool == "":

@@ -41,6 +41,28 @@ func TestCheck(t *testing.T) {
 		{"a pool for linear", "lvm: {volumeGroup: vg0, size: 1Gi, thinPool: pool0}", "spec.source.lvm.thinPool: only for type thin"},
 		{"unknown type", "lvm: {volumeGroup: vg0, size: 1Gi, type: raid5}", "spec.source.lvm.type:"},
 		{"bad pool name", "lvm: {volumeGroup: vg0, size: 1Gi, type: thin, thinPool: p_tdata}", "spec.source.lvm.thinPool: must not contain"},
+		{"striped", "lvm: {volumeGroup: vg0, size: 1Gi, type: striped, stripes: 2}", ""},
+		{"striped with a stripe size", "lvm: {volumeGroup: vg0, size: 1Gi, type: striped, stripes: 3, stripeSize: 128Ki}", ""},
+		{"striped without stripes", "lvm: {volumeGroup: vg0, size: 1Gi, type: striped}", "v.yaml:7:5: spec.source.lvm.stripes: required for type striped"},
+		{"one stripe", "lvm: {volumeGroup: vg0, size: 1Gi, type: striped, stripes: 1}", "v.yaml:7:64: spec.source.lvm.stripes: must be 2 or more, got 1 (an LV on one PV is type linear)"},
+		{"stripes for linear", "lvm: {volumeGroup: vg0, size: 1Gi, stripes: 2}", "spec.source.lvm.stripes: only for type striped, not linear"},
+		{"stripe size not a power of two", "lvm: {volumeGroup: vg0, size: 1Gi, type: striped, stripes: 2, stripeSize: 96Ki}", "spec.source.lvm.stripeSize: must be a power of two of 4Ki or more"},
+		{"stripe size too small", "lvm: {volumeGroup: vg0, size: 1Gi, type: striped, stripes: 2, stripeSize: 2Ki}", "spec.source.lvm.stripeSize: must be a power of two"},
+		{"stripe size not a size", "lvm: {volumeGroup: vg0, size: 1Gi, type: striped, stripes: 2, stripeSize: big}", "spec.source.lvm.stripeSize:"},
+		{"stripe size for raid1", "lvm: {volumeGroup: vg0, size: 1Gi, type: raid1, stripeSize: 64Ki}", "spec.source.lvm.stripeSize: only for type striped, not raid1"},
+		{"striped in a thin pool", "lvm: {volumeGroup: vg0, size: 1Gi, type: striped, stripes: 2, thinPool: pool0}", "spec.source.lvm.thinPool: only for type thin"},
+		{"raid1", "lvm: {volumeGroup: vg0, size: 1Gi, type: raid1}", ""},
+		{"raid1, three legs", "lvm: {volumeGroup: vg0, size: 1Gi, type: raid1, mirrors: 2}", ""},
+		{"extents of the free space", "lvm: {volumeGroup: vg0, extents: 100%FREE}", ""},
+		{"extents of the VG, raid1", "lvm: {volumeGroup: vg0, extents: 40%VG, type: raid1}", ""},
+		{"size and extents", "lvm: {volumeGroup: vg0, size: 1Gi, extents: 50%FREE}", "v.yaml:7:49: spec.source.lvm.extents: size and extents are both set"},
+		{"extents not a percentage", "lvm: {volumeGroup: vg0, extents: 100}", "spec.source.lvm.extents: \"100\" is not a percentage lvm2 sizes an LV by: N%FREE, N%VG or N%PVS"},
+		{"extents of an origin", "lvm: {volumeGroup: vg0, extents: 10%ORIGIN}", "spec.source.lvm.extents: \"10%ORIGIN\" is not a percentage"},
+		{"extents over 100", "lvm: {volumeGroup: vg0, extents: 120%FREE}", "spec.source.lvm.extents: 120% is not from 1 to 100"},
+		{"extents for thin", "lvm: {volumeGroup: vg0, extents: 50%FREE, type: thin, thinPool: p}", "spec.source.lvm.extents: not for type thin"},
+		{"raid1, negative mirrors", "lvm: {volumeGroup: vg0, size: 1Gi, type: raid1, mirrors: -1}", "spec.source.lvm.mirrors: must be 1 or more"},
+		{"mirrors for thin", "lvm: {volumeGroup: vg0, size: 1Gi, type: thin, thinPool: p, mirrors: 1}", "spec.source.lvm.mirrors: only for type raid1, not thin"},
+		{"raid1 in a thin pool", "lvm: {volumeGroup: vg0, size: 1Gi, type: raid1, thinPool: pool0}", "spec.source.lvm.thinPool: only for type thin"},
 	}
 	for _, c := range cases {
 		got := problems(t, head+c.src+"\n")
@@ -93,5 +115,15 @@ func TestNeedsThin(t *testing.T) {
 	}
 	if !has(&lvm.Source{Type: "thin", ThinPool: "p"}) || has(&lvm.Source{Type: "linear"}) {
 		t.Errorf("Needs: want dm-thin-pool and thin_check for thin only")
+	}
+}
+
+// validate asks for dm-raid for a raid1 LV only.
+func TestNeedsRaid1(t *testing.T) {
+	has := func(s *lvm.Source) bool {
+		return slices.ContainsFunc(lvm.Kind{}.Needs(s).Modules, func(m hostcheck.Module) bool { return m.Name == "dm-raid" })
+	}
+	if !has(&lvm.Source{Type: "raid1"}) || has(&lvm.Source{Type: "striped", Stripes: 2}) || has(&lvm.Source{Type: "linear"}) {
+		t.Errorf("Needs: want dm-raid for raid1 only")
 	}
 }

@@ -17,6 +17,7 @@
 //	r.WaitDone(t, "probe", 3*time.Minute) // the guest said "done_step probe"
 //	r.KV("uuid.data"); r.CheckGuest(t)   // values and failures it reported
 //	r.Monitor("system_powerdown")        // HMP
+//	r.PullDisk(t, "DATA1")               // hot-unplug a disk added with m.AddPullableDisk (device_del)
 //	r.Kill()                             // a power cut (SIGKILL to qemu)
 //	r.Finish(t, "probe", time.Minute)    // WaitDone, then Kill: a boot with nothing left to check
 //	r.Wait(t, time.Minute)               // qemu exits: poweroff, or reboot (-no-reboot)

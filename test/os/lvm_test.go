@@ -11,29 +11,21 @@ import (
 // sharedUUID is the filesystem on the LV volumed did not create.
 const sharedUUID = "5d0c8a62-5b0e-4c0e-9a53-1f1b7a2c4e11"
 
-// vgScript runs before volumed at every boot. At the first it makes the
-// VG vgtest on the disk LVMPV (by /sys/block: udev's links may not be
-// there yet) and the foreign LV shared in it, with ext4; after a reboot
-// it deactivates the VG (the initramfs activated it) and says what is
+// vgLater runs before volumed at every boot after the first: it
+// deactivates the VG (the initramfs activated it) and says what is
 // active before volumed starts.
-const vgScript = `#!/bin/sh
-. /usr/lib/ostest/lib.sh
-if [ -e /var/lib/ostest/vg-made ]; then
-	# Debian's initramfs activates every complete VG (its own copy of
+const vgLater = `	# Debian's initramfs activates every complete VG (its own copy of
 	# lvm.conf, lvm2's udev rules); the root's lvmlocal.conf keeps the
 	# coldplug from doing it again. Deactivated here, the LVs are as a
 	# host that does not autoactivate leaves them.
 	kv initramfs.data "$(lvs --noheadings --separator : -o lv_name,lv_active vgtest/data 2>&1 | tr -d ' ')"
 	check "vgchange -an vgtest" vgchange -q -an vgtest
 	kv before.data "$(lvs --noheadings --separator : -o lv_name,lv_active vgtest/data 2>&1 | tr -d ' ')"
-	kv before.shared "$(lvs --noheadings --separator : -o lv_name,lv_active vgtest/shared 2>&1 | tr -d ' ')"
-	exit 0
-fi
-dev=
-for d in /sys/block/vd*; do
-	[ "$(cat "$d/serial" 2>/dev/null)" = LVMPV ] && dev=/dev/${d##*/}
-done
-[ -n "$dev" ] || { fail "no disk with serial LVMPV"; exit 1; }
+	kv before.shared "$(lvs --noheadings --separator : -o lv_name,lv_active vgtest/shared 2>&1 | tr -d ' ')"`
+
+// vgFirst makes, at the first boot, the VG vgtest on the disk LVMPV and
+// the foreign LV shared in it, with ext4.
+const vgFirst = `dev=$(serial_disk LVMPV) || exit 1
 check pvcreate pvcreate -q "$dev"
 check vgcreate vgcreate -q vgtest "$dev"
 check "lvcreate shared" lvcreate -q -y -n shared -L 16M vgtest
@@ -43,11 +35,7 @@ check "mkfs shared" mkfs.ext4 -q -U ` + sharedUUID + ` /dev/mapper/vgtest-shared
 # LV with the volume's tag, inactive.
 check "lvcreate half" lvcreate -q -y -n half -L 16M --addtag volumed:half vgtest
 check "lvchange -an half" lvchange -q -an vgtest/half
-kv half.made "$(lvs --noheadings -o lv_uuid vgtest/half | tr -d ' ')"
-mkdir -p /var/lib/ostest
-touch /var/lib/ostest/vg-made
-sync /var/lib/ostest
-`
+kv half.made "$(lvs --noheadings -o lv_uuid vgtest/half | tr -d ' ')"`
 
 // TestLVM is the first slice of issue 24 on a real Debian 12 (this
 // host's kernel has no device-mapper), two boots of one machine:
@@ -73,45 +61,10 @@ func TestLVM(t *testing.T) {
 	m := Base(t).NewMachine(t, "lvm")
 	m.AddDisk("LVMPV", 256<<20)
 	m.AddFile("/etc/lvm/lvmlocal.conf", 0o644, "activation {\n\tauto_activation_volume_list = []\n}\n")
-	m.AddFile("/usr/lib/ostest/vg.sh", 0o755, vgScript)
-	m.AddUnit("ostest-vg.service", `[Unit]
-Description=ostest: the VG vgtest, before volumed
-DefaultDependencies=no
-After=local-fs.target systemd-udevd.service
-Before=volumed.service
-
-[Service]
-Type=oneshot
-RemainAfterExit=yes
-ExecStart=/usr/lib/ostest/vg.sh
-`, "sysinit.target")
-	m.AddFile("/etc/volumed/volumes.d/data.yaml", 0o644, `apiVersion: volumed/v1
-kind: Volume
-metadata: {name: data}
-spec:
-  source:
-    lvm: {volumeGroup: vgtest, size: 64Mi}
-  filesystem: {type: ext4}
-  mounts: [{path: /srv/data}]
-`)
-	m.AddFile("/etc/volumed/volumes.d/half.yaml", 0o644, `apiVersion: volumed/v1
-kind: Volume
-metadata: {name: half}
-spec:
-  source:
-    lvm: {volumeGroup: vgtest, size: 16Mi}
-  filesystem: {type: ext4}
-  mounts: [{path: /srv/half}]
-`)
-	m.AddFile("/etc/volumed/volumes.d/ext.yaml", 0o644, `apiVersion: volumed/v1
-kind: Volume
-metadata: {name: ext}
-spec:
-  source:
-    lvm: {volumeGroup: vgtest, name: shared, size: 16Mi}
-  filesystem: {type: ext4}
-  mounts: [{path: /srv/ext}]
-`)
+	addVGSetup(m, "vg", "the VG vgtest", vgFirst, vgLater)
+	addLVMVolume(m, "data", "volumeGroup: vgtest, size: 64Mi", "type: ext4")
+	addLVMVolume(m, "half", "volumeGroup: vgtest, size: 16Mi", "type: ext4")
+	addLVMVolume(m, "ext", "volumeGroup: vgtest, name: shared, size: 16Mi", "type: ext4")
 	script, err := os.ReadFile(filepath.Join("testdata", "lvm.sh"))
 	if err != nil {
 		t.Fatal(err)

@@ -8,23 +8,12 @@ import (
 	"testing"
 )
 
-// thinScript runs before volumed: the VG vgthin on the disk LVMTHIN and
-// in it the thin pool pool (128 MiB), which volumed never makes.
-const thinScript = `#!/bin/sh
-. /usr/lib/ostest/lib.sh
-[ -e /var/lib/ostest/vgthin-made ] && exit 0
-dev=
-for d in /sys/block/vd*; do
-	[ "$(cat "$d/serial" 2>/dev/null)" = LVMTHIN ] && dev=/dev/${d##*/}
-done
-[ -n "$dev" ] || { fail "no disk with serial LVMTHIN"; exit 1; }
+// thinFirst makes, before volumed, the VG vgthin on the disk LVMTHIN
+// and in it the thin pool pool (128 MiB), which volumed never makes.
+const thinFirst = `dev=$(serial_disk LVMTHIN) || exit 1
 check pvcreate pvcreate -q "$dev"
 check vgcreate vgcreate -q vgthin "$dev"
-check "lvcreate pool" lvcreate -q -y --type thin-pool -L 128M -n pool vgthin
-mkdir -p /var/lib/ostest
-touch /var/lib/ostest/vgthin-made
-sync /var/lib/ostest
-`
+check "lvcreate pool" lvcreate -q -y --type thin-pool -L 128M -n pool vgthin`
 
 // TestLVMThin is the second slice of issue 24 on a real Debian 12, one
 // boot:
@@ -46,36 +35,9 @@ func TestLVMThin(t *testing.T) {
 	t.Parallel()
 	m := Base(t).NewMachine(t, "lvmthin")
 	m.AddDisk("LVMTHIN", 512<<20)
-	m.AddFile("/usr/lib/ostest/vgthin.sh", 0o755, thinScript)
-	m.AddUnit("ostest-vgthin.service", `[Unit]
-Description=ostest: the VG vgthin and its thin pool, before volumed
-DefaultDependencies=no
-After=local-fs.target systemd-udevd.service
-Before=volumed.service
-
-[Service]
-Type=oneshot
-RemainAfterExit=yes
-ExecStart=/usr/lib/ostest/vgthin.sh
-`, "sysinit.target")
-	m.AddFile("/etc/volumed/volumes.d/grow.yaml", 0o644, `apiVersion: volumed/v1
-kind: Volume
-metadata: {name: grow}
-spec:
-  source:
-    lvm: {volumeGroup: vgthin, size: 32Mi}
-  filesystem: {type: ext4, grow: true}
-  mounts: [{path: /srv/grow}]
-`)
-	m.AddFile("/etc/volumed/volumes.d/thin.yaml", 0o644, `apiVersion: volumed/v1
-kind: Volume
-metadata: {name: thin}
-spec:
-  source:
-    lvm: {volumeGroup: vgthin, size: 256Mi, type: thin, thinPool: pool}
-  filesystem: {type: ext4}
-  mounts: [{path: /srv/thin}]
-`)
+	addVGSetup(m, "vgthin", "the VG vgthin and its thin pool", thinFirst, "")
+	addLVMVolume(m, "grow", "volumeGroup: vgthin, size: 32Mi", "type: ext4, grow: true")
+	addLVMVolume(m, "thin", "volumeGroup: vgthin, size: 256Mi, type: thin, thinPool: pool", "type: ext4")
 	script, err := os.ReadFile(filepath.Join("testdata", "lvmthin.sh"))
 	if err != nil {
 		t.Fatal(err)

@@ -42,7 +42,10 @@ type seedFile struct {
 	mode                os.FileMode
 }
 
-type disk struct{ serial, path, format string }
+type disk struct {
+	serial, path, format string
+	id                   string // the qemu device's id, for device_del ("" for none)
+}
 
 // NewMachine makes a machine of the base image with a fresh overlay.
 func (img *Image) NewMachine(t testing.TB, name string) *Machine {
@@ -206,8 +209,12 @@ func (m *Machine) qemuArgs(seed, monSock string) []string {
 		"-monitor", "unix:" + monSock + ",server=on,wait=off",
 	}
 	for i, d := range m.disks {
+		dev := fmt.Sprintf("virtio-blk-pci,drive=xd%d,serial=%s", i, d.serial)
+		if d.id != "" {
+			dev += ",id=" + d.id
+		}
 		args = append(args, "-drive", fmt.Sprintf("file=%s,if=none,id=xd%d,format=%s,cache=%s", d.path, i, d.format, m.Cache),
-			"-device", fmt.Sprintf("virtio-blk-pci,drive=xd%d,serial=%s", i, d.serial))
+			"-device", dev)
 	}
 	if seed != "" {
 		args = append(args, "-drive", "file="+seed+",if=none,id=seed,format=raw,readonly=on",
