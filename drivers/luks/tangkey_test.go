@@ -24,27 +24,7 @@ func tctx(t *testing.T) context.Context {
 
 // clevisTokens returns the header's clevis tokens, parsed.
 func clevisTokens(t *testing.T, dev string) (Header, []ClevisToken) {
-	t.Helper()
-	in, err := InspectDevice(dev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, ok := in.Best()
-	if !ok {
-		t.Fatalf("no whole header: %+v", in.Copies)
-	}
-	var out []ClevisToken
-	for _, tok := range h.TokenObjects {
-		if tok.Type != TokenClevis {
-			continue
-		}
-		ct, err := ParseClevisToken(tok.JSON)
-		if err != nil {
-			t.Fatalf("token %d: %v", tok.ID, err)
-		}
-		out = append(out, ct)
-	}
-	return h, out
+	return tokensOf(t, dev, TokenClevis, ParseClevisToken)
 }
 
 // loopImage is an image file attached to a loop device, as a disk.

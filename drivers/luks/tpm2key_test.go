@@ -18,6 +18,12 @@ import (
 
 // tpm2Tokens returns the header's systemd-tpm2 tokens, parsed.
 func tpm2Tokens(t *testing.T, dev string) (Header, []TPM2Token) {
+	return tokensOf(t, dev, TokenTPM2, ParseTPM2Token)
+}
+
+// tokensOf returns the whole header of dev and its tokens of type typ,
+// each parsed by parse.
+func tokensOf[T any](t *testing.T, dev, typ string, parse func([]byte) (T, error)) (Header, []T) {
 	t.Helper()
 	in, err := InspectDevice(dev)
 	if err != nil {
@@ -27,16 +33,16 @@ func tpm2Tokens(t *testing.T, dev string) (Header, []TPM2Token) {
 	if !ok {
 		t.Fatalf("no whole header: %+v", in.Copies)
 	}
-	var out []TPM2Token
+	var out []T
 	for _, tok := range h.TokenObjects {
-		if tok.Type != TokenTPM2 {
+		if tok.Type != typ {
 			continue
 		}
-		tt, err := ParseTPM2Token(tok.JSON)
+		v, err := parse(tok.JSON)
 		if err != nil {
 			t.Fatalf("token %d: %v", tok.ID, err)
 		}
-		out = append(out, tt)
+		out = append(out, v)
 	}
 	return h, out
 }
