@@ -87,6 +87,9 @@ type Table struct {
 	// ProtectiveMBR: LBA 0 holds exactly one partition, of type 0xEE,
 	// starting at LBA 1 (and no boot code signature of anything else).
 	ProtectiveMBR bool
+	// EmptyMBR: LBA 0 is all zeros, no MBR at all (what a write of a GPT
+	// to a blank disk cut before its protective MBR leaves).
+	EmptyMBR bool
 }
 
 // Standard reports whether the table has the layout Write produces: 128
@@ -163,6 +166,7 @@ func Read(r io.ReaderAt, size int64, sectorSize int) (*Table, error) {
 		return nil, err
 	}
 	t.ProtectiveMBR = protective(mbr)
+	t.EmptyMBR = bytes.Equal(mbr, make([]byte, len(mbr)))
 	return t, nil
 }
 

@@ -181,6 +181,8 @@ func repairOf(cur *gpt.Table) string {
 		return fmt.Sprintf("the backup table is damaged (%v); rewritten from the primary", cur.BackupErr)
 	case !cur.Agree:
 		return "the primary and backup tables differ (an interrupted write); rewritten from the primary"
+	case !cur.ProtectiveMBR:
+		return "the protective MBR is missing (an interrupted write); written"
 	}
 	return ""
 }
@@ -281,7 +283,7 @@ func owned(cur *gpt.Table, g Geometry, last uint64) error {
 		return fmt.Errorf("the table was read with %d-byte sectors, the disk has %d", cur.SectorSize, g.SectorSize)
 	case len(cur.Entries) == 0:
 		return errors.New("the disk has a GPT with no partitions, which volumed never writes")
-	case !cur.ProtectiveMBR:
+	case !cur.ProtectiveMBR && !cur.EmptyMBR:
 		return errors.New("the disk's GPT has no plain protective MBR (a hybrid MBR or boot code is another tool's)")
 	case !cur.Standard():
 		return fmt.Errorf("the disk's GPT has a layout volumed does not write (%d entries of %d bytes, array at LBA %d)",
