@@ -145,7 +145,8 @@ func TestPowerCut(t *testing.T) {
 	for i := range delays {
 		delays[i] = time.Duration(rng.Int64N(int64(window) * 11 / 10))
 	}
-	// Two cuts at a time (the VM slots), each to its check: with one
+	// Two cuts at a time (a VM each; the other tests have the slots
+	// left), each to its check: with one
 	// goroutine per cut, every cut's first boot would queue before the
 	// first check boot.
 	next := make(chan int)
