@@ -8,7 +8,7 @@ ifneq ($(findstring /,$(GO)),)
 export PATH := $(patsubst %/,%,$(dir $(GO))):$(PATH)
 endif
 
-.PHONY: build deps test test-race test-vms os-image test-vm test-os bench bench-boot lint demo clean fuzz
+.PHONY: build deps test test-race test-vms os-image os-tier fuzz-beside test-vm test-os bench bench-boot lint demo clean fuzz
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/volumed ./cmd/volumed
@@ -26,11 +26,22 @@ build:
 # side (each one's output is printed when it ends): the first wait on the
 # kernel, the second computes (qemu without KVM), the third mostly waits
 # on apt and dpkg. The OS tier takes both cores after them, its image
-# built.
+# built, with the fuzzers beside it.
 test: deps lint
 	$(MAKE) --no-print-directory -j3 --output-sync=target test-race test-vms os-image
-	VOLUMED_DEPS=1 $(GO) test -count=1 -timeout 50m ./test/os/
-	$(MAKE) --no-print-directory fuzz
+	$(MAKE) --no-print-directory -j2 --output-sync=target os-tier fuzz-beside
+
+# The OS tier's guests leave a core idle now and then (a test between its
+# boots, the tier's last boots); the fuzzers beside it, at a lower
+# priority, take those moments and otherwise about a tenth of the CPU,
+# well inside fuzz.sh's bound per target. -parallel 4: two VMs run at
+# once whatever it says (test/os's slots); more tests in flight keep a
+# test's host-side work (a replay, a package build) from holding a slot
+# idle.
+os-tier:
+	VOLUMED_DEPS=1 $(GO) test -count=1 -parallel 4 -timeout 50m ./test/os/
+fuzz-beside:
+	nice -n 10 $(MAKE) --no-print-directory fuzz
 
 # GOMAXPROCS=4 runs four tests (and packages) at once on 2 cores: the e2e
 # tests wait on the kernel (mkfs, fsync, timers) far more than they

@@ -47,8 +47,8 @@
 // The image (build-image.sh, guest/customize.sh) holds what every test of
 // the tier needs (Packages) and masks units no test needs (gettys, timers,
 // clock sync): one image per run, built in 1 to 2 minutes and cached by a
-// hash of the .deb and the recipe. At most two VMs run at once (one per
-// CPU); Boot waits for a slot.
+// hash of the .deb and the recipe. At most one VM per CPU and one more
+// run at once; Boot waits for a slot.
 //
 // Knobs (environment):
 //

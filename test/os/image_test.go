@@ -117,10 +117,10 @@ func buildBase() (*Image, error) {
 		return nil, err
 	}
 	img := &Image{Root: root, work: work, accel: cmp.Or(os.Getenv("VOLUMED_OS_ACCEL"), "tcg"), mem: 1024}
-	parallel := 2
-	if runtime.NumCPU() < 2 {
-		parallel = 1
-	}
+	// One VM per CPU, and one more: some tests leave their VM idle for
+	// a while on purpose (a disk delayed by dm-delay, an operation's
+	// timeout, a bounded shutdown), and the third takes that CPU.
+	parallel := runtime.NumCPU() + 1
 	img.slots = make(chan struct{}, parallel)
 	img.smp = max(1, runtime.NumCPU()/parallel)
 

@@ -191,6 +191,12 @@ func (m *Machine) seed() (string, error) {
 	return p, nil
 }
 
+// guestCmdline: a guest has nothing to defend against the other process
+// sharing its emulated CPU, and the mitigations of speculation attacks
+// are paid for on every system call under TCG (a power cut's check boot:
+// 32.3 s with them off against 34.3 s on).
+const guestCmdline = "mitigations=off"
+
 // qemuArgs is the command line of the next boot.
 func (m *Machine) qemuArgs(seed, monSock string) []string {
 	// qemu64, not max: see test/vm's cpuFor.
@@ -202,7 +208,7 @@ func (m *Machine) qemuArgs(seed, monSock string) []string {
 		"-accel", m.img.accel, "-cpu", cpu, "-m", fmt.Sprint(m.img.mem), "-smp", fmt.Sprint(m.img.smp),
 		"-nodefaults", "-nographic", "-no-reboot", "-serial", "stdio",
 		"-kernel", m.img.Kernel, "-initrd", m.img.Initrd,
-		"-append", strings.TrimSpace("root=LABEL=ostest-root rw console=ttyS0 panic=-1 loglevel=4 " + m.Cmdline),
+		"-append", strings.TrimSpace("root=LABEL=ostest-root rw console=ttyS0 panic=-1 loglevel=4 " + guestCmdline + " " + m.Cmdline),
 		"-drive", "file=" + m.Disk + ",if=none,id=root,format=qcow2,cache=" + m.Cache,
 		"-device", "virtio-blk-pci,drive=root,serial=ostest-root",
 		"-device", "virtio-rng-pci",

@@ -76,32 +76,13 @@ ConditionPathExists=!/usr/lib/ostest/checkboot
 [Service]
 Type=exec
 ExecStartPre=/bin/sh -c 'echo "OSTEST-KV phase starting" >/dev/ttyS0'
-ExecStart=/usr/lib/ostest/writer.sh
+ExecStart=/usr/lib/ostest/powercut write
 StandardOutput=tty
 StandardError=tty
 TTYPath=/dev/ttyS0
 
 [Install]
 WantedBy=sysinit.target
-`
-
-const cutWriter = `#!/bin/sh
-. /usr/lib/ostest/lib.sh
-fsuuid() { blkid -p -s UUID -o value "$(findmnt -no SOURCE /srv/$1 | head -n 1 | sed 's/\[.*//')"; }
-all="$*"
-while :; do
-	mounted=0
-	for v in $all; do
-		mountpoint -q /srv/$v || continue
-		mounted=$((mounted + 1))
-		eval n=\${n_$v:-0}
-		[ "$n" -gt 0 ] || kv ready.$v "$(fsuuid $v)"
-		n=$((n + 1))
-		printf 'file %s of %s\n' $n $v >/srv/$v/f$n && sync /srv/$v/f$n && sync /srv/$v && kv synced.$v $n && eval n_$v=$n
-	done
-	[ $mounted -lt $(echo $all | wc -w) ] || say "OSTEST-KV phase all-mounted"
-	sleep 0.1
-done
 `
 
 // Before volumed in the boot after the cut: what is on each image and
@@ -115,7 +96,7 @@ ConditionPathExists=/usr/lib/ostest/checkboot
 
 [Service]
 Type=oneshot
-ExecStart=/usr/lib/ostest/signatures.sh pre
+ExecStart=/usr/lib/ostest/powercut signatures pre
 StandardOutput=tty
 StandardError=tty
 TTYPath=/dev/ttyS0
@@ -124,41 +105,12 @@ TTYPath=/dev/ttyS0
 WantedBy=volumed.service
 `
 
-// signatures.sh PREFIX: kv PREFIX.NAME UUID of each loop image and
-// partition (by its GPT name).
-const cutSignatures = `#!/bin/sh
-. /usr/lib/ostest/lib.sh
-for f in /var/lib/ostest/*.img; do
-	[ -e "$f" ] || continue
-	v=${f##*/}; v=${v%.img}
-	kv $1.$v "$(blkid -p -s UUID -o value $f)"
-done
-for p in /sys/class/block/vd*[0-9]; do
-	[ -e "$p" ] || continue
-	name=$(blkid -p -o export /dev/${p##*/} | sed -n 's/^PART_ENTRY_NAME=//p')
-	[ -n "$name" ] && kv $1.$name "$(blkid -p -s UUID -o value /dev/${p##*/})"
-done
-true
-`
-
 // The check after the cut boot: every volume converged, every file the
 // writer reported is there, nothing leaked or doubled.
 const cutCheck = `
-/usr/lib/ostest/signatures.sh post
-fsuuid() { blkid -p -s UUID -o value "$(findmnt -no SOURCE /srv/$1 | head -n 1 | sed 's/\[.*//')"; }
-for v in $VOLUMES; do
-	kv fs.$v "$(fsuuid $v)"
-	n=$(grep -c " /srv/$v " /proc/self/mountinfo); [ "$n" = 1 ] || fail "/srv/$v mounted $n times"
-	n=$(grep -c " /var/lib/volumed/staging/$v " /proc/self/mountinfo); [ "$n" -le 1 ] || fail "$v staged $n times"
-done
+/usr/lib/ostest/powercut signatures post
+/usr/lib/ostest/powercut check /usr/lib/ostest/expect $VOLUMES
 n=$(volumed status -o json | grep -c '"phase": "Ready"'); [ "$n" = $(echo $VOLUMES | wc -w) ] || fail "$n volumes Ready: $(volumed status 2>&1 | tr '\n' ' ')"
-while read v n; do
-	i=1
-	while [ $i -le $n ]; do
-		[ "$(cat /srv/$v/f$i 2>&1)" = "file $i of $v" ] || fail "$v: f$i, fsync'd before the cut, is lost: $(cat /srv/$v/f$i 2>&1 | head -c 80)"
-		i=$((i + 1))
-	done
-done </usr/lib/ostest/expect
 n=$(losetup -n -O NAME | wc -l); [ "$n" = $LOOPS ] || fail "$n loop devices, want $LOOPS: $(losetup -n -O NAME,BACK-FILE | tr '\n' ' ')"
 d=$(losetup -n -O BACK-FILE | sort | uniq -d); [ -z "$d" ] || fail "two loop devices on $d"
 m=$(dmsetup ls | grep -v '^No devices' | awk '{print $1}' | tr '\n' ' '); [ "$m" = "volumed-vault " ] || fail "device-mapper mappings: $m, want volumed-vault"
@@ -185,14 +137,16 @@ func TestPowerCut(t *testing.T) {
 	// The first machine runs its first boot to the end of the window:
 	// how long the agent works sets where the other cuts fall.
 	key := fmt.Sprintf("ostest power cut key, of full entropy for pbkdf2's sake: %x\n", rand.Uint64())
-	snap := cutSnapshot(t, img, key)
-	window := cutAndCheck(t, img, snap, key, 0, -1)
+	tool := guestTool(t, "./test/os/powercut")
+	snap := cutSnapshot(t, img, key, tool)
+	window := cutAndCheck(t, img, snap, key, tool, 0, -1)
 	t.Logf("cut 0 at the end of the window: the agent mounted every volume %s after the writer started", window.Round(100*time.Millisecond))
 	delays := make([]time.Duration, cuts)
 	for i := range delays {
 		delays[i] = time.Duration(rng.Int64N(int64(window) * 11 / 10))
 	}
-	// Two cuts at a time (the VM slots), each to its check: with one
+	// Two cuts at a time (a VM each; the other tests have the slots
+	// left), each to its check: with one
 	// goroutine per cut, every cut's first boot would queue before the
 	// first check boot.
 	next := make(chan int)
@@ -202,7 +156,7 @@ func TestPowerCut(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				t.Run(fmt.Sprintf("cut%02d", i), func(t *testing.T) { cutAndCheck(t, img, snap, key, i, delays[i]) })
+				t.Run(fmt.Sprintf("cut%02d", i), func(t *testing.T) { cutAndCheck(t, img, snap, key, tool, i, delays[i]) })
 			}
 		}()
 	}
@@ -218,14 +172,13 @@ func TestPowerCut(t *testing.T) {
 // files reach the root filesystem at boot, unflushed: a cut in the first
 // seconds loses them, where an image would have had them all along. Both
 // boots get them.
-func cutFiles(m *Machine, key string) {
+func cutFiles(m *Machine, key, tool string) {
 	for name, text := range cutManifests() {
 		m.AddFile("/etc/volumed/volumes.d/"+name+".yaml", 0o644, text)
 	}
 	m.AddFile("/etc/volumed/secrets/vault.key", 0o600, key)
-	m.AddFile("/usr/lib/ostest/writer.sh", 0o755, cutWriter)
-	m.AddFile("/usr/lib/ostest/signatures.sh", 0o755, cutSignatures)
-	m.AddUnit("cutwriter.service", strings.Replace(cutWriterUnit, "writer.sh", "writer.sh "+strings.Join(cutAll, " "), 1), "sysinit.target")
+	m.AddFile("/usr/lib/ostest/powercut", 0o755, tool)
+	m.AddUnit("cutwriter.service", strings.Replace(cutWriterUnit, "powercut write", "powercut write "+strings.Join(cutAll, " "), 1), "sysinit.target")
 	m.AddUnit("cutprecheck.service", cutPrecheckUnit, "volumed.service")
 }
 
@@ -250,10 +203,10 @@ TTYPath=/dev/ttyS0
 // cutSnapshot boots the power cuts' template up to the moment volumed
 // and the writer would start, and saves it there: each cut resumes it
 // instead of paying for that boot (about 15 s of emulated CPU each).
-func cutSnapshot(t *testing.T, img *Image, key string) *Snapshot {
+func cutSnapshot(t *testing.T, img *Image, key, tool string) *Snapshot {
 	m := img.NewMachine(t, "cut-template")
 	m.AddQcow2Disk("PARTS", 256<<20)
-	cutFiles(m, key)
+	cutFiles(m, key, tool)
 	m.AddFile("/usr/lib/ostest/gate.sh", 0o755, "#!/bin/sh\n. /usr/lib/ostest/lib.sh\n"+waitConsoleLine+"\n")
 	m.AddUnit("cutgate.service", cutGateUnit, "volumed.service", "cutwriter.service")
 	return m.Boot(context.Background()).SaveWhenWaiting(t, "cut")
@@ -262,7 +215,7 @@ func cutSnapshot(t *testing.T, img *Image, key string) *Snapshot {
 // cutAndCheck resumes a machine of the template, cuts its power delay
 // after the writer started (delay < 0: once every volume is mounted,
 // returning how long that took), boots it again and checks it.
-func cutAndCheck(t *testing.T, img *Image, snap *Snapshot, key string, n int, delay time.Duration) time.Duration {
+func cutAndCheck(t *testing.T, img *Image, snap *Snapshot, key, tool string, n int, delay time.Duration) time.Duration {
 	m := img.NewMachineFrom(t, fmt.Sprintf("cut%02d", n), snap)
 	ctx := context.Background()
 	booted := time.Now()
@@ -288,7 +241,7 @@ func cutAndCheck(t *testing.T, img *Image, snap *Snapshot, key string, n int, de
 			synced += c
 		}
 	}
-	cutFiles(m, key)
+	cutFiles(m, key, tool)
 	m.AddFile("/usr/lib/ostest/checkboot", 0o644, "")
 	m.AddFile("/usr/lib/ostest/expect", 0o644, expect.String())
 	m.AddTest("check", afterReady(cutAll...), fmt.Sprintf("VOLUMES='%s'\nLOOPS=%d\n", strings.Join(cutAll, " "), len(cutLoops)+2)+cutCheck)

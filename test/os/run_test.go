@@ -53,8 +53,8 @@ type Run struct {
 }
 
 // Boot starts qemu on the machine's disk, with the files added since the
-// last boot on a seed disk. At most two machines of the test binary run
-// at once (one per 2 CPUs); Boot waits for a slot. The console log is
+// last boot on a seed disk. At most one machine per CPU, and one more,
+// of the test binary run at once; Boot waits for a slot. The console log is
 // copied into the test's output when the test fails; OSTEST-LOG lines go
 // to the test's log as they come.
 func (m *Machine) Boot(ctx context.Context) *Run {

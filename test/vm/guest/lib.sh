@@ -30,14 +30,20 @@ fail() {
 }
 not() { ! "$@"; }
 
-# wait_until SECS CMD...: runs CMD every 0.2 s until it succeeds; false
-# if it has not after SECS.
+# wait_until SECS CMD...: runs CMD until it succeeds, every 0.2 s at
+# first and then less often, up to every second; false if it has not after
+# SECS. Under TCG a poll (volumed status, nvme list) costs the one
+# emulated CPU that the work awaited needs.
 wait_until() {
-	local end=$(($(cut -d. -f1 /proc/uptime) + $1))
+	local end pause=200000 up
+	read -r up _ </proc/uptime
+	end=$((${up%.*} + $1))
 	shift
 	while ! "$@"; do
-		[ "$(cut -d. -f1 /proc/uptime)" -lt $end ] || return 1
-		usleep 200000
+		read -r up _ </proc/uptime
+		[ "${up%.*}" -lt $end ] || return 1
+		usleep $pause
+		case $pause in 200000) pause=500000 ;; *) pause=1000000 ;; esac
 	done
 }
 
