@@ -145,13 +145,14 @@ func TestPowerCut(t *testing.T) {
 	for i := range delays {
 		delays[i] = time.Duration(rng.Int64N(int64(window) * 11 / 10))
 	}
-	// Two cuts at a time (a VM each; the other tests have the slots
-	// left), each to its check: with one
-	// goroutine per cut, every cut's first boot would queue before the
-	// first check boot.
+	// As many cuts at a time as there are VM slots, each to its check:
+	// with one goroutine per cut, every cut's first boot would queue
+	// before the first check boot; with fewer, the tier's tail (this
+	// test is most of it) would leave slots idle once the others are
+	// done.
 	next := make(chan int)
 	var wg sync.WaitGroup
-	for range 2 {
+	for range cap(img.slots) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
