@@ -131,6 +131,9 @@ type Use struct {
 	Attached bool
 	// ClaimedBy names another volume (a manifest's) that uses the image.
 	ClaimedBy string
+	// Open: the kernel has the volume's device open (an LV mounted or
+	// held outside volumed, which lvm2 reports).
+	Open bool
 }
 
 // MayDelete is the one rule for DeleteVolume: the image goes only when
@@ -144,6 +147,8 @@ func MayDelete(u Use) string {
 		return "its image is still attached or mounted on this node (the teardown has not finished)"
 	case u.ClaimedBy != "":
 		return fmt.Sprintf("its image is used by volume %s", u.ClaimedBy)
+	case u.Open:
+		return "its device is open on this node (mounted or held outside volumed)"
 	}
 	return ""
 }

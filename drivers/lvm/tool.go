@@ -114,13 +114,15 @@ func CreateArgs(w Want) []string {
 	return append(args, "--addtag", Tag(w.Volume), "--zero", "y", "--wipesignatures", "y", "--activate", "y", w.VG)
 }
 
-// ActivateArgs activates (y) or deactivates (n) lv.
+// ActivateArgs activates (y) or deactivates (n) lv. Activation ignores
+// the LV's activation skip flag (-K): volumed activates only the LVs it
+// keeps, and a volume restored from a CSI snapshot is a thin snapshot,
+// which lvm2 marks to be skipped by every activation that does not say so.
 func ActivateArgs(lv LV, on bool) []string {
-	a := "n"
 	if on {
-		a = "y"
+		return []string{"lvchange", "--activate", "y", "--ignoreactivationskip", lv.Ref()}
 	}
-	return []string{"lvchange", "--activate", a, lv.Ref()}
+	return []string{"lvchange", "--activate", "n", lv.Ref()}
 }
 
 // VGs lists the volume groups.
