@@ -20,8 +20,10 @@ const (
 // (linear or thin), the thin pool and how far its free space may be
 // promised over (a ratio of 1 or more; 1 for linear).
 type LVMClass struct {
-	VG, Type, Pool string
-	Ratio          float64
+	VG    string  `json:"volumeGroup"`
+	Type  string  `json:"type"`
+	Pool  string  `json:"thinPool,omitempty"`
+	Ratio float64 `json:"overprovisionRatio"`
 }
 
 // LVMParams is the one rule for an lvm class's own parameters: it reads
