@@ -18,17 +18,17 @@ const snapshotBackend = "snap"
 // Snapshot is what CreateSnapshot promised, kept durably before the copy
 // is taken: a retried call finds it and finishes the copy.
 type Snapshot struct {
-	Name           string    `json:"name"`
-	SnapshotID     string    `json:"snapshotID"`
-	SourceVolumeID string    `json:"sourceVolumeID"`
-	File           string    `json:"file,omitempty"`
+	Name           string `json:"name"`
+	SnapshotID     string `json:"snapshotID"`
+	SourceVolumeID string `json:"sourceVolumeID"`
+	File           string `json:"file,omitempty"`
 	// Backend is lvm for a thin snapshot (VG, LV), else loop's copy (File).
-	Backend string `json:"backend,omitempty"`
-	VG      string `json:"volumeGroup,omitempty"`
-	Pool    string `json:"thinPool,omitempty"`
-	LV      string `json:"lv,omitempty"`
-	SizeBytes      int64     `json:"sizeBytes"`
-	Created        time.Time `json:"created"`
+	Backend   string    `json:"backend,omitempty"`
+	VG        string    `json:"volumeGroup,omitempty"`
+	Pool      string    `json:"thinPool,omitempty"`
+	LV        string    `json:"lv,omitempty"`
+	SizeBytes int64     `json:"sizeBytes"`
+	Created   time.Time `json:"created"`
 }
 
 // CreateSnapshot takes a reflinked copy of a loop volume's image, or a

@@ -27,7 +27,7 @@ import (
 	"github.com/volumed/volumed/internal/size"
 	"github.com/volumed/volumed/kinds"
 	"github.com/volumed/volumed/kinds/kind"
-	kindslvm "github.com/volumed/volumed/kinds/lvm"
+	"github.com/volumed/volumed/kinds/lvm/provisioner"
 	"github.com/volumed/volumed/store"
 )
 
@@ -332,7 +332,7 @@ func startServers(ctx context.Context, a *agent.Agent, f *runFlags, apiLn, csiLn
 			return nil, fmt.Errorf("--csi-loop-reserve %q: %w", f.loopReserve, err)
 		}
 		svc, err := startCSI(csi.Config{Agent: a, NodeID: f.nodeID, Dir: filepath.Join(f.stateDir, "csi"), Manifest: manifestOpts, AllowSuidDev: f.csiSuidDev,
-			LoopPool: f.loopPool, LoopReserve: reserve, LVMGroups: f.groups(), LVM: kindslvm.Provisioner{}}, f.csiEndpoint, log)
+			LoopPool: f.loopPool, LoopReserve: reserve, LVMGroups: f.groups(), LVM: provisioner.Provisioner{}}, f.csiEndpoint, log)
 		if err != nil {
 			return nil, err
 		}

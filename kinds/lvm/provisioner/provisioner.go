@@ -1,4 +1,8 @@
-package lvm
+// Package provisioner is the CSI controller's lvm backend's hands on
+// lvm2 (agent/csi.LVM over drivers/lvm). It is a package of its own so
+// that the lvm kind, which agent/csi's tests load, does not import the
+// CSI service.
+package provisioner
 
 import (
 	"context"
