@@ -56,7 +56,7 @@ func (s *Service) CreateSnapshot(ctx context.Context, req *csipb.CreateSnapshotR
 			return nil, status.Errorf(codes.NotFound, "volume %s: not provisioned by this node", req.GetSourceVolumeId())
 		}
 		var err error
-		if sn, err = s.newSnapshot(ctx, req.GetName(), key, p); err != nil {
+		if sn, err = s.newSnapshot(req.GetName(), key, p); err != nil {
 			return nil, err
 		}
 		if err := s.snaps.put(key, sn); err != nil {
@@ -80,7 +80,7 @@ func (s *Service) CreateSnapshot(ctx context.Context, req *csipb.CreateSnapshotR
 // take one: a thin LV (a thin snapshot takes no space until either side
 // is written, and is overprovisioned as the pool is), or an image on a
 // pool that reflinks (promised in full: see loopPool.capacity).
-func (s *Service) newSnapshot(ctx context.Context, name, key string, p *Provisioned) (*Snapshot, error) {
+func (s *Service) newSnapshot(name, key string, p *Provisioned) (*Snapshot, error) {
 	sn := &Snapshot{Name: name, SnapshotID: provisionedID(snapshotBackend, s.cfg.NodeID, key), SourceVolumeID: p.VolumeID,
 		SizeBytes: p.SizeBytes, Created: time.Now().UTC()}
 	if c := p.Class; c != nil {
