@@ -19,11 +19,13 @@ func SnapTag(name string) string { return SnapTagPrefix + name }
 // not activated: lvm2 marks a thin snapshot to be skipped at activation,
 // and whoever uses it activates it with -K (ActivateArgs). A thin
 // snapshot takes no extents: it shares the pool's blocks with from.
-// --type thin says so: without it lvm2 first takes --snapshot for the
-// old copy-on-write kind and asks for its kernel target (dm-snapshot),
-// which volumed's unit cannot load (TestLVMThin's first run failed so).
+// It is lvcreate's form "--type thin LV" (a thin LV that is a snapshot
+// of an existing thin LV): with --snapshot lvm2 asks for the old
+// copy-on-write kind's kernel target (dm-snapshot), which volumed's unit
+// cannot load (TestLVMThin's guest: "snapshot: Required device-mapper
+// target(s) not detected"), and it refuses --snapshot with --type thin.
 func SnapshotArgs(vg, from, name, tag string) []string {
-	return []string{"lvcreate", "--yes", "--type", Thin, "--snapshot", "--name", name, "--addtag", tag, "--activate", "n", vg + "/" + from}
+	return []string{"lvcreate", "--yes", "--type", Thin, "--name", name, "--addtag", tag, "--activate", "n", vg + "/" + from}
 }
 
 // RemoveArgs removes lv (it must not be open: lvm2 refuses then).

@@ -45,7 +45,7 @@ func TestSnapshot(t *testing.T) {
 	if err := (Tool{Runner: f}).Snapshot(ctx, "vg0", "csi-a", "csi-snap-s1", SnapTag("s1")); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"lvcreate", "--yes", "--type", "thin", "--snapshot", "--name", "csi-snap-s1", "--addtag", "volumed-snap:s1", "--activate", "n", "vg0/csi-a"}
+	want := []string{"lvcreate", "--yes", "--type", "thin", "--name", "csi-snap-s1", "--addtag", "volumed-snap:s1", "--activate", "n", "vg0/csi-a"}
 	if got := f.calls[len(f.calls)-1]; !reflect.DeepEqual(got, want) {
 		t.Errorf("ran %q, want %q", got, want)
 	}
