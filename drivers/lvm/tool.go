@@ -136,19 +136,27 @@ func (t Tool) VGs(ctx context.Context) ([]VG, error) {
 
 // LVs lists the LVs of vg; found is false when there is no such VG.
 func (t Tool) LVs(ctx context.Context, vg string) (lvs []LV, found bool, err error) {
+	_, lvs, found, err = t.Group(ctx, vg)
+	return lvs, found, err
+}
+
+// Group reads vg and its LVs (one vgs, one lvs); found is false when
+// there is no such VG.
+func (t Tool) Group(ctx context.Context, vg string) (v VG, lvs []LV, found bool, err error) {
 	vgs, err := t.VGs(ctx)
 	if err != nil {
-		return nil, false, err
+		return VG{}, nil, false, err
 	}
-	if indexVG(vgs, vg) < 0 {
-		return nil, false, nil
+	i := indexVG(vgs, vg)
+	if i < 0 {
+		return VG{}, nil, false, nil
 	}
 	out, err := t.run(ctx, "list the LVs of volume group "+vg, LVsArgs(vg))
 	if err != nil {
-		return nil, true, err
+		return vgs[i], nil, true, err
 	}
 	lvs, err = ParseLVs(out)
-	return lvs, true, err
+	return vgs[i], lvs, true, err
 }
 
 func indexVG(vgs []VG, name string) int {

@@ -29,25 +29,13 @@ func tag(volume, name string) string {
 	return lvmdrv.Tag(volume)
 }
 
-// Group reads vg and its LVs.
+// Group reads vg and its LVs (one vgs, one lvs).
 func (p Provisioner) Group(ctx context.Context, vg string) (csi.LVMGroup, error) {
-	vgs, err := p.Tool.VGs(ctx)
-	if err != nil {
+	v, lvs, found, err := p.Tool.Group(ctx, vg)
+	if err != nil || !found {
 		return csi.LVMGroup{}, err
 	}
-	g := csi.LVMGroup{}
-	for _, v := range vgs {
-		if v.Name == vg {
-			g.Found, g.Free = true, v.Free
-		}
-	}
-	if !g.Found {
-		return g, nil
-	}
-	lvs, _, err := p.Tool.LVs(ctx, vg)
-	if err != nil {
-		return csi.LVMGroup{}, err
-	}
+	g := csi.LVMGroup{Found: true, Free: v.Free}
 	for _, lv := range lvs {
 		v := csi.LVMVolume{Name: lv.Name, Size: lv.Size, Thin: lv.Segtype == lvmdrv.Thin, ThinPool: lv.Segtype == "thin-pool",
 			DataPercent: lv.Data, Open: lv.Open, Owner: lvmdrv.Owner(lv)}

@@ -42,6 +42,9 @@ func TestGroup(t *testing.T) {
 	if !reflect.DeepEqual(g, want) {
 		t.Errorf("Group:\n%+v\nwant\n%+v", g, want)
 	}
+	if len(r.calls) != 2 {
+		t.Errorf("ran %q: want one vgs and one lvs", r.calls)
+	}
 	if g, err := p.Group(context.Background(), "vgnone"); err != nil || g.Found {
 		t.Errorf("a missing VG: %+v, %v", g, err)
 	}
