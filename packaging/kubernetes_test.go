@@ -461,7 +461,9 @@ func checkProvisionerAccess(t *testing.T, rules map[string]*role, bindings []*bi
 // distributed mode, with capacity, the node's name and its owner's.
 func checkSidecars(t *testing.T, account string, v container, byName map[string]container) {
 	t.Helper()
-	if !slices.ContainsFunc(v.Args, func(a string) bool { return strings.HasPrefix(a, "--csi-loop-pool=") }) {
+	if !slices.ContainsFunc(v.Args, func(a string) bool {
+		return strings.HasPrefix(a, "--csi-loop-pool=") || strings.HasPrefix(a, "--csi-lvm-volume-groups=")
+	}) {
 		return
 	}
 	if account != "volumed-node" {

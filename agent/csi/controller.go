@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"os"
 	"strconv"
 	"strings"
 
@@ -25,13 +24,15 @@ const defaultVolumeSize = 1 << 30
 // others are the volume's manifest fields, as a static PV's context.
 const paramBackend = "backend"
 
-// CreateVolume promises a volume of the pool: the record is kept durably
-// before the answer, and the image is made at first stage by the loop
-// kind's attach (loop.create.size), under the agent's own intent record,
-// so one code path makes every image and a crash in between leaves only a
-// record, which a retried call answers from.
-func (s *Service) CreateVolume(_ context.Context, req *csipb.CreateVolumeRequest) (*csipb.CreateVolumeResponse, error) {
-	want, err := s.volumeRequest(req)
+// CreateVolume promises a volume of a backend's pool: the record is kept
+// durably before the answer, and the volume's image or LV is made at
+// first stage by the loop or lvm kind's attach (loop.create.size, the lvm
+// kind's create), under the agent's own intent record, so one code path
+// makes every image and LV and a crash in between leaves only a record,
+// which a retried call answers from. A volume restored from a snapshot
+// is made here, after the record: its bytes are the snapshot's.
+func (s *Service) CreateVolume(ctx context.Context, req *csipb.CreateVolumeRequest) (*csipb.CreateVolumeResponse, error) {
+	want, backend, err := s.volumeRequest(req)
 	if err != nil {
 		return nil, err
 	}
@@ -46,58 +47,94 @@ func (s *Service) CreateVolume(_ context.Context, req *csipb.CreateVolumeRequest
 		if why := decide.SameVolume(p.Request, p.SizeBytes, want); why != "" {
 			return nil, status.Errorf(codes.AlreadyExists, "volume %q: %s", want.Name, why)
 		}
-		return s.restored(p)
+		return s.restored(ctx, p)
 	}
-	if want.Source != "" {
-		_, sn := s.snapshotByID(want.Source)
-		if sn == nil {
-			return nil, status.Errorf(codes.NotFound, "snapshot %s: not taken by this node", want.Source)
-		}
-		if size < sn.SizeBytes {
-			return nil, status.Errorf(codes.OutOfRange, "volume %q: %d bytes, less than its snapshot's %d", want.Name, size, sn.SizeBytes)
-		}
-	}
-	p := &Provisioned{Request: want, Backend: BackendLoop, VolumeID: provisionedID(BackendLoop, s.cfg.NodeID, key),
-		Image: s.pool.image(key), SizeBytes: size}
-	p.Context = provisionedContext(want.Params, p)
-	if err := s.checkProvisioned(p); err != nil {
+	p, err := s.newProvisioned(ctx, backend, want, key, size)
+	if err != nil {
 		return nil, err
 	}
-	avail, err := s.pool.capacity(s.provisioned, s.snapshots)
+	avail, pool, err := s.capacityOf(ctx, p)
 	if err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
+		return nil, err
 	}
 	if size > avail {
-		return nil, status.Errorf(codes.ResourceExhausted, "volume %q: %d bytes asked, the loop pool %s can promise %d", want.Name, size, s.pool.dir, avail)
+		return nil, status.Errorf(codes.ResourceExhausted, "volume %q: %d bytes asked, %s can promise %d", want.Name, size, pool, avail)
 	}
 	if err := s.prov.put(key, p); err != nil {
 		return nil, status.Errorf(codes.Internal, "keep the volume durably: %v", err)
 	}
 	crashpoint.HitFor("create_volume", "after-record", VolumeName(p.VolumeID))
 	s.provisioned[key] = p
-	s.cfg.Log.Info("csi volume provisioned", "volumeID", p.VolumeID, "image", p.Image, "bytes", size, "snapshot", want.Source)
-	return s.restored(p)
+	s.cfg.Log.Info("csi volume provisioned", "volumeID", p.VolumeID, "image", p.Image, "lv", p.LV, "bytes", size, "snapshot", want.Source)
+	return s.restored(ctx, p)
 }
 
-// restored answers a volume, making the image of one restored from a
-// snapshot first (at create: its bytes are the snapshot's, which the
-// loop kind's attach cannot know), again after a crash cut it short.
-// Call with pmu held.
-func (s *Service) restored(p *Provisioned) (*csipb.CreateVolumeResponse, error) {
-	if p.Request.Source != "" {
-		if _, err := os.Lstat(p.Image); err != nil {
-			_, sn := s.snapshotByID(p.Request.Source)
-			if sn == nil {
-				return nil, status.Errorf(codes.NotFound, "snapshot %s: deleted before volume %s was restored from it", p.Request.Source, p.VolumeID)
-			}
-			if _, err := os.Lstat(sn.File); err != nil {
-				// Never an empty file in place of the snapshot's bytes.
-				return nil, status.Errorf(codes.FailedPrecondition, "snapshot %s is not ready (its copy is not made: retry CreateSnapshot): %v", sn.SnapshotID, err)
-			}
-			if err := cloneFile(sn.File, p.Image, p.SizeBytes); err != nil {
-				return nil, status.Errorf(codes.Internal, "restore volume %s: %v", p.VolumeID, err)
-			}
+// newProvisioned is the record a CreateVolume of backend makes, checked.
+func (s *Service) newProvisioned(ctx context.Context, backend string, want decide.VolumeRequest, key string, size int64) (*Provisioned, error) {
+	p := &Provisioned{Request: want, Backend: backend, VolumeID: provisionedID(backend, s.cfg.NodeID, key), SizeBytes: size}
+	if backend == BackendLVM {
+		c, err := s.lvmClass(want.Params)
+		if err != nil {
+			return nil, err
 		}
+		p.Class, p.LV = &c, lvName(lvPrefix, key)
+		p.Context = lvmContext(want.Params, p)
+	} else {
+		p.Image = s.pool.image(key)
+		p.Context = provisionedContext(want.Params, p)
+	}
+	if err := s.checkSource(p); err != nil {
+		return nil, err
+	}
+	return p, s.checkProvisioned(ctx, p)
+}
+
+// checkSource refuses a restore from a snapshot this node did not take,
+// that is larger than the volume, or of another backend or pool.
+func (s *Service) checkSource(p *Provisioned) error {
+	if p.Request.Source == "" {
+		return nil
+	}
+	_, sn := s.snapshotByID(p.Request.Source)
+	switch {
+	case sn == nil:
+		return status.Errorf(codes.NotFound, "snapshot %s: not taken by this node", p.Request.Source)
+	case p.SizeBytes < sn.SizeBytes:
+		return status.Errorf(codes.OutOfRange, "volume %q: %d bytes, less than its snapshot's %d", p.Request.Name, p.SizeBytes, sn.SizeBytes)
+	case sn.backend() != p.Backend:
+		return status.Errorf(codes.InvalidArgument, "snapshot %s is the %s backend's: restore it with a class of backend %s", sn.SnapshotID, sn.backend(), sn.backend())
+	case p.Class != nil && (p.Class.Type != "thin" || p.Class.VG != sn.VG || p.Class.Pool != sn.Pool):
+		return status.Errorf(codes.InvalidArgument, "snapshot %s is a thin snapshot in pool %s/%s: restore it with a class of type thin in that pool (parameters volumeGroup, thinPool)", sn.SnapshotID, sn.VG, sn.Pool)
+	}
+	return nil
+}
+
+// restored answers a volume, making the image or LV of one restored from
+// a snapshot first (at create: its bytes are the snapshot's, which the
+// kind's attach cannot know), again after a crash cut it short.
+// Call with pmu held.
+func (s *Service) restored(ctx context.Context, p *Provisioned) (*csipb.CreateVolumeResponse, error) {
+	if p.Request.Source == "" {
+		return &csipb.CreateVolumeResponse{Volume: s.volumeOf(p)}, nil
+	}
+	made, err := s.exists(ctx, p)
+	if err != nil || made {
+		return &csipb.CreateVolumeResponse{Volume: s.volumeOf(p)}, err
+	}
+	_, sn := s.snapshotByID(p.Request.Source)
+	switch {
+	case sn == nil:
+		return nil, status.Errorf(codes.NotFound, "snapshot %s: deleted before volume %s was restored from it", p.Request.Source, p.VolumeID)
+	case !s.snapshotReady(ctx, sn):
+		// Never an empty volume in place of the snapshot's bytes.
+		return nil, status.Errorf(codes.FailedPrecondition, "snapshot %s is not ready (its copy is not made: retry CreateSnapshot)", sn.SnapshotID)
+	case p.Class != nil:
+		err = s.cfg.LVM.Snapshot(ctx, p.Class.VG, sn.LV, p.LV, VolumeName(p.VolumeID))
+	default:
+		err = cloneFile(sn.File, p.Image, p.SizeBytes)
+	}
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "restore volume %s: %v", p.VolumeID, err)
 	}
 	return &csipb.CreateVolumeResponse{Volume: s.volumeOf(p)}, nil
 }
@@ -107,7 +144,7 @@ func (s *Service) contentSource(src *csipb.VolumeContentSource) (string, error) 
 	switch {
 	case src == nil:
 		return "", nil
-	case src.GetSnapshot() != nil && s.snapOK:
+	case src.GetSnapshot() != nil && s.snapshotsServed():
 		return src.GetSnapshot().GetSnapshotId(), nil
 	case src.GetSnapshot() != nil:
 		return "", status.Errorf(codes.InvalidArgument, "volume content source: the loop pool %s cannot reflink (snapshots need xfs with reflink or btrfs)", s.pool.dir)
@@ -115,29 +152,31 @@ func (s *Service) contentSource(src *csipb.VolumeContentSource) (string, error) 
 	return "", status.Error(codes.InvalidArgument, "volume content source: volumed clones no volume (take a snapshot and restore it)")
 }
 
-// volumeRequest checks a CreateVolume call and says what it asks.
-func (s *Service) volumeRequest(req *csipb.CreateVolumeRequest) (decide.VolumeRequest, error) {
+// volumeRequest checks a CreateVolume call and says what it asks, and
+// of which backend.
+func (s *Service) volumeRequest(req *csipb.CreateVolumeRequest) (decide.VolumeRequest, string, error) {
 	if err := required(field{"name", req.GetName()}); err != nil {
-		return decide.VolumeRequest{}, err
+		return decide.VolumeRequest{}, "", err
 	}
 	block, err := provisionedAccess(req.GetVolumeCapabilities())
 	if err != nil {
-		return decide.VolumeRequest{}, err
+		return decide.VolumeRequest{}, "", err
 	}
 	source, err := s.contentSource(req.GetVolumeContentSource())
 	if err != nil {
-		return decide.VolumeRequest{}, err
+		return decide.VolumeRequest{}, "", err
 	}
-	if b := req.GetParameters()[paramBackend]; b != BackendLoop {
-		return decide.VolumeRequest{}, status.Errorf(codes.InvalidArgument, "parameters.%s: must be %q (the backends this node serves), got %q", paramBackend, BackendLoop, b)
+	backend, err := s.backendOf(req.GetParameters(), true)
+	if err != nil {
+		return decide.VolumeRequest{}, "", err
 	}
 	if err := s.reachable(req.GetAccessibilityRequirements()); err != nil {
-		return decide.VolumeRequest{}, err
+		return decide.VolumeRequest{}, "", err
 	}
 	params := maps.Clone(req.GetParameters())
 	delete(params, paramBackend)
 	return decide.VolumeRequest{Name: req.GetName(), Required: req.GetCapacityRange().GetRequiredBytes(),
-		Limit: req.GetCapacityRange().GetLimitBytes(), Params: params, Block: block, Source: source}, nil
+		Limit: req.GetCapacityRange().GetLimitBytes(), Params: params, Block: block, Source: source}, backend, nil
 }
 
 // provisionedAccess checks the capabilities a volume is created for and
@@ -190,15 +229,18 @@ func provisionedContext(params map[string]string, p *Provisioned) map[string]str
 // checkProvisioned reads the volume the promise makes as its first stage
 // will (the same translation and the kinds' checks), so a bad parameter
 // fails CreateVolume, naming the field, rather than the pod's start; and
-// refuses an image path a file already holds: bytes no record accounts
-// for are never taken over as a new volume's.
-func (s *Service) checkProvisioned(p *Provisioned) error {
+// refuses an image path a file already holds, or an LV name an LV has:
+// bytes no record accounts for are never taken over as a new volume's.
+func (s *Service) checkProvisioned(ctx context.Context, p *Provisioned) error {
 	d, err := provisionedDesired(p, "", s.cfg.Manifest)
 	if err != nil {
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
 	if !s.cfg.AllowSuidDev && len(hostPrivileges(d)) > 0 {
 		return status.Errorf(codes.InvalidArgument, "parameters ask for %s: refused unless volumed runs with --csi-allow-suid-dev", strings.Join(hostPrivileges(d), " and "))
+	}
+	if p.Class != nil {
+		return s.lvmFree(ctx, p)
 	}
 	there, err := exists(p.Image)
 	switch {
@@ -261,8 +303,8 @@ func (s *Service) reachable(req *csipb.TopologyRequirement) error {
 // (fsType: the capability's), or why the parameters make none.
 func provisionedDesired(p *Provisioned, fsType string, opts manifest.Options) (*agent.Desired, error) {
 	for k := range p.Request.Params {
-		if strings.HasPrefix(k, BackendLoop+".") {
-			return nil, fmt.Errorf("parameters.%s: the loop backend sets the image's fields, not a StorageClass", k)
+		if strings.HasPrefix(k, BackendLoop+".") || strings.HasPrefix(k, BackendLVM+".") {
+			return nil, fmt.Errorf("parameters.%s: the backend sets its image's or LV's fields, not a StorageClass", k)
 		}
 	}
 	return desired(VolumeName(p.VolumeID), &Record{VolumeID: p.VolumeID, Context: stageContext(p), Block: p.Request.Block, FSType: fsType}, opts)
@@ -270,13 +312,12 @@ func provisionedDesired(p *Provisioned, fsType string, opts manifest.Options) (*
 
 // CheckParameters reports whether a StorageClass's parameters provision
 // a volume, as CreateVolume and the first stage would read them: for the
-// checks of the shipped classes. The csi.storage.k8s.io/ parameters are
-// the external-provisioner's (fstype becomes the capability's).
+// checks of the shipped classes (an lvm class's VG is taken as one the
+// node serves). The csi.storage.k8s.io/ parameters are the
+// external-provisioner's (fstype becomes the capability's).
 func CheckParameters(params map[string]string, opts manifest.Options) error {
-	if b := params[paramBackend]; b != BackendLoop {
-		return fmt.Errorf("parameters.%s: must be %q, got %q", paramBackend, BackendLoop, b)
-	}
-	p := &Provisioned{VolumeID: provisionedID(BackendLoop, "node", "check"), Image: "/var/lib/volumed/pool/check.img", SizeBytes: defaultVolumeSize,
+	backend := params[paramBackend]
+	p := &Provisioned{Backend: backend, VolumeID: provisionedID(backend, "node", "check"), SizeBytes: defaultVolumeSize,
 		Request: decide.VolumeRequest{Params: map[string]string{}}}
 	fsType := ""
 	for k, v := range params {
@@ -287,7 +328,20 @@ func CheckParameters(params map[string]string, opts manifest.Options) error {
 			p.Request.Params[k] = v
 		}
 	}
-	p.Context = provisionedContext(p.Request.Params, p)
+	switch backend {
+	case BackendLoop:
+		p.Image = "/var/lib/volumed/pool/check.img"
+		p.Context = provisionedContext(p.Request.Params, p)
+	case BackendLVM:
+		c, err := decide.LVMParams(p.Request.Params, []string{params[decide.ParamVolumeGroup]})
+		if err != nil {
+			return err
+		}
+		p.Class, p.LV = &c, lvName(lvPrefix, "check")
+		p.Context = lvmContext(p.Request.Params, p)
+	default:
+		return fmt.Errorf("parameters.%s: must be %q or %q, got %q", paramBackend, BackendLoop, BackendLVM, backend)
+	}
 	_, err := provisionedDesired(p, fsType, opts)
 	return err
 }

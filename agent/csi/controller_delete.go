@@ -11,12 +11,12 @@ import (
 	"github.com/volumed/volumed/internal/crashpoint"
 )
 
-// DeleteVolume removes a provisioned volume's image, then its record:
-// a crash in between leaves a record whose image is gone, which the
-// retried call finishes. It is refused while anything on the node still
+// DeleteVolume removes a provisioned volume's image or LV, then its
+// record: a crash in between leaves a record whose image or LV is gone,
+// which the retried call finishes. It is refused while anything on the node still
 // uses the image (decide.MayDelete). An ID this node never provisioned
 // (or no longer has) is deleted already.
-func (s *Service) DeleteVolume(_ context.Context, req *csipb.DeleteVolumeRequest) (*csipb.DeleteVolumeResponse, error) {
+func (s *Service) DeleteVolume(ctx context.Context, req *csipb.DeleteVolumeRequest) (*csipb.DeleteVolumeResponse, error) {
 	id := req.GetVolumeId()
 	// Claimed as the node calls claim it: no stage starts meanwhile.
 	name, release, err := s.begin(id)
@@ -30,14 +30,14 @@ func (s *Service) DeleteVolume(_ context.Context, req *csipb.DeleteVolumeRequest
 	if p == nil {
 		return &csipb.DeleteVolumeResponse{}, nil
 	}
-	use, err := s.use(name, p)
+	use, err := s.use(ctx, name, p)
 	if err != nil {
 		return nil, err
 	}
 	if why := decide.MayDelete(use); why != "" {
 		return nil, status.Errorf(codes.FailedPrecondition, "volume %s: %s", id, why)
 	}
-	if err := removeImage(p.Image); err != nil {
+	if err := s.removeBacking(ctx, p); err != nil {
 		return nil, status.Errorf(codes.Internal, "volume %s: %v", id, err)
 	}
 	crashpoint.HitFor("delete_volume", "after-image", name)
@@ -45,7 +45,7 @@ func (s *Service) DeleteVolume(_ context.Context, req *csipb.DeleteVolumeRequest
 		return nil, status.Errorf(codes.Internal, "volume %s: %v", id, err)
 	}
 	delete(s.provisioned, key)
-	s.cfg.Log.Info("csi volume deleted", "volumeID", id, "image", p.Image)
+	s.cfg.Log.Info("csi volume deleted", "volumeID", id, "image", p.Image, "lv", p.LV)
 	return &csipb.DeleteVolumeResponse{}, nil
 }
 
@@ -53,7 +53,7 @@ func (s *Service) DeleteVolume(_ context.Context, req *csipb.DeleteVolumeRequest
 // its key; nil for any other ID. Call with pmu held.
 func (s *Service) provisionedOf(id string) (string, *Provisioned) {
 	backend, node, key, ok := parseProvisionedID(id)
-	if !ok || backend != BackendLoop || node != s.cfg.NodeID {
+	if !ok || !served(backend) || node != s.cfg.NodeID {
 		return "", nil
 	}
 	if p := s.provisioned[key]; p != nil && p.VolumeID == id {
@@ -64,8 +64,9 @@ func (s *Service) provisionedOf(id string) (string, *Provisioned) {
 
 // use is what holds the provisioned volume on this node now: the
 // kubelet's stage record, the agent's record of an attachment or mount
-// (a teardown still running), a manifest's volume on the same image.
-func (s *Service) use(name string, p *Provisioned) (decide.Use, error) {
+// (a teardown still running), a manifest's volume on the same image or
+// LV, an LV open outside volumed.
+func (s *Service) use(ctx context.Context, name string, p *Provisioned) (decide.Use, error) {
 	v, ok := s.cfg.Agent.View(name)
 	if !ok {
 		return decide.Use{}, status.Error(codes.Unavailable, "the agent has not read the kernel's state yet")
@@ -79,6 +80,11 @@ func (s *Service) use(name string, p *Provisioned) (decide.Use, error) {
 		return decide.Use{}, status.Error(codes.Internal, err.Error())
 	}
 	u.ClaimedBy = s.cfg.Agent.ClaimHolder(d.Kind, d.Caps.Claims, name)
+	if p.Class != nil {
+		if u.Open, err = s.lvmOpen(ctx, p); err != nil {
+			return decide.Use{}, err
+		}
+	}
 	return u, nil
 }
 
@@ -89,7 +95,7 @@ func (s *Service) use(name string, p *Provisioned) (decide.Use, error) {
 // side is bookkeeping, which that node does at its NodeExpandVolume, so
 // one external-resizer (which has no per-node mode) serves every node
 // from whichever node's socket it calls.
-func (s *Service) ControllerExpandVolume(_ context.Context, req *csipb.ControllerExpandVolumeRequest) (*csipb.ControllerExpandVolumeResponse, error) {
+func (s *Service) ControllerExpandVolume(ctx context.Context, req *csipb.ControllerExpandVolumeRequest) (*csipb.ControllerExpandVolumeResponse, error) {
 	id := req.GetVolumeId()
 	if err := required(field{"volume ID", id}); err != nil {
 		return nil, err
@@ -101,7 +107,7 @@ func (s *Service) ControllerExpandVolume(_ context.Context, req *csipb.Controlle
 	defer s.pmu.Unlock()
 	key, p := s.provisionedOf(id)
 	if p == nil {
-		if b, node, _, ok := parseProvisionedID(id); ok && b == BackendLoop && node != s.cfg.NodeID {
+		if b, node, _, ok := parseProvisionedID(id); ok && served(b) && node != s.cfg.NodeID {
 			size, err := decide.VolumeSize(req.GetCapacityRange().GetRequiredBytes(), req.GetCapacityRange().GetLimitBytes(), 0)
 			if err != nil {
 				return nil, status.Error(codes.OutOfRange, err.Error())
@@ -114,7 +120,7 @@ func (s *Service) ControllerExpandVolume(_ context.Context, req *csipb.Controlle
 	if err != nil {
 		return nil, status.Error(codes.OutOfRange, err.Error())
 	}
-	if p, err = s.raisePromise(key, p, size); err != nil {
+	if p, err = s.raisePromise(ctx, key, p, size); err != nil {
 		return nil, err
 	}
 	return &csipb.ControllerExpandVolumeResponse{CapacityBytes: p.SizeBytes, NodeExpansionRequired: true}, nil
@@ -122,16 +128,16 @@ func (s *Service) ControllerExpandVolume(_ context.Context, req *csipb.Controlle
 
 // raisePromise keeps size as the volume's promise when it is more, and
 // the pool has the room for the difference. Call with pmu held.
-func (s *Service) raisePromise(key string, p *Provisioned, size int64) (*Provisioned, error) {
+func (s *Service) raisePromise(ctx context.Context, key string, p *Provisioned, size int64) (*Provisioned, error) {
 	if size <= p.SizeBytes {
 		return p, nil
 	}
-	avail, err := s.pool.capacity(s.provisioned, s.snapshots)
+	avail, pool, err := s.capacityOf(ctx, p)
 	if err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
+		return nil, err
 	}
 	if size-p.SizeBytes > avail {
-		return nil, status.Errorf(codes.OutOfRange, "volume %s: %d more bytes asked, the loop pool %s can promise %d", p.VolumeID, size-p.SizeBytes, s.pool.dir, avail)
+		return nil, status.Errorf(codes.OutOfRange, "volume %s: %d more bytes asked, %s can promise %d", p.VolumeID, size-p.SizeBytes, pool, avail)
 	}
 	c := p.clone()
 	c.SizeBytes = size
@@ -145,8 +151,8 @@ func (s *Service) raisePromise(key string, p *Provisioned, size int64) (*Provisi
 // nodeExpandPromise raises the promise of a volume this node provisioned
 // to what NodeExpandVolume asks (the resizer may have called another
 // node's controller).
-func (s *Service) nodeExpandPromise(id string, size int64) error {
-	if s.pool == nil {
+func (s *Service) nodeExpandPromise(ctx context.Context, id string, size int64) error {
+	if !s.controller() {
 		return nil
 	}
 	s.pmu.Lock()
@@ -155,7 +161,7 @@ func (s *Service) nodeExpandPromise(id string, size int64) error {
 	if p == nil {
 		return nil
 	}
-	_, err := s.raisePromise(key, p, size)
+	_, err := s.raisePromise(ctx, key, p, size)
 	return err
 }
 
@@ -164,7 +170,7 @@ func (s *Service) nodeExpandPromise(id string, size int64) error {
 // PV's volume. A volume this node provisioned and deleted is not found:
 // staging it would make a new, empty image under the old PV.
 func (s *Service) promisedSize(id string) (int64, error) {
-	if s.pool == nil {
+	if !s.controller() {
 		return 0, nil
 	}
 	s.pmu.Lock()
@@ -172,7 +178,7 @@ func (s *Service) promisedSize(id string) (int64, error) {
 	if _, p := s.provisionedOf(id); p != nil {
 		return p.SizeBytes, nil
 	}
-	if b, node, _, ok := parseProvisionedID(id); ok && b == BackendLoop && node == s.cfg.NodeID {
+	if b, node, _, ok := parseProvisionedID(id); ok && served(b) && node == s.cfg.NodeID {
 		return 0, status.Errorf(codes.NotFound, "volume %s: this node provisioned no such volume (it was deleted)", id)
 	}
 	return 0, nil

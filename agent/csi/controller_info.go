@@ -25,7 +25,7 @@ func (s *Service) ControllerGetCapabilities(context.Context, *csipb.ControllerGe
 	} {
 		caps = append(caps, &csipb.ControllerServiceCapability{Type: &csipb.ControllerServiceCapability_Rpc{Rpc: &csipb.ControllerServiceCapability_RPC{Type: t}}})
 	}
-	if s.snapOK {
+	if s.snapshotsServed() {
 		for _, t := range []csipb.ControllerServiceCapability_RPC_Type{
 			csipb.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT,
 			csipb.ControllerServiceCapability_RPC_LIST_SNAPSHOTS,
@@ -37,20 +37,30 @@ func (s *Service) ControllerGetCapabilities(context.Context, *csipb.ControllerGe
 	return &csipb.ControllerGetCapabilitiesResponse{Capabilities: caps}, nil
 }
 
-// GetCapacity is what the pool may still promise (decide.PoolCapacity),
-// for this node's topology; another node's is none of this node's.
-func (s *Service) GetCapacity(_ context.Context, req *csipb.GetCapacityRequest) (*csipb.GetCapacityResponse, error) {
-	if b, ok := req.GetParameters()[paramBackend]; ok && b != BackendLoop {
-		return nil, status.Errorf(codes.InvalidArgument, "parameters.%s: must be %q (the backends this node serves), got %q", paramBackend, BackendLoop, b)
+// GetCapacity is what the pool a class draws on may still promise
+// (decide.PoolCapacity), for this node's topology; another node's is
+// none of this node's.
+func (s *Service) GetCapacity(ctx context.Context, req *csipb.GetCapacityRequest) (*csipb.GetCapacityResponse, error) {
+	backend, err := s.backendOf(req.GetParameters(), false)
+	if err != nil {
+		return nil, err
+	}
+	p := &Provisioned{Backend: backend}
+	if backend == BackendLVM {
+		c, err := s.lvmClass(req.GetParameters())
+		if err != nil {
+			return nil, err
+		}
+		p.Class = &c
 	}
 	if seg := req.GetAccessibleTopology().GetSegments(); seg != nil && seg[TopologyKey] != s.cfg.NodeID {
 		return &csipb.GetCapacityResponse{}, nil
 	}
 	s.pmu.Lock()
-	avail, err := s.pool.capacity(s.provisioned, s.snapshots)
+	avail, _, err := s.capacityOf(ctx, p)
 	s.pmu.Unlock()
 	if err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
+		return nil, err
 	}
 	return &csipb.GetCapacityResponse{AvailableCapacity: avail, MaximumVolumeSize: wrapperspb.Int64(avail)}, nil
 }
@@ -60,7 +70,7 @@ func (s *Service) GetCapacity(_ context.Context, req *csipb.GetCapacityRequest) 
 // added between pages neither repeats nor shifts one.
 func (s *Service) ListVolumes(_ context.Context, req *csipb.ListVolumesRequest) (*csipb.ListVolumesResponse, error) {
 	after := req.GetStartingToken()
-	if err := s.checkPaging(req.GetMaxEntries(), after, BackendLoop); err != nil {
+	if err := s.checkPaging(req.GetMaxEntries(), after, ""); err != nil {
 		return nil, err
 	}
 	s.pmu.Lock()
@@ -80,12 +90,14 @@ func (s *Service) ListVolumes(_ context.Context, req *csipb.ListVolumesRequest) 
 }
 
 // checkPaging checks a list call's page size and token: a token is an ID
-// of backend this node gave (ABORTED otherwise, as the spec asks).
+// of backend ("": of any volume backend) this node gave (ABORTED
+// otherwise, as the spec asks).
 func (s *Service) checkPaging(max int32, token, backend string) error {
 	if max < 0 {
 		return status.Error(codes.InvalidArgument, "max entries must not be negative")
 	}
-	if b, node, _, ok := parseProvisionedID(token); token != "" && (!ok || b != backend || node != s.cfg.NodeID) {
+	b, node, _, ok := parseProvisionedID(token)
+	if token != "" && (!ok || (b != backend && (backend != "" || !served(b))) || node != s.cfg.NodeID) {
 		return status.Errorf(codes.Aborted, "starting token %q: not one this node gave", token)
 	}
 	return nil

@@ -2,7 +2,6 @@ package csi
 
 import (
 	"context"
-	"os"
 	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
@@ -19,19 +18,25 @@ const snapshotBackend = "snap"
 // Snapshot is what CreateSnapshot promised, kept durably before the copy
 // is taken: a retried call finds it and finishes the copy.
 type Snapshot struct {
-	Name           string    `json:"name"`
-	SnapshotID     string    `json:"snapshotID"`
-	SourceVolumeID string    `json:"sourceVolumeID"`
-	File           string    `json:"file"`
-	SizeBytes      int64     `json:"sizeBytes"`
-	Created        time.Time `json:"created"`
+	Name           string `json:"name"`
+	SnapshotID     string `json:"snapshotID"`
+	SourceVolumeID string `json:"sourceVolumeID"`
+	File           string `json:"file,omitempty"`
+	// Backend is lvm for a thin snapshot (VG, LV), else loop's copy (File).
+	Backend   string    `json:"backend,omitempty"`
+	VG        string    `json:"volumeGroup,omitempty"`
+	Pool      string    `json:"thinPool,omitempty"`
+	LV        string    `json:"lv,omitempty"`
+	SizeBytes int64     `json:"sizeBytes"`
+	Created   time.Time `json:"created"`
 }
 
-// CreateSnapshot takes a reflinked copy of a provisioned volume's image
-// (flushed first when it is mounted: the copy is what a clean power cut
-// would leave). The record is kept before the copy; a retried call
-// finishes a copy a crash cut short.
-func (s *Service) CreateSnapshot(_ context.Context, req *csipb.CreateSnapshotRequest) (*csipb.CreateSnapshotResponse, error) {
+// CreateSnapshot takes a reflinked copy of a loop volume's image, or a
+// thin snapshot of a thin LV (the volume's filesystem flushed first when
+// it is mounted: the copy is what a clean power cut would leave). The
+// record is kept before the copy; a retried call finishes a copy a crash
+// cut short.
+func (s *Service) CreateSnapshot(ctx context.Context, req *csipb.CreateSnapshotRequest) (*csipb.CreateSnapshotResponse, error) {
 	if err := required(field{"name", req.GetName()}, field{"source volume ID", req.GetSourceVolumeId()}); err != nil {
 		return nil, err
 	}
@@ -50,41 +55,78 @@ func (s *Service) CreateSnapshot(_ context.Context, req *csipb.CreateSnapshotReq
 		if p == nil {
 			return nil, status.Errorf(codes.NotFound, "volume %s: not provisioned by this node", req.GetSourceVolumeId())
 		}
-		avail, err := s.pool.capacity(s.provisioned, s.snapshots)
-		if err != nil {
-			return nil, status.Error(codes.Internal, err.Error())
+		var err error
+		if sn, err = s.newSnapshot(req.GetName(), key, p); err != nil {
+			return nil, err
 		}
-		if p.SizeBytes > avail {
-			return nil, status.Errorf(codes.ResourceExhausted, "snapshot %q: its copy may come to hold %d bytes, the loop pool %s can promise %d", req.GetName(), p.SizeBytes, s.pool.dir, avail)
-		}
-		sn = &Snapshot{Name: req.GetName(), SnapshotID: provisionedID(snapshotBackend, s.cfg.NodeID, key), SourceVolumeID: p.VolumeID,
-			File: s.pool.snapshotFile(key), SizeBytes: p.SizeBytes, Created: time.Now().UTC()}
 		if err := s.snaps.put(key, sn); err != nil {
 			return nil, status.Errorf(codes.Internal, "keep the snapshot durably: %v", err)
 		}
 		s.snapshots[key] = sn
 		crashpoint.HitFor("create_snapshot", "after-record", VolumeName(p.VolumeID))
 	}
-	if _, err := os.Lstat(sn.File); err != nil {
+	if !s.snapshotReady(ctx, sn) {
 		if p == nil {
 			return nil, status.Errorf(codes.FailedPrecondition, "snapshot %q: its copy was never made and volume %s is gone", sn.Name, sn.SourceVolumeID)
 		}
-		if err := s.copyImage(p, sn.File); err != nil {
+		if err := s.copyVolume(ctx, p, sn); err != nil {
 			return nil, err
 		}
 	}
-	return &csipb.CreateSnapshotResponse{Snapshot: snapshotOf(sn)}, nil
+	return &csipb.CreateSnapshotResponse{Snapshot: s.snapshotOf(ctx, sn)}, nil
 }
 
-// copyImage flushes the volume's filesystem when it is staged here, and
-// reflinks its image to file.
-func (s *Service) copyImage(p *Provisioned, file string) error {
+// newSnapshot is the record of a snapshot of p, when its backend can
+// take one: a thin LV (a thin snapshot takes no space until either side
+// is written, and is overprovisioned as the pool is), or an image on a
+// pool that reflinks (promised in full: see loopPool.capacity).
+func (s *Service) newSnapshot(name, key string, p *Provisioned) (*Snapshot, error) {
+	sn := &Snapshot{Name: name, SnapshotID: provisionedID(snapshotBackend, s.cfg.NodeID, key), SourceVolumeID: p.VolumeID,
+		SizeBytes: p.SizeBytes, Created: time.Now().UTC()}
+	if c := p.Class; c != nil {
+		if c.Type != "thin" {
+			return nil, status.Errorf(codes.InvalidArgument, "volume %s is a %s LV: volumed takes LVM snapshots of thin LVs only (a class with type: thin)", p.VolumeID, c.Type)
+		}
+		sn.Backend, sn.VG, sn.Pool, sn.LV = BackendLVM, c.VG, c.Pool, lvName(snapPrefix, key)
+		return sn, nil
+	}
+	if !s.snapOK {
+		return nil, status.Errorf(codes.InvalidArgument, "volume %s: the loop pool %s cannot reflink (snapshots need xfs with reflink or btrfs)", p.VolumeID, s.pool.dir)
+	}
+	avail, err := s.pool.capacity(s.provisioned, s.snapshots)
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	if p.SizeBytes > avail {
+		return nil, status.Errorf(codes.ResourceExhausted, "snapshot %q: its copy may come to hold %d bytes, the loop pool %s can promise %d", name, p.SizeBytes, s.pool.dir, avail)
+	}
+	sn.File = s.pool.snapshotFile(key)
+	return sn, nil
+}
+
+// copyVolume flushes the volume's filesystem when it is staged here,
+// then reflinks its image to the snapshot's file, or takes the thin
+// snapshot of its LV.
+func (s *Service) copyVolume(ctx context.Context, p *Provisioned, sn *Snapshot) error {
 	if r := s.record(VolumeName(p.VolumeID)); r != nil && !r.Block {
 		if err := flush(r.StagingPath); err != nil {
 			return status.Errorf(codes.Internal, "flush volume %s before its snapshot: %v", p.VolumeID, err)
 		}
 	}
-	if err := cloneFile(p.Image, file, p.SizeBytes); err != nil {
+	if p.Class == nil {
+		if err := cloneFile(p.Image, sn.File, p.SizeBytes); err != nil {
+			return status.Errorf(codes.Internal, "snapshot of %s: %v", p.VolumeID, err)
+		}
+		return nil
+	}
+	made, err := s.exists(ctx, p)
+	if err != nil {
+		return err
+	}
+	if !made {
+		return status.Errorf(codes.FailedPrecondition, "snapshot of %s: its LV %s/%s is made at the volume's first stage, not yet", p.VolumeID, p.Class.VG, p.LV)
+	}
+	if err := s.cfg.LVM.Snapshot(ctx, sn.VG, p.LV, sn.LV, ""); err != nil {
 		return status.Errorf(codes.Internal, "snapshot of %s: %v", p.VolumeID, err)
 	}
 	return nil
@@ -95,14 +137,13 @@ func (s *Service) copyImage(p *Provisioned, file string) error {
 // allows: csi-sanity v5.6.0 compares a reported topology with
 // gomega.Equal, reflect.DeepEqual over protobuf messages, which differ
 // in their internal state once one of them has been marshalled.
-func snapshotOf(sn *Snapshot) *csipb.Snapshot {
-	_, err := os.Lstat(sn.File)
+func (s *Service) snapshotOf(ctx context.Context, sn *Snapshot) *csipb.Snapshot {
 	return &csipb.Snapshot{SnapshotId: sn.SnapshotID, SourceVolumeId: sn.SourceVolumeID, SizeBytes: sn.SizeBytes,
-		CreationTime: timestamppb.New(sn.Created), ReadyToUse: err == nil}
+		CreationTime: timestamppb.New(sn.Created), ReadyToUse: s.snapshotReady(ctx, sn)}
 }
 
 // GetSnapshot is one snapshot this node took.
-func (s *Service) GetSnapshot(_ context.Context, req *csipb.GetSnapshotRequest) (*csipb.GetSnapshotResponse, error) {
+func (s *Service) GetSnapshot(ctx context.Context, req *csipb.GetSnapshotRequest) (*csipb.GetSnapshotResponse, error) {
 	if err := required(field{"snapshot ID", req.GetSnapshotId()}); err != nil {
 		return nil, err
 	}
@@ -112,7 +153,7 @@ func (s *Service) GetSnapshot(_ context.Context, req *csipb.GetSnapshotRequest) 
 	if sn == nil {
 		return nil, status.Errorf(codes.NotFound, "snapshot %s: not taken by this node", req.GetSnapshotId())
 	}
-	return &csipb.GetSnapshotResponse{Snapshot: snapshotOf(sn)}, nil
+	return &csipb.GetSnapshotResponse{Snapshot: s.snapshotOf(ctx, sn)}, nil
 }
 
 // snapshotByID is the record of a snapshot ID this node took, and its key.
@@ -128,10 +169,10 @@ func (s *Service) snapshotByID(id string) (string, *Snapshot) {
 	return "", nil
 }
 
-// DeleteSnapshot removes the copy, then the record; an unknown ID is
-// deleted already. Volumes restored from it keep their data: they are
-// copies of their own.
-func (s *Service) DeleteSnapshot(_ context.Context, req *csipb.DeleteSnapshotRequest) (*csipb.DeleteSnapshotResponse, error) {
+// DeleteSnapshot removes the copy or the snapshot's LV, then the record;
+// an unknown ID is deleted already. Volumes restored from it keep their
+// data: they are copies (or thin snapshots) of their own.
+func (s *Service) DeleteSnapshot(ctx context.Context, req *csipb.DeleteSnapshotRequest) (*csipb.DeleteSnapshotResponse, error) {
 	if err := required(field{"snapshot ID", req.GetSnapshotId()}); err != nil {
 		return nil, err
 	}
@@ -141,7 +182,13 @@ func (s *Service) DeleteSnapshot(_ context.Context, req *csipb.DeleteSnapshotReq
 	if sn == nil {
 		return &csipb.DeleteSnapshotResponse{}, nil
 	}
-	if err := removeImage(sn.File); err != nil {
+	var err error
+	if sn.backend() == BackendLVM {
+		err = s.cfg.LVM.Remove(ctx, sn.VG, sn.LV, "")
+	} else {
+		err = removeImage(sn.File)
+	}
+	if err != nil {
 		return nil, status.Errorf(codes.Internal, "snapshot %s: %v", sn.SnapshotID, err)
 	}
 	crashpoint.HitFor("delete_snapshot", "after-file", sn.Name)
@@ -153,7 +200,7 @@ func (s *Service) DeleteSnapshot(_ context.Context, req *csipb.DeleteSnapshotReq
 }
 
 // ListSnapshots pages through the snapshots in ID order, as ListVolumes.
-func (s *Service) ListSnapshots(_ context.Context, req *csipb.ListSnapshotsRequest) (*csipb.ListSnapshotsResponse, error) {
+func (s *Service) ListSnapshots(ctx context.Context, req *csipb.ListSnapshotsRequest) (*csipb.ListSnapshotsResponse, error) {
 	after := req.GetStartingToken()
 	if err := s.checkPaging(req.GetMaxEntries(), after, snapshotBackend); err != nil {
 		return nil, err
@@ -163,7 +210,7 @@ func (s *Service) ListSnapshots(_ context.Context, req *csipb.ListSnapshotsReque
 	for _, sn := range s.snapshots {
 		if sn.SnapshotID > after && (req.GetSnapshotId() == "" || req.GetSnapshotId() == sn.SnapshotID) &&
 			(req.GetSourceVolumeId() == "" || req.GetSourceVolumeId() == sn.SourceVolumeID) {
-			out = append(out, snapshotOf(sn))
+			out = append(out, s.snapshotOf(ctx, sn))
 		}
 	}
 	s.pmu.Unlock()

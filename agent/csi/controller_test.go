@@ -221,7 +221,7 @@ func TestControllerExpandRaisesThePromise(t *testing.T) {
 		t.Errorf("another node's expansion changed this node's promises: %d, %v", n, s.provisioned)
 	}
 	// NodeExpandVolume's side raises the promise too.
-	if err := s.nodeExpandPromise(id, 128<<20); err != nil {
+	if err := s.nodeExpandPromise(context.Background(), id, 128<<20); err != nil {
 		t.Fatal(err)
 	}
 	if n, _ := s.promisedSize(id); n != 128<<20 {

@@ -43,6 +43,9 @@ func (p loopPool) capacity(vols map[string]*Provisioned, snaps map[string]*Snaps
 	}
 	promised := make([]decide.Promise, 0, len(vols)+len(snaps))
 	for _, v := range vols {
+		if v.Class != nil {
+			continue // an LV: the lvm backend's pools
+		}
 		var n int64
 		if v.Request.Source == "" {
 			var err error
@@ -53,6 +56,9 @@ func (p loopPool) capacity(vols map[string]*Provisioned, snaps map[string]*Snaps
 		promised = append(promised, decide.Promise{Size: v.SizeBytes, Allocated: n})
 	}
 	for _, sn := range snaps {
+		if sn.backend() != BackendLoop {
+			continue
+		}
 		promised = append(promised, decide.Promise{Size: sn.SizeBytes})
 	}
 	return decide.PoolCapacity(int64(st.Bavail)*st.Bsize, p.reserve, promised), nil

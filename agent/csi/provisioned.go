@@ -27,7 +27,12 @@ type Provisioned struct {
 	VolumeID string               `json:"volumeID"`
 	Backend  string               `json:"backend"`
 	// Image is the loop backend's image file; it is made at first stage.
-	Image string `json:"image"`
+	Image string `json:"image,omitempty"`
+	// Class and LV are the lvm backend's: the class's VG, type and pool,
+	// and the LV's name; the LV is made at first stage (by the lvm kind),
+	// or at create when it is restored from a snapshot.
+	Class *decide.LVMClass `json:"lvm,omitempty"`
+	LV    string           `json:"lv,omitempty"`
 	// SizeBytes is the size promised: created with, or expanded to.
 	SizeBytes int64 `json:"sizeBytes"`
 	// Context is the volume context answered (the PV's).
@@ -38,6 +43,10 @@ func (p *Provisioned) clone() *Provisioned {
 	c := *p
 	c.Context = maps.Clone(p.Context)
 	c.Request.Params = maps.Clone(p.Request.Params)
+	if p.Class != nil {
+		cl := *p.Class
+		c.Class = &cl
+	}
 	return &c
 }
 
@@ -99,6 +108,10 @@ func volumeKey(name string) string {
 func provisionedID(backend, node, key string) string {
 	return backend + "/" + node + "/" + key
 }
+
+// served says whether backend names a backend this node provisions
+// with: its IDs are this node's to answer.
+func served(backend string) bool { return backend == BackendLoop || backend == BackendLVM }
 
 // parseProvisionedID splits a volume ID made by provisionedID; ok is
 // false for any other ID (a static PV's).

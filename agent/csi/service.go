@@ -53,6 +53,11 @@ type Config struct {
 	LoopPool string
 	// LoopReserve is kept free on the pool's filesystem.
 	LoopReserve int64
+	// LVMGroups are the volume groups the lvm backend may make LVs in
+	// (run --csi-lvm-volume-groups); set, the Controller service is
+	// served too, through LVM.
+	LVMGroups []string
+	LVM       LVM
 }
 
 // Service is the Identity and Node services, and the Controller service
@@ -126,16 +131,21 @@ func (s *Service) loadProvisioned() error {
 	s.prov = keyedRecords[Provisioned]{dir: filepath.Join(s.cfg.Dir, provisionedDir), what: "csi provisioned records"}
 	s.snaps = keyedRecords[Snapshot]{dir: filepath.Join(s.cfg.Dir, snapshotDir), what: "csi snapshot records"}
 	s.provisioned, s.snapshots = map[string]*Provisioned{}, map[string]*Snapshot{}
-	if s.cfg.LoopPool == "" {
+	if len(s.cfg.LVMGroups) > 0 && s.cfg.LVM == nil {
+		return errors.New("csi: the lvm backend's volume groups are given without its lvm2 port")
+	}
+	if s.cfg.LoopPool != "" {
+		if !filepath.IsAbs(s.cfg.LoopPool) {
+			return fmt.Errorf("--csi-loop-pool %q: must be an absolute path", s.cfg.LoopPool)
+		}
+		if err := os.MkdirAll(s.cfg.LoopPool, 0o700); err != nil {
+			return fmt.Errorf("--csi-loop-pool: %w", err)
+		}
+		s.pool = &loopPool{dir: filepath.Clean(s.cfg.LoopPool), reserve: s.cfg.LoopReserve}
+	}
+	if !s.controller() {
 		return nil
 	}
-	if !filepath.IsAbs(s.cfg.LoopPool) {
-		return fmt.Errorf("--csi-loop-pool %q: must be an absolute path", s.cfg.LoopPool)
-	}
-	if err := os.MkdirAll(s.cfg.LoopPool, 0o700); err != nil {
-		return fmt.Errorf("--csi-loop-pool: %w", err)
-	}
-	s.pool = &loopPool{dir: filepath.Clean(s.cfg.LoopPool), reserve: s.cfg.LoopReserve}
 	ps, err := s.prov.load()
 	if err != nil {
 		return fmt.Errorf("%w; volumed will not start rather than promise those volumes' space again: fix or remove them", err)
@@ -144,7 +154,8 @@ func (s *Service) loadProvisioned() error {
 	if err != nil {
 		return fmt.Errorf("%w; volumed will not start rather than promise those snapshots' space again: fix or remove them", err)
 	}
-	s.provisioned, s.snapshots, s.snapOK = ps, ss, s.pool.reflinks()
+	s.provisioned, s.snapshots = ps, ss
+	s.snapOK = s.pool != nil && s.pool.reflinks()
 	return nil
 }
 
@@ -177,7 +188,7 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 	srv := grpc.NewServer(grpc.UnaryInterceptor(s.logCalls))
 	csipb.RegisterIdentityServer(srv, s)
 	csipb.RegisterNodeServer(srv, s)
-	if s.pool != nil {
+	if s.controller() {
 		csipb.RegisterControllerServer(srv, s)
 	}
 	done := make(chan struct{})
@@ -248,10 +259,10 @@ func (s *Service) GetPluginCapabilities(context.Context, *csipb.GetPluginCapabil
 		{Type: &csipb.PluginCapability_Service_{Service: &csipb.PluginCapability_Service{Type: csipb.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS}}},
 		{Type: &csipb.PluginCapability_VolumeExpansion_{VolumeExpansion: &csipb.PluginCapability_VolumeExpansion{Type: csipb.PluginCapability_VolumeExpansion_ONLINE}}},
 	}
-	if s.pool != nil {
+	if s.controller() {
 		caps = append(caps, &csipb.PluginCapability{Type: &csipb.PluginCapability_Service_{Service: &csipb.PluginCapability_Service{Type: csipb.PluginCapability_Service_CONTROLLER_SERVICE}}})
 	}
-	if s.snapOK {
+	if s.snapshotsServed() {
 		// A snapshot lives on this node's disk: restored here only.
 		caps = append(caps, &csipb.PluginCapability{Type: &csipb.PluginCapability_Service_{Service: &csipb.PluginCapability_Service{Type: csipb.PluginCapability_Service_SNAPSHOT_ACCESSIBILITY_CONSTRAINTS}}})
 	}

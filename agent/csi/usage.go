@@ -119,7 +119,7 @@ func (s *Service) NodeExpandVolume(ctx context.Context, req *csipb.NodeExpandVol
 		return nil, status.Errorf(codes.NotFound, "volume %s is not at %s", id, req.GetVolumePath())
 	}
 	want := req.GetCapacityRange().GetRequiredBytes()
-	if err := s.nodeExpandPromise(id, want); err != nil {
+	if err := s.nodeExpandPromise(ctx, id, want); err != nil {
 		return nil, err
 	}
 	if want > r.CapacityBytes {

@@ -8,18 +8,23 @@ import (
 )
 
 // Promise is one provisioned volume's claim on its pool: the size it was
-// created (or expanded) with, and the bytes its image already holds
-// (zero before the image exists: it is made at first stage).
+// created (or expanded) with, and what it already holds of the pool
+// (zero before it exists: it is made at first stage). For a loop image
+// that is the bytes the image holds; for an LV, its size once made
+// (a linear LV's extents are taken from the VG's free space by lvcreate,
+// a thin LV's writes from its pool's free data).
 type Promise struct {
 	Size      int64
 	Allocated int64
 }
 
-// PoolCapacity is the one rule for what a pool may still promise: the
-// filesystem's free space (which already excludes what the images hold)
-// less the reserve, less what each provisioned volume may still
-// allocate. A sparse image holds little of its size; counting only its
-// allocation would let the pool promise the same space twice.
+// PoolCapacity is the one rule for what a pool may still promise, for
+// every backend: the pool's free space (a loop pool's filesystem, an LVM
+// VG's free extents, a thin pool's free data times its overprovision
+// ratio: LVMFree), which already excludes what exists, less the reserve,
+// less what each provisioned volume may still allocate. A sparse image
+// holds little of its size, an LV is not there before its first stage:
+// counting only what is allocated would promise the same space twice.
 func PoolCapacity(free, reserve int64, promised []Promise) int64 {
 	c := free - reserve
 	for _, p := range promised {
@@ -126,6 +131,9 @@ type Use struct {
 	Attached bool
 	// ClaimedBy names another volume (a manifest's) that uses the image.
 	ClaimedBy string
+	// Open: the kernel has the volume's device open (an LV mounted or
+	// held outside volumed, which lvm2 reports).
+	Open bool
 }
 
 // MayDelete is the one rule for DeleteVolume: the image goes only when
@@ -139,6 +147,8 @@ func MayDelete(u Use) string {
 		return "its image is still attached or mounted on this node (the teardown has not finished)"
 	case u.ClaimedBy != "":
 		return fmt.Sprintf("its image is used by volume %s", u.ClaimedBy)
+	case u.Open:
+		return "its device is open on this node (mounted or held outside volumed)"
 	}
 	return ""
 }

@@ -90,6 +90,7 @@ func TestMayDelete(t *testing.T) {
 		{"staged", Use{Staged: true, Attached: true}, "staged"},
 		{"teardown still running", Use{Attached: true}, "attached"},
 		{"a manifest uses the image", Use{ClaimedBy: "data"}, "volume data"},
+		{"an LV open outside volumed (mounted by hand)", Use{Open: true}, "open on this node"},
 	} {
 		got := MayDelete(c.use)
 		if (c.why == "") != (got == "") || !strings.Contains(got, c.why) {

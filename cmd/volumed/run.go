@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -21,10 +22,12 @@ import (
 	"github.com/volumed/volumed/agent/csi"
 	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/drivers/luks"
+	lvmdrv "github.com/volumed/volumed/drivers/lvm"
 	"github.com/volumed/volumed/firmware"
 	"github.com/volumed/volumed/internal/size"
 	"github.com/volumed/volumed/kinds"
 	"github.com/volumed/volumed/kinds/kind"
+	"github.com/volumed/volumed/kinds/lvm/provisioner"
 	"github.com/volumed/volumed/store"
 )
 
@@ -62,6 +65,7 @@ type runFlags struct {
 	csiSuidDev   bool
 	loopPool     string
 	loopReserve  string
+	lvmGroups    string
 }
 
 func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
@@ -82,6 +86,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 	fs.BoolVar(&f.csiSuidDev, "csi-allow-suid-dev", false, "let a CSI volume context set filesystem.allowSuid/allowDev (default: refused; CSI mounts are nosuid,nodev)")
 	fs.StringVar(&f.loopPool, "csi-loop-pool", "", "serve the CSI Controller service too, provisioning `backend: loop` volumes as image files in this directory (needs --csi-endpoint)")
 	fs.StringVar(&f.loopReserve, "csi-loop-reserve", "1Gi", "space the loop pool keeps free on its filesystem: never promised to a volume")
+	fs.StringVar(&f.lvmGroups, "csi-lvm-volume-groups", "", "serve the CSI Controller service too, provisioning `backend: lvm` volumes as LVs in these volume groups (comma-separated; needs --csi-endpoint)")
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -92,7 +97,26 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 	if f.loopPool != "" && f.csiEndpoint == "" {
 		return nil, fmt.Errorf("--csi-loop-pool: needs --csi-endpoint (the Controller service is served beside the node service)")
 	}
+	if f.lvmGroups != "" && f.csiEndpoint == "" {
+		return nil, fmt.Errorf("--csi-lvm-volume-groups: needs --csi-endpoint (the Controller service is served beside the node service)")
+	}
+	for _, vg := range f.groups() {
+		if why := lvmdrv.CheckName(vg); why != "" {
+			return nil, fmt.Errorf("--csi-lvm-volume-groups: %q: %s", vg, why)
+		}
+	}
 	return f, nil
+}
+
+// groups are the lvm backend's volume groups.
+func (f *runFlags) groups() []string {
+	var out []string
+	for _, vg := range strings.Split(f.lvmGroups, ",") {
+		if vg = strings.TrimSpace(vg); vg != "" {
+			out = append(out, vg)
+		}
+	}
+	return out
 }
 
 // prepare checks the state directory, creates it and returns the
@@ -308,7 +332,7 @@ func startServers(ctx context.Context, a *agent.Agent, f *runFlags, apiLn, csiLn
 			return nil, fmt.Errorf("--csi-loop-reserve %q: %w", f.loopReserve, err)
 		}
 		svc, err := startCSI(csi.Config{Agent: a, NodeID: f.nodeID, Dir: filepath.Join(f.stateDir, "csi"), Manifest: manifestOpts, AllowSuidDev: f.csiSuidDev,
-			LoopPool: f.loopPool, LoopReserve: reserve}, f.csiEndpoint, log)
+			LoopPool: f.loopPool, LoopReserve: reserve, LVMGroups: f.groups(), LVM: provisioner.Provisioner{}}, f.csiEndpoint, log)
 		if err != nil {
 			return nil, err
 		}
@@ -338,7 +362,7 @@ func startCSI(cfg csi.Config, endpoint string, log *slog.Logger) (*csi.Service, 
 		return nil, err
 	}
 	log.Info("serving the CSI node service", "endpoint", endpoint, "driver", csi.DriverName, "nodeID", cfg.NodeID, "allowSuidDev", cfg.AllowSuidDev,
-		"controller", cfg.LoopPool != "", "loopPool", cfg.LoopPool)
+		"controller", cfg.LoopPool != "" || len(cfg.LVMGroups) > 0, "loopPool", cfg.LoopPool, "lvmVolumeGroups", cfg.LVMGroups)
 	return svc, nil
 }
 

@@ -15,3 +15,16 @@ func TestLoopPoolNeedsTheCSIEndpoint(t *testing.T) {
 		t.Errorf("flags: %+v, %v", f, err)
 	}
 }
+
+func TestLVMGroupsFlag(t *testing.T) {
+	if _, err := parseRunFlags([]string{"--csi-lvm-volume-groups", "vg0"}, io.Discard); err == nil || !strings.Contains(err.Error(), "--csi-endpoint") {
+		t.Errorf("volume groups without the CSI endpoint: %v, want an error naming --csi-endpoint", err)
+	}
+	if _, err := parseRunFlags([]string{"--csi-endpoint", "unix:///run/csi.sock", "--csi-lvm-volume-groups", "vg0,-bad"}, io.Discard); err == nil || !strings.Contains(err.Error(), `"-bad"`) {
+		t.Errorf("a bad VG name: %v, want an error naming it", err)
+	}
+	f, err := parseRunFlags([]string{"--csi-endpoint", "unix:///run/csi.sock", "--csi-lvm-volume-groups", "vg0, vgdata"}, io.Discard)
+	if err != nil || strings.Join(f.groups(), "|") != "vg0|vgdata" {
+		t.Errorf("flags: %v, %v", f.groups(), err)
+	}
+}

@@ -7,8 +7,9 @@
 // An LV volumed creates carries the tag volumed:<volume>; that tag, the
 // VG's name and the LV's UUID are how it is found again, never its name
 // alone. Decide is the pure decision over what a VG holds; Tool runs the
-// commands. Nothing here removes, shrinks or renames an LV, or changes
-// one volumed did not create.
+// commands. Nothing here shrinks or renames an LV, or changes one
+// volumed did not create; the only removals are of the LVs the CSI
+// controller provisioned or snapshotted (Remove, by their tag).
 package lvm
 
 import (

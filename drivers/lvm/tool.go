@@ -114,13 +114,15 @@ func CreateArgs(w Want) []string {
 	return append(args, "--addtag", Tag(w.Volume), "--zero", "y", "--wipesignatures", "y", "--activate", "y", w.VG)
 }
 
-// ActivateArgs activates (y) or deactivates (n) lv.
+// ActivateArgs activates (y) or deactivates (n) lv. Activation ignores
+// the LV's activation skip flag (-K): volumed activates only the LVs it
+// keeps, and a volume restored from a CSI snapshot is a thin snapshot,
+// which lvm2 marks to be skipped by every activation that does not say so.
 func ActivateArgs(lv LV, on bool) []string {
-	a := "n"
 	if on {
-		a = "y"
+		return []string{"lvchange", "--activate", "y", "--ignoreactivationskip", lv.Ref()}
 	}
-	return []string{"lvchange", "--activate", a, lv.Ref()}
+	return []string{"lvchange", "--activate", "n", lv.Ref()}
 }
 
 // VGs lists the volume groups.
@@ -134,19 +136,27 @@ func (t Tool) VGs(ctx context.Context) ([]VG, error) {
 
 // LVs lists the LVs of vg; found is false when there is no such VG.
 func (t Tool) LVs(ctx context.Context, vg string) (lvs []LV, found bool, err error) {
+	_, lvs, found, err = t.Group(ctx, vg)
+	return lvs, found, err
+}
+
+// Group reads vg and its LVs (one vgs, one lvs); found is false when
+// there is no such VG.
+func (t Tool) Group(ctx context.Context, vg string) (v VG, lvs []LV, found bool, err error) {
 	vgs, err := t.VGs(ctx)
 	if err != nil {
-		return nil, false, err
+		return VG{}, nil, false, err
 	}
-	if indexVG(vgs, vg) < 0 {
-		return nil, false, nil
+	i := indexVG(vgs, vg)
+	if i < 0 {
+		return VG{}, nil, false, nil
 	}
 	out, err := t.run(ctx, "list the LVs of volume group "+vg, LVsArgs(vg))
 	if err != nil {
-		return nil, true, err
+		return vgs[i], nil, true, err
 	}
 	lvs, err = ParseLVs(out)
-	return lvs, true, err
+	return vgs[i], lvs, true, err
 }
 
 func indexVG(vgs []VG, name string) int {

@@ -80,7 +80,7 @@ func TestCreateArgsThin(t *testing.T) {
 
 func TestActivateArgs(t *testing.T) {
 	lv := LV{VG: "vg0", Name: "data"}
-	if got := ActivateArgs(lv, true); !reflect.DeepEqual(got, []string{"lvchange", "--activate", "y", "vg0/data"}) {
+	if got := ActivateArgs(lv, true); !reflect.DeepEqual(got, []string{"lvchange", "--activate", "y", "--ignoreactivationskip", "vg0/data"}) {
 		t.Errorf("ActivateArgs(on) = %q", got)
 	}
 	if got := ActivateArgs(lv, false); !reflect.DeepEqual(got, []string{"lvchange", "--activate", "n", "vg0/data"}) {

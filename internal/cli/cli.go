@@ -47,6 +47,7 @@ func Commands() []Command {
 				{Name: "node-id", Arg: "NAME", Usage: "the CSI node ID and topology.volumed.io/node value; it must be the Kubernetes node name (default: the host name)"},
 				{Name: "csi-loop-pool", Arg: "DIR", Usage: "also serve the CSI Controller service, provisioning volumes of StorageClasses with backend: loop as image files in this directory, made at their first stage (needs --csi-endpoint; default: no Controller service)"},
 				{Name: "csi-loop-reserve", Arg: "SIZE", Usage: "space the loop pool keeps free on its filesystem: GetCapacity never promises it (default 1Gi)"},
+				{Name: "csi-lvm-volume-groups", Arg: "VG,...", Usage: "also serve the CSI Controller service, provisioning volumes of StorageClasses with backend: lvm as LVs (linear or thin) in these volume groups only, made at their first stage (needs --csi-endpoint)"},
 			}},
 		{Name: "status", Short: "show the volumes", Args: "[NAME...]", Summary: "Show the volumes (a table of 80 columns), or with names each volume's conditions, targets and events.",
 			Operands: "volumes",

@@ -30,7 +30,10 @@ check "lvcreate pool" lvcreate -q -y --type thin-pool -L 128M -n pool vgthin`
 //     the mount, so the grow is still owed);
 //   - health and metrics: the VG's and the pool's gauges on volumed's
 //     metrics endpoint; the pool filled past 90% gives SourceDegraded
-//     (ThinPoolFull) on the thin volume.
+//     (ThinPoolFull) on the thin volume;
+//   - the CSI controller's lvm backend (issue 25, testdata/lvmcsi.sh): the
+//     sidecars' sequence over a thin class, GetCapacity before and after,
+//     a thin snapshot restored, a linear class without snapshots.
 func TestLVMThin(t *testing.T) {
 	t.Parallel()
 	m := Base(t).NewMachine(t, "lvmthin")
@@ -42,6 +45,7 @@ func TestLVMThin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	addLVMCSI(t, m)
 	m.AddTest("lvmthin", "Wants=volumed-wait@thin.service\nAfter=volumed-wait@thin.service", string(script))
 	r := m.Boot(context.Background())
 	r.Finish(t, "thin", bootTimeout) // a power cut: the LV extended, its filesystem not
@@ -93,6 +97,7 @@ func TestLVMThin(t *testing.T) {
 	t.Run("Metrics", func(t *testing.T) {
 		expect(t, map[string]string{"metrics.vgsize": "yes", "metrics.pooldata": "yes", "metrics.poolmeta": "yes"})
 	})
+	t.Run("CSI", func(t *testing.T) { checkLVMCSI(t, r) })
 	t.Run("PoolFull", func(t *testing.T) {
 		pct, err := strconv.ParseFloat(r.KV("full.datapct"), 64)
 		if err != nil || pct < 90 {

@@ -91,6 +91,9 @@ log "the reports, for drivers/lvm/testdata (lvm2 2.03.16):"
 log_cmd lvs --reportformat json --units b --nosuffix --binary -o $FIELDS vgthin
 log_cmd vgs --reportformat json --units b --nosuffix -o $VGFIELDS
 
+# csi: the lvm backend of the CSI controller, before the pool is filled.
+. /usr/lib/ostest/lvmcsi.sh
+
 # full: fill the pool to about 95% through the thin LV.
 used=$(lvs --noheadings -o data_percent vgthin/pool | tr -d ' ')
 size=$(lvs --noheadings --units m --nosuffix -o lv_size vgthin/pool | tr -d ' ')

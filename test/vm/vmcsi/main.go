@@ -7,6 +7,9 @@
 //	vmcsi ENDPOINT unstage ID STAGING
 //	vmcsi ENDPOINT probe
 //
+// and the Controller service's calls (controller.go), as the
+// external-provisioner, -resizer and -snapshotter sidecars make them.
+//
 // A secret's value is read from a file: secret:KEY=@FILE, so that it is
 // on no command line.
 package main
@@ -52,7 +55,8 @@ func run(args []string) error {
 		return err
 	}
 	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	// A first stage under emulation may create an LV and run mkfs.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	node := csipb.NewNodeClient(conn)
 	op, rest := args[1], args[2:]
@@ -102,6 +106,9 @@ func run(args []string) error {
 		return err
 	case op == "unstage" && len(rest) == 2:
 		_, err := node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: rest[0], StagingTargetPath: rest[1]})
+		return err
+	}
+	if done, err := controller(ctx, conn, op, rest); done {
 		return err
 	}
 	return fmt.Errorf("bad arguments: %q", args[1:])
