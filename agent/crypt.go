@@ -136,7 +136,7 @@ func (a *Agent) noteLocked(name string, err error) {
 	var w KeyServerWait
 	if errors.As(err, &w) && w.Waiting() != "" {
 		a.apply(name, CondLocked, &Problem{Reason: "WaitingForKeyServer", Message: w.Waiting() +
-			" (retried with backoff; the header is left as it is); " + err.Error()}, nil)
+			" (retried with backoff; the device is left as it is until it answers); " + err.Error()}, nil)
 		return
 	}
 	if errors.Is(err, ErrLocked) {
