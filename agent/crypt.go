@@ -131,7 +131,10 @@ func (a *Agent) open(ctx context.Context, d *Desired) error {
 // opens it (the message names each key and why it failed, never a key),
 // cleared by any open or close that gets through. A volume whose key
 // server did not answer says first that it waits for it: the open is
-// retried with the executor's backoff and succeeds once it answers.
+// retried with the executor's backoff and succeeds once it answers
+// (at format too: no header is written before every server answers).
+// A person with a recovery key opens the volume's mapping by hand, where
+// cryptsetup asks for a passphrase; the next open adopts it.
 func (a *Agent) noteLocked(name string, err error) {
 	var w KeyServerWait
 	if errors.As(err, &w) && w.Waiting() != "" {
@@ -140,8 +143,13 @@ func (a *Agent) noteLocked(name string, err error) {
 		return
 	}
 	if errors.Is(err, ErrLocked) {
+		dev := "DEVICE"
+		if rec := a.state.Get(name); rec != nil && rec.Attachment != nil {
+			dev = rec.Attachment.Device
+		}
 		a.apply(name, CondLocked, &Problem{Reason: "NoKeyOpens", Message: err.Error() +
-			"; the header is left as it is: give a key that opens it (the manifest's keys are tried again at each retry)"}, nil)
+			"; the header is left as it is: give a key that opens it (the manifest's keys are tried again at each retry)" +
+			", or open it with a recovery key as " + MappingName(name) + " (cryptsetup open " + dev + " " + MappingName(name) + "), which volumed adopts"}, nil)
 		return
 	}
 	if err == nil {

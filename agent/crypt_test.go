@@ -239,7 +239,8 @@ func TestWrongKeyLocks(t *testing.T) {
 	}
 	v := a.Status()[0]
 	c, ok := condition(v, CondLocked)
-	if !ok || c.Reason != "NoKeyOpens" || !strings.Contains(c.Message, "key 0 (file /etc/wrong): does not match any keyslot") {
+	if !ok || c.Reason != "NoKeyOpens" || !strings.Contains(c.Message, "key 0 (file /etc/wrong): does not match any keyslot") ||
+		!strings.Contains(c.Message, "open it with a recovery key as volumed-a (cryptsetup open /dev/fake-a volumed-a)") {
 		t.Errorf("conditions %+v, want Locked naming the key and why", v.Conditions)
 	}
 	if v.Encryption == nil || v.Encryption.State != api.EncryptionLocked {

@@ -162,6 +162,8 @@ func TestTang(t *testing.T) {
 		st := statusKV(t, r2, "boot2.rec.locked")
 		if c := lockedCondition(st); c == nil || c.Reason != "NoKeyOpens" || !strings.Contains(c.Message, "file /etc/volumed/secrets/rec.key") {
 			t.Errorf("rec with its key file lost: Locked %+v, want NoKeyOpens naming the key file", c)
+		} else if want := "cryptsetup open " + st.Device + " volumed-rec"; st.Device == "" || !strings.Contains(c.Message, want) {
+			t.Errorf("rec's Locked condition does not say how to open it with a recovery key (%q): %s", want, c.Message)
 		}
 		expectKV(t, r2, map[string]string{"after.rec.phase": "Ready", "after.rec.sum": r1.KV("boot1.rec.sum")})
 	})
