@@ -106,6 +106,11 @@ func (a *Agent) open(ctx context.Context, d *Desired) error {
 			})
 		})
 		if err != nil {
+			// The identity holds this UUID now: the next attempt
+			// finishes this format, as after a crash (a key server
+			// that did not answer stops it before luksFormat; the
+			// blank device is not another volume's).
+			a.formats.encrypting.set(d.Name, header)
 			return err
 		}
 	}

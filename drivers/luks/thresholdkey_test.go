@@ -54,6 +54,10 @@ func TestThresholdTwoOfThree(t *testing.T) {
 	if !errors.As(err, &le) || le.Waiting() == "" || !strings.Contains(err.Error(), srvs[1].URL) || !strings.Contains(err.Error(), srvs[2].URL) {
 		t.Fatalf("2 of 3 with two servers down: %v, want locked, waiting, naming both servers", err)
 	}
+	// What the condition's message starts with: the servers waited for.
+	if w := le.Waiting(); !strings.HasPrefix(w, "waiting for tang server "+srvs[1].URL+": ") || !strings.Contains(w, "; waiting for tang server "+srvs[2].URL+": ") {
+		t.Fatalf("2 of 3 with two servers down waits for %q, want each server down and its error", w)
+	}
 }
 
 // Two names of one Tang (the same keys, so the same thumbprint): each
