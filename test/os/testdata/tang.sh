@@ -9,7 +9,9 @@ token_of() { cryptsetup luksDump "$(img "$1")" 2>/dev/null | grep -o -m1 -E "$2"
 sum_of() { sha256sum </srv/$1/payload 2>/dev/null | cut -d' ' -f1; }
 status_json() { volumed status -o json "$1" 2>/dev/null | tr -d '\n\t' | sed 's/  */ /g'; }
 agent_id() { echo "$(systemctl show -P MainPID volumed.service)/$(systemctl show -P NRestarts volumed.service)"; }
-recovery_in_journal() { journalctl -u volumed --no-pager -o cat | grep -qF "$1"; }
+# recovery_in_journal FILE: the key in FILE is in volumed's journal (read
+# from the file: a key on a command line is in /proc for all to see).
+recovery_in_journal() { journalctl -u volumed --no-pager -o cat | grep -qF -f "$1"; }
 
 if [ "$phase" = 1 ]; then
 	kv versions "$(dpkg-query -W -f '${Package}=${Version} ' tang-common jose cryptsetup-bin systemd 2>&1)"
@@ -37,7 +39,7 @@ if [ "$phase" = 1 ]; then
 	# The paper the person writes it on.
 	(umask 077; printf '%s' "$key" >/var/lib/ostest/rec.recovery)
 	kv boot1.rec.recovery "$(token_of rec systemd-recovery)"
-	recovery_in_journal "$key" && fail "the recovery key is in volumed's journal"
+	recovery_in_journal /var/lib/ostest/rec.recovery && fail "the recovery key is in volumed's journal"
 	# The key file is lost; the far server is down at the next boot.
 	head -c 64 /dev/urandom >/etc/volumed/secrets/rec.key
 	rm -f /etc/systemd/system/sockets.target.wants/ostest-tangfar.socket
@@ -89,5 +91,5 @@ done
 kv after.late.token "$(token_of late clevis)"
 kv agent.after "$(agent_id)"
 log_cmd volumed status
-recovery_in_journal "$(cat /var/lib/ostest/rec.recovery)" && fail "the recovery key is in volumed's journal"
+recovery_in_journal /var/lib/ostest/rec.recovery && fail "the recovery key is in volumed's journal"
 done_step boot2
