@@ -106,6 +106,11 @@ func (a *Agent) open(ctx context.Context, d *Desired) error {
 			})
 		})
 		if err != nil {
+			// The identity holds this UUID now: the next attempt
+			// finishes this format, as after a crash (a key server
+			// that did not answer stops it before luksFormat; the
+			// blank device is not another volume's).
+			a.formats.encrypting.set(d.Name, header)
 			return err
 		}
 	}
@@ -131,17 +136,25 @@ func (a *Agent) open(ctx context.Context, d *Desired) error {
 // opens it (the message names each key and why it failed, never a key),
 // cleared by any open or close that gets through. A volume whose key
 // server did not answer says first that it waits for it: the open is
-// retried with the executor's backoff and succeeds once it answers.
+// retried with the executor's backoff and succeeds once it answers
+// (at format too: no header is written before every server answers).
+// A person with a recovery key opens the volume's mapping by hand, where
+// cryptsetup asks for a passphrase; the next open adopts it.
 func (a *Agent) noteLocked(name string, err error) {
 	var w KeyServerWait
 	if errors.As(err, &w) && w.Waiting() != "" {
 		a.apply(name, CondLocked, &Problem{Reason: "WaitingForKeyServer", Message: w.Waiting() +
-			" (retried with backoff; the header is left as it is); " + err.Error()}, nil)
+			" (retried with backoff; the device is left as it is until it answers); " + err.Error()}, nil)
 		return
 	}
 	if errors.Is(err, ErrLocked) {
+		dev := "DEVICE"
+		if rec := a.state.Get(name); rec != nil && rec.Attachment != nil {
+			dev = rec.Attachment.Device
+		}
 		a.apply(name, CondLocked, &Problem{Reason: "NoKeyOpens", Message: err.Error() +
-			"; the header is left as it is: give a key that opens it (the manifest's keys are tried again at each retry)"}, nil)
+			"; the header is left as it is: give a key that opens it (the manifest's keys are tried again at each retry)" +
+			", or open it with a recovery key as " + MappingName(name) + " (cryptsetup open " + dev + " " + MappingName(name) + "), which volumed adopts"}, nil)
 		return
 	}
 	if err == nil {

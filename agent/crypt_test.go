@@ -26,6 +26,9 @@ type fakeDMCrypt struct {
 	formats int
 	opens   int // mappings made (not adopted)
 	resizes int
+	// formatErr, when set, is what the next Format returns, having
+	// written nothing (a key server that did not answer).
+	formatErr error
 	// sizes, when set, are the devices' sizes (shared with a sizedFS).
 	sizes map[string]int64
 }
@@ -54,6 +57,10 @@ func (f *fakeDMCrypt) Format(_ context.Context, o CryptFormat) error {
 	defer f.mu.Unlock()
 	if h, ok := f.headers[o.Device]; ok && h.uuid != o.UUID {
 		return fmt.Errorf("not blank")
+	}
+	if err := f.formatErr; err != nil {
+		f.formatErr = nil
+		return err
 	}
 	var keys []string
 	for _, k := range o.Keys {
@@ -239,7 +246,8 @@ func TestWrongKeyLocks(t *testing.T) {
 	}
 	v := a.Status()[0]
 	c, ok := condition(v, CondLocked)
-	if !ok || c.Reason != "NoKeyOpens" || !strings.Contains(c.Message, "key 0 (file /etc/wrong): does not match any keyslot") {
+	if !ok || c.Reason != "NoKeyOpens" || !strings.Contains(c.Message, "key 0 (file /etc/wrong): does not match any keyslot") ||
+		!strings.Contains(c.Message, "open it with a recovery key as volumed-a (cryptsetup open /dev/fake-a volumed-a)") {
 		t.Errorf("conditions %+v, want Locked naming the key and why", v.Conditions)
 	}
 	if v.Encryption == nil || v.Encryption.State != api.EncryptionLocked {
@@ -315,6 +323,40 @@ func (waitErr) Error() string {
 }
 func (waitErr) Waiting() string      { return "waiting for tang server http://t: connection refused" }
 func (waitErr) Is(target error) bool { return target == ErrLocked }
+
+// A new volume whose key server does not answer at its format gets no
+// header, says it waits for the server, and is formatted once it answers:
+// the header's UUID the identity learnt before the format is the one
+// formatted then (it was IdentityChanged for good: a blank device where
+// the volume's header was recorded).
+func TestFormatWaitsForItsKeyServer(t *testing.T) {
+	ctx := context.Background()
+	a, f := cryptAgent(t)
+	d := encrypted(netVolume("a"), "/etc/k")
+	a.manifests.replace(map[string]*Desired{"a": d}, nil)
+	if err := a.opAttach(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	f.formatErr = fmt.Errorf("luks format /dev/fake-a: key 0 (tang http://t): %w", waitErr{})
+	if err := a.opOpen(ctx, d); err == nil {
+		t.Fatal("open with the key server down went through")
+	}
+	if _, ok := f.headers["/dev/fake-a"]; ok || f.formats != 0 {
+		t.Fatalf("a header was written while the key server was down: %+v", f.headers)
+	}
+	if c, ok := condition(a.Status()[0], CondLocked); !ok || c.Reason != "WaitingForKeyServer" {
+		t.Fatalf("Locked = %+v (present %v), want WaitingForKeyServer", c, ok)
+	}
+	if err := a.opOpen(ctx, d); err != nil {
+		t.Fatalf("open once the server answers: %v", err)
+	}
+	if f.formats != 1 || a.state.Get("a").Mapping == nil {
+		t.Fatalf("formats %d, mapping %+v: want the volume formatted and open", f.formats, a.state.Get("a").Mapping)
+	}
+	for _, c := range a.Status()[0].Conditions {
+		t.Errorf("condition left: %+v", c)
+	}
+}
 
 // A volume whose key server does not answer is Locked, and the message
 // says first which server it waits for and its last error.

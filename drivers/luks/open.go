@@ -2,7 +2,6 @@ package luks
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -37,6 +36,33 @@ type KeyFailure struct {
 	Desc    string
 	Reason  string
 	Waiting bool // the key's server did not answer: retrying may open it
+	// WaitFor is, when Waiting, each server that did not answer and its
+	// error ("waiting for tang server URL: ..."): a threshold's Reason
+	// starts with its shares' count.
+	WaitFor string
+}
+
+// keyFailure is why key i failed to give a passphrase.
+func keyFailure(i int, k Key, err error) KeyFailure {
+	w := waitsIn(err)
+	return KeyFailure{Key: i, Desc: k.Describe(), Reason: err.Error(), Waiting: len(w) > 0, WaitFor: strings.Join(w, "; ")}
+}
+
+// waitsIn are the WaitingErrors in err's tree, in order.
+func waitsIn(err error) []string {
+	if we, ok := err.(*WaitingError); ok {
+		return []string{we.Error()}
+	}
+	var out []string
+	switch u := err.(type) {
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			out = append(out, waitsIn(e)...)
+		}
+	case interface{ Unwrap() error }:
+		out = waitsIn(u.Unwrap())
+	}
+	return out
 }
 
 // LockedError is ErrLocked with each key's reason, and the token types
@@ -69,7 +95,10 @@ func (e *LockedError) Unwrap() error { return ErrLocked }
 func (e *LockedError) Waiting() string {
 	var w []string
 	for _, f := range e.Failures {
-		if f.Waiting {
+		switch {
+		case f.WaitFor != "":
+			w = append(w, f.WaitFor)
+		case f.Waiting:
 			w = append(w, f.Reason)
 		}
 	}
@@ -130,8 +159,7 @@ func (c *Client) Open(ctx context.Context, o OpenOptions) (Opened, error) {
 		offs, err := offers(ctx, k, best)
 		took := time.Since(start)
 		if err != nil {
-			var we *WaitingError
-			locked.Failures = append(locked.Failures, KeyFailure{i, k.Describe(), err.Error(), errors.As(err, &we)})
+			locked.Failures = append(locked.Failures, keyFailure(i, k, err))
 			continue
 		}
 		for _, v := range offs {
@@ -149,7 +177,7 @@ func (c *Client) Open(ctx context.Context, o OpenOptions) (Opened, error) {
 			}
 			return Opened{Path: "/dev/mapper/" + o.Name, Mapping: m, Key: i, KeyKind: k.Kind(), KeyTime: took}, nil
 		}
-		locked.Failures = append(locked.Failures, KeyFailure{i, k.Describe(), "does not match any keyslot", false})
+		locked.Failures = append(locked.Failures, KeyFailure{Key: i, Desc: k.Describe(), Reason: "does not match any keyslot"})
 	}
 	return Opened{}, locked
 }

@@ -95,7 +95,7 @@ func (c *Client) opener(ctx context.Context, device string, h Header, keys []Key
 		k := keys[i]
 		offs, err := offers(ctx, k, h)
 		if err != nil {
-			locked.Failures = append(locked.Failures, KeyFailure{Key: i, Desc: k.Describe(), Reason: err.Error()})
+			locked.Failures = append(locked.Failures, keyFailure(i, k, err))
 			continue
 		}
 		for _, v := range offs {

@@ -25,7 +25,7 @@ func (c *Client) Resize(ctx context.Context, device, name string, keys []Key) er
 	for i, k := range keys {
 		v, err := k.Material(ctx)
 		if err != nil {
-			locked.Failures = append(locked.Failures, KeyFailure{Key: i, Desc: k.Describe(), Reason: err.Error()})
+			locked.Failures = append(locked.Failures, keyFailure(i, k, err))
 			continue
 		}
 		code, err := c.run(ctx, []string{"resize", "--key-file=/proc/self/fd/3", "--", name}, v)

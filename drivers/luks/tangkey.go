@@ -54,6 +54,11 @@ func (e *WaitingError) Error() string {
 }
 func (e *WaitingError) Unwrap() error { return e.Err }
 
+// Waiting says which server the volume waits for and its last error: a
+// Format that stopped before luksFormat because a Tang server did not
+// answer waits for it as a locked Open does (LockedError.Waiting).
+func (e *WaitingError) Waiting() string { return e.Error() }
+
 // waiting turns an unreachable server into a WaitingError.
 func waiting(err error) error {
 	var ue *tang.UnreachableError

@@ -183,6 +183,36 @@ func TestTangServerDownThenUp(t *testing.T) {
 	}
 }
 
+// A new volume whose Tang key's server does not answer gets no header
+// at all (no luksFormat, so no half-enrolled header that opens with
+// nothing the manifest gives), and the error says which server it waits
+// for, as a locked open does: the agent shows it as WaitingForKeyServer.
+func TestFormatWaitsForItsTangServer(t *testing.T) {
+	needCryptsetup(t)
+	up, down := tangtest.Start(t), tangtest.Start(t)
+	upKey := TangKey{URL: up.URL, Thumbprint: up.Thumbprint()}
+	downKey := TangKey{URL: down.URL, Thumbprint: down.Thumbprint()}
+	down.Stop()
+	fk, _ := randomKey(t)
+	for name, keys := range map[string][]Key{
+		"tang":      {downKey},
+		"threshold": {ThresholdKey{N: 2, Keys: []TangKey{upKey, downKey}}},
+		"file+tang": {fk, downKey},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dev := img(t, 32<<20)
+			err := (&Client{SysRoot: t.TempDir()}).Format(tctx(t), FormatOptions{Device: dev, UUID: testUUID, Keys: keys, PBKDF: fast})
+			var w interface{ Waiting() string }
+			if !errors.As(err, &w) || !strings.HasPrefix(w.Waiting(), "waiting for tang server "+down.URL+": ") {
+				t.Fatalf("format with the server down: %v, want an error waiting for %s", err, down.URL)
+			}
+			if in, err := InspectDevice(dev); err != nil || in.Found() {
+				t.Fatalf("the device got a LUKS header (%v) while its key server was down", err)
+			}
+		})
+	}
+}
+
 // A Tang enrolment cut by a crash after its token went in converges on
 // the next Format.
 func TestTangEnrolConverges(t *testing.T) {

@@ -71,11 +71,13 @@ func (k ThresholdKey) seal(ctx context.Context) (tokenFor, secret.Value, error) 
 	return clevisTokenFor(jwe), pass, nil
 }
 
-// sssToken is a clevis sss token of a header.
+// sssToken is a clevis sss token of a header, and which of the key's
+// Tang keys recovers each of its shares.
 type sssToken struct {
-	id  int
-	jwe string
-	b   sss.Binding
+	id     int
+	jwe    string
+	b      sss.Binding
+	shares []int // index into ThresholdKey.Keys, per share
 }
 
 // bindings are the header's clevis sss tokens of k: threshold N, and
@@ -94,44 +96,56 @@ func (k ThresholdKey) bindings(h Header) []sssToken {
 		if err != nil || b.T != k.N || len(b.JWEs) != len(k.Keys) {
 			continue
 		}
-		if k.servedBy(b) {
-			out = append(out, sssToken{id: t.ID, jwe: ct.JWE, b: b})
+		if shares, ok := k.assign(b); ok {
+			out = append(out, sssToken{id: t.ID, jwe: ct.JWE, b: b, shares: shares})
 		}
 	}
 	return out
 }
 
-// servedBy: each share of b is a tang binding pinned by another of k's keys.
-func (k ThresholdKey) servedBy(b sss.Binding) bool {
-	used := make([]bool, len(k.Keys))
-	for _, j := range b.JWEs {
+// assign matches each share of b to another of k's keys: a tang binding
+// pinned by the key's thumbprint, made with its URL where one is (two
+// servers may share their keys, a replicated Tang behind two names), else
+// with any URL (a server that moved). ok is false when a share has none.
+func (k ThresholdKey) assign(b sss.Binding) ([]int, bool) {
+	tbs := make([]tang.Binding, len(b.JWEs))
+	for i, j := range b.JWEs {
 		tb, err := tang.ParseBinding(j)
 		if err != nil {
-			return false
+			return nil, false
 		}
-		i := slices.IndexFunc(k.Keys, func(s TangKey) bool { return s.Thumbprint != "" && tb.PinnedBy(s.Thumbprint) })
-		if i < 0 || used[i] {
-			return false
-		}
-		used[i] = true
+		tbs[i] = tb
 	}
-	return true
+	shares := make([]int, len(tbs))
+	used := make([]bool, len(k.Keys))
+	for pass, sameURL := range []bool{true, false} {
+		for i, tb := range tbs {
+			if pass > 0 && shares[i] >= 0 {
+				continue
+			}
+			shares[i] = -1
+			for j, s := range k.Keys {
+				if !used[j] && s.Thumbprint != "" && tb.PinnedBy(s.Thumbprint) && (!sameURL || s.URL == tb.URL) {
+					shares[i], used[j] = j, true
+					break
+				}
+			}
+		}
+	}
+	return shares, !slices.Contains(shares, -1)
 }
 
-// recoverShare decrypts one share with the key whose server bound it;
+// recoverShares decrypts each share of t with the key assigned to it;
 // an unreachable server is a WaitingError.
-func (k ThresholdKey) recoverShare(ctx context.Context, _ int, jwe string) ([]byte, error) {
-	tb, err := tang.ParseBinding(jwe)
-	if err != nil {
-		return nil, err
-	}
-	for _, s := range k.Keys {
-		if tb.PinnedBy(s.Thumbprint) {
-			p, err := s.server().Recover(ctx, tb)
-			return p, waiting(err)
+func (k ThresholdKey) recoverShares(t sssToken) func(ctx context.Context, i int, jwe string) ([]byte, error) {
+	return func(ctx context.Context, i int, jwe string) ([]byte, error) {
+		tb, err := tang.ParseBinding(jwe)
+		if err != nil {
+			return nil, err
 		}
+		p, err := k.Keys[t.shares[i]].server().Recover(ctx, tb)
+		return p, waiting(err)
 	}
-	return nil, fmt.Errorf("no key pinned to the server of %s", tb.URL)
 }
 
 func (k ThresholdKey) unsealTokens(ctx context.Context, h Header) ([]secret.Value, error) {
@@ -142,7 +156,7 @@ func (k ThresholdKey) unsealTokens(ctx context.Context, h Header) ([]secret.Valu
 	var out []secret.Value
 	var last error
 	for _, b := range bs {
-		p, err := b.b.Recover(ctx, k.recoverShare)
+		p, err := b.b.Recover(ctx, k.recoverShares(b))
 		if err != nil {
 			last = err
 			continue
@@ -157,7 +171,7 @@ func (k ThresholdKey) unsealTokens(ctx context.Context, h Header) ([]secret.Valu
 
 func (k ThresholdKey) enrolled(ctx context.Context, h Header) (enrolledToken, bool, error) {
 	for _, b := range k.bindings(h) {
-		p, err := b.b.Recover(ctx, k.recoverShare)
+		p, err := b.b.Recover(ctx, k.recoverShares(b))
 		if err != nil {
 			var we *WaitingError
 			if errors.As(err, &we) {

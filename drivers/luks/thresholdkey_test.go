@@ -54,6 +54,33 @@ func TestThresholdTwoOfThree(t *testing.T) {
 	if !errors.As(err, &le) || le.Waiting() == "" || !strings.Contains(err.Error(), srvs[1].URL) || !strings.Contains(err.Error(), srvs[2].URL) {
 		t.Fatalf("2 of 3 with two servers down: %v, want locked, waiting, naming both servers", err)
 	}
+	// What the condition's message starts with: the servers waited for.
+	if w := le.Waiting(); !strings.HasPrefix(w, "waiting for tang server "+srvs[1].URL+": ") || !strings.Contains(w, "; waiting for tang server "+srvs[2].URL+": ") {
+		t.Fatalf("2 of 3 with two servers down waits for %q, want each server down and its error", w)
+	}
+}
+
+// Two names of one Tang (the same keys, so the same thumbprint): each
+// share is recovered from the server of its own URL, so the volume opens
+// with both up and, with one down, waits for that one.
+func TestThresholdOfServersSharingKeys(t *testing.T) {
+	needCryptsetup(t)
+	a := tangtest.Start(t)
+	b := a.Twin(t)
+	k := ThresholdKey{N: 2, Keys: []TangKey{{URL: a.URL, Thumbprint: a.Thumbprint()}, {URL: b.URL, Thumbprint: a.Thumbprint()}}}
+	dev := img(t, 32<<20)
+	c := &Client{SysRoot: t.TempDir()}
+	if err := c.Format(tctx(t), FormatOptions{Device: dev, UUID: testUUID, Keys: []Key{k}, PBKDF: fast}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := c.CheckKey(tctx(t), dev, k); err != nil || !ok {
+		t.Fatalf("2 of 2 names of one server, both up: %v %v", ok, err)
+	}
+	b.Stop()
+	ok, err := c.CheckKey(tctx(t), dev, k)
+	if ok || err == nil || !strings.Contains(err.Error(), "waiting for tang server "+b.URL) || strings.Contains(err.Error(), "waiting for tang server "+a.URL) {
+		t.Fatalf("2 of 2 with %s down: %v %v, want it waiting for that server alone", b.URL, ok, err)
+	}
 }
 
 // volumed opens a volume bound by `clevis luks bind ... sss` over Tang.

@@ -29,12 +29,13 @@ const imageVersion = "os-base-1"
 // Packages is what the base image holds besides Debian's minbase: one
 // image serves every test of the tier, so it has what each needs (LUKS,
 // iSCSI initiator, NVMe tools, LVM and dm, partitioning, ifupdown for a
-// network that goes down at shutdown).
+// network that goes down at shutdown, Tang's server for TestTang: tang-common,
+// not tang, whose socket unit would serve port 80 on every machine).
 var Packages = []string{
 	"systemd", "systemd-sysv", "udev", "kmod", "linux-image-cloud-amd64", "initramfs-tools",
 	"e2fsprogs", "xfsprogs", "btrfs-progs", "util-linux", "iproute2", "ifupdown",
 	"cryptsetup-bin", "open-iscsi", "nvme-cli", "lvm2", "dmsetup", "thin-provisioning-tools",
-	"dosfstools", "fdisk", "gdisk",
+	"dosfstools", "fdisk", "gdisk", "tang-common",
 }
 
 // baseVersion is the version of the package in the base image; newer

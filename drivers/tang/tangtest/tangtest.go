@@ -73,6 +73,17 @@ func Start(t testing.TB) *Server {
 	return s
 }
 
+// Twin is a second server with the same keys on another port: one Tang
+// replicated behind two names.
+func (s *Server) Twin(t testing.TB) *Server {
+	t.Helper()
+	tw := &Server{t: t, Dir: s.Dir}
+	tw.listen("127.0.0.1:0")
+	tw.URL = "http://" + tw.addr
+	t.Cleanup(tw.Stop)
+	return tw
+}
+
 func (s *Server) listen(addr string) {
 	s.t.Helper()
 	ln, err := net.Listen("tcp", addr)
