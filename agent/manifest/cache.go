@@ -196,3 +196,10 @@ func (c *parseCache) schema(kinds Kinds) string {
 	}
 	return c.key
 }
+
+func (c *parseCache) has(path string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.entries[path]
+	return ok
+}

@@ -161,6 +161,16 @@ func (b *Builder) Save() error {
 		return nil
 	}
 	b.mu.Lock()
+	// A file read within the racy window of its last change was not
+	// kept (parseCache.parse): read it again now, past it, or the first
+	// start after the files were written would keep nothing.
+	var racy []string
+	for _, g := range b.lastGood {
+		if !b.cache.has(g.path) {
+			racy = append(racy, g.path)
+		}
+	}
+	parseFiles(racy, func(p string) parsedFile { return b.cache.parse(p, b.opts) })
 	c := storedCache{Schema: b.cache.schema(b.opts.Kinds), Files: b.cache.storable()}
 	b.mu.Unlock()
 	data, err := json.Marshal(c)

@@ -167,3 +167,26 @@ func TestExamplesRestoreAsParsed(t *testing.T) {
 	}
 	sameResult(t, dir, opts, res)
 }
+
+// Files a first start read just after they were written (within the racy
+// window, so not kept in memory) are read again at the save, once past
+// it: else a restart after a first start would decode everything.
+func TestSaveKeepsFilesReadWhenJustWritten(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "a.yaml"), []byte(tmpfsVolume("a", "/srv/a")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{Kinds: testKinds, CacheFile: filepath.Join(t.TempDir(), "manifest-cache.json")}
+	b := NewBuilder([]string{dir}, opts)
+	b.Load() // now: within the racy window
+	b.SetClock(later)
+	if err := b.Save(); err != nil {
+		t.Fatal(err)
+	}
+	b = NewBuilder([]string{dir}, opts)
+	res := b.Load()
+	if b.Decoded() != 0 || b.Restored() != 1 {
+		t.Errorf("a restart decoded %d, restored %d; want a.yaml restored", b.Decoded(), b.Restored())
+	}
+	sameResult(t, dir, opts, res)
+}

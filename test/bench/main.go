@@ -91,7 +91,7 @@ func main() {
 		m["go_memstats_heap_inuse_bytes"]/(1<<20), m["go_memstats_stack_inuse_bytes"]/(1<<20))
 
 	b.stop()
-	prof := &profiler{dir: *perfDir}
+	prof := &profiler{dir: *perfDir, comm: filepath.Base(exe)[:min(15, len(filepath.Base(exe)))]}
 	prof.start("restart")
 	restart := b.startAndWaitReady()
 	prof.stop()

@@ -11,13 +11,15 @@ import (
 
 // profiler records, with perf(1), the whole machine's CPU samples over
 // one phase of the bench (-perf DIR): the agent's share is then read
-// with `perf report -i DIR/PHASE.data --comm volumed`. System-wide,
+// with `perf report -i DIR/PHASE.data --comm BINARY` (the binary's
+// name, as the kernel keeps it: 15 bytes). System-wide,
 // because a restart is over before perf could attach to the new process.
 // The agent's symbols need a binary built without -s -w (make bench
 // PROFILE=DIR builds one).
 type profiler struct {
-	dir string
-	cmd *exec.Cmd
+	dir  string
+	comm string
+	cmd  *exec.Cmd
 }
 
 func (p *profiler) start(phase string) {
@@ -38,6 +40,6 @@ func (p *profiler) stop() {
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGINT)
 	_ = p.cmd.Wait()
-	fmt.Printf("  profile: perf report -i %s --comm volumed\n", p.cmd.Args[len(p.cmd.Args)-1])
+	fmt.Printf("  profile: perf report -i %s --comm %s\n", p.cmd.Args[len(p.cmd.Args)-1], p.comm)
 	p.cmd = nil
 }
