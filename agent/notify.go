@@ -126,3 +126,14 @@ func (a *Agent) refreshUsage() {
 	}
 	a.usage.refresh(paths)
 }
+
+// refreshUsageOf measures again the volumes named (those a change touched).
+func (a *Agent) refreshUsageOf(names []string) {
+	paths := map[string]string{}
+	for _, name := range names {
+		if rec := a.state.Get(name); rec != nil && rec.Staging != nil {
+			paths[name] = rec.Staging.Path
+		}
+	}
+	a.usage.refreshSome(names, paths)
+}
