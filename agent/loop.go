@@ -197,7 +197,7 @@ func (a *Agent) pass(ctx context.Context) {
 		}
 	}
 	if report {
-		a.reportStatus(first)
+		a.reportStatus(first, desired)
 	}
 	if first && releaseHeapAfter(all, len(touched)) {
 		// The heap a burst of operations grew stays with the runtime,

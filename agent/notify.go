@@ -88,9 +88,12 @@ func (a *Agent) notify(state string) {
 
 // reportStatus tells systemd how things stand, READY=1 the first time the
 // agent has settled (everything converged or waiting out a backoff).
-func (a *Agent) reportStatus(firstSettle bool) {
+// It runs at the end of a pass, on the reconcile loop: the pass's own
+// desired state, records and plan give each volume's phase, without a
+// copy of every record and a plan of every volume again.
+func (a *Agent) reportStatus(firstSettle bool, desired map[string]*Desired) {
 	counts := map[string]int{}
-	for _, v := range a.Status() {
+	for _, v := range a.statusOf(desired, a.view.actual, a.view.planner.Next) {
 		counts[v.Phase]++
 	}
 	keys := make([]string, 0, len(counts))
