@@ -80,9 +80,16 @@ fuzz:
 	FUZZTIME=$(FUZZTIME) GO=$(GO) ./scripts/fuzz.sh
 
 # N volumes (default 100): sudo make bench N=1000
+# PROFILE=DIR records the restart and the edits with perf(1) into DIR,
+# with a binary built with its symbols (bin/volumed.prof).
 N ?= 100
 bench: build
+ifneq ($(PROFILE),)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-X main.version=$(VERSION)' -o bin/volumed.prof ./cmd/volumed
+	$(GO) run ./test/bench -n $(N) -bin bin/volumed.prof -perf $(PROFILE) $(BENCHFLAGS)
+else
 	$(GO) run ./test/bench -n $(N) $(BENCHFLAGS)
+endif
 
 # Boot cost on the real OS (test/os TestBootCost): 20 ext4 loop images
 # mounted by volumed and by /etc/fstab's loop option, BOOTS boots of each

@@ -108,6 +108,9 @@ type Agent struct {
 	dirty        *dirtySet
 	view         *passView
 	backoffsSeen time.Time
+	// settled: what the passes planned since the agent last settled
+	// (the reconcile loop's alone).
+	settled settleWork
 
 	trigger chan struct{}
 	reload  chan struct{}

@@ -184,14 +184,22 @@ func (a *Agent) pass(ctx context.Context) {
 		d := desired[v]
 		return d != nil && a.hold.network(d.Kind)
 	})
+	a.settled.add(p.all, p.planned)
 	first, report := a.systemd.passDone(settled, a.cfg.Now())
+	var all bool
+	var touched []string
 	if first {
-		a.refreshUsage()
+		all, touched = a.settled.take()
+		if all {
+			a.refreshUsage()
+		} else {
+			a.refreshUsageOf(touched)
+		}
 	}
 	if report {
-		a.reportStatus(first)
+		a.reportStatus(first, desired)
 	}
-	if first {
+	if first && releaseHeapAfter(all, len(touched)) {
 		// The heap a burst of operations grew stays with the runtime,
 		// which hands it back to the kernel only slowly (docs/performance.md).
 		// Once per settling, after systemd has been told.
@@ -203,6 +211,7 @@ func (a *Agent) pass(ctx context.Context) {
 // volumes (planned: those planned again; the records are a.view's).
 type passPlan struct {
 	desired map[string]*Desired
+	all     bool // every volume planned
 	planned []string
 	dec     decide.Decision
 }
@@ -222,7 +231,7 @@ func (a *Agent) plan(ctx context.Context, now time.Time) passPlan {
 	obs := a.observe(ctx, desired, a.view.actual)
 	dec := a.view.planner.Decide(desired, a.view.actual, obs, planned)
 	a.updatePending(desired, planned, dec.Pending)
-	return passPlan{desired: desired, planned: planned, dec: dec}
+	return passPlan{desired: desired, all: all, planned: planned, dec: dec}
 }
 
 // act carries a decision out: each operation goes to the executor, which

@@ -88,9 +88,12 @@ func (a *Agent) notify(state string) {
 
 // reportStatus tells systemd how things stand, READY=1 the first time the
 // agent has settled (everything converged or waiting out a backoff).
-func (a *Agent) reportStatus(firstSettle bool) {
+// It runs at the end of a pass, on the reconcile loop: the pass's own
+// desired state, records and plan give each volume's phase, without a
+// copy of every record and a plan of every volume again.
+func (a *Agent) reportStatus(firstSettle bool, desired map[string]*Desired) {
 	counts := map[string]int{}
-	for _, v := range a.Status() {
+	for _, v := range a.statusOf(desired, a.view.actual, a.view.planner.Next) {
 		counts[v.Phase]++
 	}
 	keys := make([]string, 0, len(counts))
@@ -125,4 +128,15 @@ func (a *Agent) refreshUsage() {
 		}
 	}
 	a.usage.refresh(paths)
+}
+
+// refreshUsageOf measures again the volumes named (those a change touched).
+func (a *Agent) refreshUsageOf(names []string) {
+	paths := map[string]string{}
+	for _, name := range names {
+		if rec := a.state.Get(name); rec != nil && rec.Staging != nil {
+			paths[name] = rec.Staging.Path
+		}
+	}
+	a.usage.refreshSome(names, paths)
 }

@@ -39,6 +39,14 @@ func (a *Agent) Status() []api.Volume {
 	for _, op := range decide.Plan(desired, actual) {
 		next[op.Volume] = op
 	}
+	return a.statusOf(desired, actual, func(n string) (Op, bool) { op, ok := next[n]; return op, ok })
+}
+
+// statusOf is Status over the desired and actual state given, each
+// volume's next step told by next: the API plans afresh, the reconcile
+// loop asks its planner (reportStatus), which has every volume's step
+// of its last pass at hand.
+func (a *Agent) statusOf(desired map[string]*Desired, actual map[string]*store.Volume, next func(string) (Op, bool)) []api.Volume {
 	names := make([]string, 0, len(desired)+len(actual))
 	for n := range desired {
 		names = append(names, n)
@@ -70,7 +78,7 @@ func (a *Agent) Status() []api.Volume {
 	return out
 }
 
-func (a *Agent) volumeStatus(name string, d *Desired, rec *store.Volume, next map[string]Op) api.Volume {
+func (a *Agent) volumeStatus(name string, d *Desired, rec *store.Volume, next func(string) (Op, bool)) api.Volume {
 	v := api.Volume{Name: name, Kind: "Volume", Wanted: d.Wanted(), StagingPath: a.stagingPathOf(name, d, rec), Targets: []api.Target{}}
 	if d != nil {
 		v.Driver, v.File = d.Kind, d.File
@@ -105,7 +113,7 @@ func (a *Agent) volumeStatus(name string, d *Desired, rec *store.Volume, next ma
 			v.NextRetryAt = &t // zero: not retried until the manifest changes
 		}
 	}
-	op, pending := next[name]
+	op, pending := next(name)
 	running, busy := a.exec.Running(name)
 	switch {
 	case busy:

@@ -48,20 +48,42 @@ func (c *usageCache) refresh(paths map[string]string) {
 		}
 	}
 	for name, p := range paths {
-		if c.inFlight[name] {
-			continue
-		}
-		c.inFlight[name] = true
-		go func() {
-			u, err := c.stat(p)
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			delete(c.inFlight, name)
-			if err == nil {
-				c.byVolume[name] = u
-			}
-		}()
+		c.start(name, p)
 	}
+}
+
+// refreshSome is refresh of the volumes named alone: those of them in
+// paths are measured again, the others forgotten; every other volume
+// keeps its figure. A settle after a change of one volume costs one
+// statfs, not one per volume (docs/performance.md).
+func (c *usageCache) refreshSome(names []string, paths map[string]string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, name := range names {
+		if p, ok := paths[name]; ok {
+			c.start(name, p)
+		} else {
+			delete(c.byVolume, name)
+		}
+	}
+}
+
+// start measures one volume unless its last statfs is still running;
+// c.mu is held.
+func (c *usageCache) start(name, p string) {
+	if c.inFlight[name] {
+		return
+	}
+	c.inFlight[name] = true
+	go func() {
+		u, err := c.stat(p)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		delete(c.inFlight, name)
+		if err == nil {
+			c.byVolume[name] = u
+		}
+	}()
 }
 
 func statfs(p string) (Usage, error) {

@@ -179,6 +179,12 @@ func (p *Planner) Plan() []Op {
 	return ops
 }
 
+// Next is the volume's next step, as Plan has it.
+func (p *Planner) Next(name string) (Op, bool) {
+	op, ok := p.ops[name]
+	return op, ok
+}
+
 // Decide is Decide's decision from the planner's steps: the operations
 // of the volumes named (those Update replanned: no other volume's step
 // changed, so starting it again is the caller's to ask for), every

@@ -44,14 +44,20 @@ type goodFile struct {
 // same name declared by another file is a different object.
 type ownerID struct{ base, kind, name string }
 
+// NewBuilder starts with what a previous run saved in opts.CacheFile
+// (Save), if it was saved by this very binary.
 func NewBuilder(dirs []string, opts Options) *Builder {
-	return &Builder{
+	b := &Builder{
 		dirs:     slices.Clone(dirs),
 		opts:     opts,
 		lastGood: map[string]goodFile{},
 		accepted: map[ownerID]*Object{},
 		cache:    newParseCache(),
 	}
+	if opts.CacheFile != "" {
+		b.cache.stored = readStored(opts.CacheFile, b.cache.schema(opts.Kinds))
+	}
+	return b
 }
 
 // Load re-reads every effective file and returns the accepted objects.

@@ -21,8 +21,13 @@ type parseCache struct {
 	// mu guards the map and the count: files are parsed on every CPU.
 	mu      sync.Mutex
 	entries map[string]cachedParse
+	// stored: what a previous run saved (Builder.Save), each file taken
+	// out at its first look; restored counts those used.
+	stored   map[string]storedFile
+	restored int
 	// decoded counts the files read and parsed, for the tests.
 	decoded int
+	key     string // schemaKey, once computed
 }
 
 type cachedParse struct {
@@ -111,7 +116,12 @@ func (c *parseCache) unchanged(path string, opts Options) (parsedFile, bool) {
 	id, known := identityOf(st)
 	c.mu.Lock()
 	e, hit := c.entries[path]
+	sf, saved := c.stored[path]
+	delete(c.stored, path)
 	c.mu.Unlock()
+	if known && !hit && saved && sf.identity() == id {
+		e, hit = c.restore(path, sf, opts)
+	}
 	if !known || !hit || e.id != id {
 		return parsedFile{}, false
 	}
@@ -143,4 +153,53 @@ func (c *parseCache) keep(paths []string) {
 			delete(c.entries, p)
 		}
 	}
+	// What was saved of a file no longer there is of no further use.
+	c.stored = nil
+}
+
+// restore takes a file's parse from what a previous run saved, which the
+// validator passes again; the entry is then the cache's as if parsed.
+func (c *parseCache) restore(path string, sf storedFile, opts Options) (cachedParse, bool) {
+	objs, ok := restore(path, sf, opts)
+	if !ok {
+		return cachedParse{}, false
+	}
+	e := cachedParse{id: sf.identity(), parsedFile: parsedFile{objs: objs}}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.entries[path] = e
+	c.restored++
+	return e, true
+}
+
+// storable is every clean file's parse, in its stored form.
+func (c *parseCache) storable() map[string]storedFile {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]storedFile, len(c.entries))
+	for p, e := range c.entries {
+		if len(e.probs) > 0 {
+			continue // a refused file is parsed again: its problems say what is wrong now
+		}
+		sf := e.id.stored()
+		sf.Objs = storeObjects(e.objs)
+		out[p] = sf
+	}
+	return out
+}
+
+func (c *parseCache) schema(kinds Kinds) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.key == "" {
+		c.key = schemaKey(kinds)
+	}
+	return c.key
+}
+
+func (c *parseCache) has(path string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.entries[path]
+	return ok
 }

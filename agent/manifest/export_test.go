@@ -1,6 +1,9 @@
 package manifest
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Decoded counts the files b has read and parsed, for the cache's tests.
 func (b *Builder) Decoded() int {
@@ -11,3 +14,25 @@ func (b *Builder) Decoded() int {
 
 // SetClock sets the clock b's cache tells a recent change by.
 func (b *Builder) SetClock(now func() time.Time) { b.cache.now = now }
+
+// Restored counts the files b took from a saved cache.
+func (b *Builder) Restored() int {
+	b.cache.mu.Lock()
+	defer b.cache.mu.Unlock()
+	return b.cache.restored
+}
+
+// SetCacheSchema is a saved cache file's data with its schema's
+// version (the part a change to the stored form bumps) replaced.
+func SetCacheSchema(t interface{ Fatal(...any) }, data []byte, version string) []byte {
+	var c storedCache
+	if err := json.Unmarshal(data, &c); err != nil {
+		t.Fatal(err)
+	}
+	c.Schema = schemaKeyOf(version, nil)
+	out, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}

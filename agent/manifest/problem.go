@@ -50,6 +50,9 @@ type Options struct {
 	// Kinds are the source kinds this build knows (kinds.All); a source
 	// of any other kind is refused.
 	Kinds Kinds
+	// CacheFile keeps the parse of each file across restarts (Builder.Save);
+	// "" keeps it in memory only.
+	CacheFile string
 }
 
 // DefaultDirs returns the drop-in directories in precedence order: a file

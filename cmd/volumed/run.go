@@ -136,6 +136,10 @@ func (f *runFlags) prepare() ([]string, error) {
 	return dirs, nil
 }
 
+// manifestCacheFile, in the state directory, holds the manifests' parse
+// across restarts (manifest.Builder.Save).
+const manifestCacheFile = "manifest-cache.json"
+
 func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	began := time.Now()
 	f, err := parseRunFlags(args, stderr)
@@ -181,9 +185,19 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	ks := kinds.All()
 	wakes := watchKernel(ctx, log, kinds.AwaitDisk(ks), kinds.Network(ks))
 	manifestOpts := manifest.Options{StateDir: f.stateDir, CheckOwnership: true, Kinds: kinds.Manifest(ks)}
+	// The parse of every manifest is kept beside the state at a stop, so
+	// that a restart decodes only what changed meanwhile.
+	builderOpts := manifestOpts
+	builderOpts.CacheFile = filepath.Join(f.stateDir, manifestCacheFile)
+	manifests := manifest.NewBuilder(dirs, builderOpts)
+	defer func() {
+		if err := manifests.Save(); err != nil {
+			log.Warn("cannot keep the manifests' parse for the next start", "error", err)
+		}
+	}()
 	a := agent.New(agent.Config{
 		StateDir:         f.stateDir,
-		Manifests:        manifest.NewBuilder(dirs, manifestOpts),
+		Manifests:        manifests,
 		WatchDirs:        dirs,
 		Store:            st,
 		Attachers:        attachers(ks, kind.Env{LoopTag: loopTag(f.stateDir), Host: host, Boot: boot}),

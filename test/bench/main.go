@@ -32,6 +32,7 @@ func main() {
 	idle := flag.Duration("idle", 30*time.Second, "idle period for the CPU measurement")
 	bin := flag.String("bin", "bin/volumed", "volumed binary")
 	agentArgs := flag.String("agent-args", "", "more arguments for volumed run, space-separated (e.g. --parallel 64)")
+	perfDir := flag.String("perf", "", "record the restart and the edits with perf into this directory (the binary unstripped)")
 	flag.Parse()
 	if os.Getenv("VOLUMED_BENCH_NS") == "" {
 		if os.Geteuid() != 0 {
@@ -90,10 +91,15 @@ func main() {
 		m["go_memstats_heap_inuse_bytes"]/(1<<20), m["go_memstats_stack_inuse_bytes"]/(1<<20))
 
 	b.stop()
+	prof := &profiler{dir: *perfDir, comm: filepath.Base(exe)[:min(15, len(filepath.Base(exe)))]}
+	prof.start("restart")
 	restart := b.startAndWaitReady()
+	prof.stop()
 	fmt.Printf("restart to all Ready with %d volumes in place: %v (target <= 20 ms at 100, 100 ms at 1000; includes process start); agent CPU %v\n", *n, restart.Round(time.Millisecond), time.Duration(b.cpuNanos()).Round(time.Millisecond))
 
+	prof.start("edit")
 	b.editOne(images, 5)
+	prof.stop()
 
 	down := b.removeAllAndWaitDetached(images)
 	fmt.Printf("agent remove all manifests to all loop devices gone: %v  ratio %.2fx (target <= 2x)\n", down.Round(time.Millisecond), float64(down)/float64(floorDown))
