@@ -141,9 +141,8 @@ func (a *Agent) open(ctx context.Context, d *Desired) error {
 // A person with a recovery key opens the volume's mapping by hand, where
 // cryptsetup asks for a passphrase; the next open adopts it.
 func (a *Agent) noteLocked(name string, err error) {
-	var w KeyServerWait
-	if errors.As(err, &w) && w.Waiting() != "" {
-		a.apply(name, CondLocked, &Problem{Reason: "WaitingForKeyServer", Message: w.Waiting() +
+	if w := keyServerWait(err); w != "" {
+		a.apply(name, CondLocked, &Problem{Reason: "WaitingForKeyServer", Message: w +
 			" (retried with backoff; the device is left as it is until it answers); " + err.Error()}, nil)
 		return
 	}
@@ -267,4 +266,15 @@ func (a *Agent) growableSize(rec *store.Volume) (int64, error) {
 		return 0, fmt.Errorf("size of %s: %w", rec.Attachment.Device, err)
 	}
 	return n - m.HeaderBytes, nil
+}
+
+// keyServerWait is what an open's error says it waits for ("waiting for
+// tang server URL: ..."), or "" when it waits for nothing: the one rule
+// for the Locked condition's reason and the volume's phase.
+func keyServerWait(err error) string {
+	var w KeyServerWait
+	if errors.As(err, &w) {
+		return w.Waiting()
+	}
+	return ""
 }

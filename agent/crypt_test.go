@@ -381,3 +381,30 @@ func TestWaitingForKeyServerLocks(t *testing.T) {
 		t.Error("Locked still set after the open went through")
 	}
 }
+
+// A volume whose key server does not answer waits, it is not in error:
+// Pending, with its Locked condition saying for which server; any other
+// failure of its open is an Error.
+func TestWaitingForKeyServerIsPending(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("luks format /dev/fake-a: key 0 (tang http://t): %w", waitErr{}), api.PhasePending},
+		{errors.New("luks format /dev/fake-a: input/output error"), api.PhaseError},
+	} {
+		a, f := cryptAgent(t)
+		d := encrypted(netVolume("a"), "/etc/k")
+		a.manifests.replace(map[string]*Desired{"a": d}, nil)
+		if err := a.opAttach(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+		f.formatErr = tc.err
+		a.exec.Start(ctx, "a", OpOpen, func(ctx context.Context) error { return a.opOpen(ctx, d) }, nil)
+		a.exec.Wait()
+		if got := a.Status()[0].Phase; got != tc.want {
+			t.Errorf("open failing with %q: phase %s, want %s", tc.err, got, tc.want)
+		}
+	}
+}

@@ -136,6 +136,10 @@ func (a *Agent) volumeStatus(name string, d *Desired, rec *store.Volume, next fu
 		v.LastError = "pinned: the host booted from this volume, so it is not torn down whatever the manifests say"
 	case !pending:
 		v.Phase = api.PhaseAbsent
+	case failed && keyServerWait(fail.Err) != "":
+		// Nothing is wrong with the volume: it waits for its key server,
+		// and its Locked condition says which and why.
+		v.Phase = api.PhasePending
 	case failed:
 		v.Phase = api.PhaseError
 	case op.Name == OpAttach:
