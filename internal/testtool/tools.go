@@ -14,6 +14,10 @@ const (
 	// Guest: it runs only inside a VM or OS image, fetched from its
 	// Debian package by the test that builds the image, never the host's.
 	Guest
+	// OnRequest: only a run someone asks for uses it (make bench
+	// PROFILE=), which says which package to install; make test never
+	// runs it, so deps.sh does not install it.
+	OnRequest
 )
 
 // Tool is a program the suite runs (a test, or a driver under test), and
@@ -72,6 +76,7 @@ var tools = []Tool{
 	{"tar", "tar", Deps},
 	{"dpkg", "dpkg", Deps},
 	{"dpkg-deb", "dpkg", Deps},
+	{"dpkg-query", "dpkg", Deps},
 	{"ldd", "libc-bin", Deps},
 	{"blkid", "util-linux", Deps},
 	{"fsfreeze", "util-linux", Deps},
@@ -124,6 +129,7 @@ var tools = []Tool{
 	{"mmdebstrap", "mmdebstrap", Deps},
 	{"go", "", Prerequisite},
 	{"make", "make", Prerequisite},
+	{"perf", "linux-perf", OnRequest},
 	{"iscsiadm", "open-iscsi", Guest},
 	{"lvm", "lvm2", Guest},
 	{"thin_check", "thin-provisioning-tools", Guest},

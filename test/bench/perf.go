@@ -30,7 +30,9 @@ func (p *profiler) start(phase string) {
 	out := filepath.Join(p.dir, phase+".data")
 	p.cmd = exec.Command("perf", "record", "-a", "-g", "-F", "1999", "-o", out)
 	p.cmd.Stderr = nil
-	check(p.cmd.Start())
+	if err := p.cmd.Start(); err != nil {
+		check(fmt.Errorf("PROFILE= records with perf (Debian: apt-get install linux-perf): %w", err))
+	}
 	time.Sleep(time.Second) // perf's own start, before the phase begins
 }
 
