@@ -81,7 +81,7 @@ vgd=/dev/$(lsblk -dno NAME,SERIAL | awk '$2 == "VGD" { print $1 }')
 kv grow.disk "$vgd"
 # The disk's uevent alone, the manifest unchanged and the volume Ready:
 # volumed takes it into the VG (grow: true) under a grow operation.
-joined() { [ "$(vgs --noheadings -o pv_count vgsel | tr -d ' ')" = 4 ]; }
+joined() { [ "$(vgs --noheadings -o pv_count vgsel | tr -d ' ')" = 4 ] && [ "$(vfield data phase)" = Ready ]; }
 wait_until 240 joined || fail "the hot-added disk VGD never joined vgsel: $(vgs vgsel 2>&1 | tr '\n' ' ') $(volumed status -o json data | tr '\n' ' ')"
 kv joined.pvcount "$(vgs --noheadings -o pv_count vgsel | tr -d ' ')"
 kv joined.lvsize "$(lvfield vgsel/data lv_size)"
