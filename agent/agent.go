@@ -63,6 +63,9 @@ type Wake struct {
 	Verify bool
 	// Grow: a device may have changed size.
 	Grow bool
+	// Added: a block device appeared; sources that take new disks in
+	// (Joiner) check for one, converged or not.
+	Added bool
 	// Device, when set, is the kernel name ("sdb") of the one device the
 	// event is about: Verify and Grow then concern only a volume on it,
 	// so the events of devices that are not ours cost nothing.

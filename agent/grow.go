@@ -61,6 +61,12 @@ func (a *Agent) observeSizes(ctx context.Context, d *Desired, rec *store.Volume)
 		}
 		s.Image = n
 	}
+	if j, ok := a.cfg.Attachers[rec.Attachment.Kind].(Joiner); ok {
+		var err error
+		if s.Join, err = j.Joinable(ctx, d, *rec.Attachment); err != nil {
+			return s, err
+		}
+	}
 	if _, staged := a.cfg.Attachers[rec.Attachment.Kind].(Stager); !staged {
 		n, err := a.growableSize(rec)
 		if err != nil {

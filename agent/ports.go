@@ -346,6 +346,15 @@ type Refresher interface {
 	Refresh(ctx context.Context, a store.Attachment) error
 }
 
+// Joiner is implemented by attachers whose source takes in new disks
+// while in use (an LV in a VG volumed keeps with grow: true): Joinable
+// says a disk is there to join it, so the volume's grow operation runs,
+// intent first, though no size changed. It is asked at a growth check
+// (the resync's, and one a block device's arrival asks for).
+type Joiner interface {
+	Joinable(ctx context.Context, d *Desired, a store.Attachment) (bool, error)
+}
+
 // OrphanLister is implemented by attachers that can list every
 // attachment carrying volumed's marker, so that one left behind by a
 // crash for a volume nobody wants any more can be torn down. What it

@@ -39,9 +39,10 @@ func (a *Agent) wake(ctx context.Context, w Wake) bool {
 	} else {
 		a.cfg.Log.Debug("kernel event", "reason", w.Reason)
 	}
+	joining := w.Added && a.askJoinChecks(w.Drivers)
 	grown := w.Grow && a.refreshPartitionsOf(ctx, w.Device)
 	if w.Device != "" && !a.holdsDevice(w.Device) {
-		return len(retried) > 0 || grown
+		return len(retried) > 0 || grown || joining
 	}
 	if w.Verify {
 		a.verify(ctx)
@@ -49,7 +50,25 @@ func (a *Agent) wake(ctx context.Context, w Wake) bool {
 	if w.Grow {
 		a.askGrowthCheckOf(w.Device)
 	}
-	return len(retried) > 0 || w.Verify || w.Grow
+	return len(retried) > 0 || w.Verify || w.Grow || joining
+}
+
+// askJoinChecks asks a growth check of each wanted volume of drivers
+// whose source takes new disks in (Joiner): a disk that appeared may be
+// one its VG grows onto, at once rather than at the next resync. It
+// reports whether any was asked.
+func (a *Agent) askJoinChecks(drivers []string) bool {
+	asked := false
+	for n, d := range a.desiredSnapshot() {
+		if !d.Wanted() || !slices.Contains(drivers, d.Kind) {
+			continue
+		}
+		if _, ok := a.cfg.Attachers[d.Kind].(Joiner); ok {
+			a.askGrowthCheckOfVolume(n)
+			asked = true
+		}
+	}
+	return asked
 }
 
 // refreshPartitionsOf handles a disk that changed under volumes on its

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/volumed/volumed/agent/manifest"
 	"github.com/volumed/volumed/store"
 )
 
@@ -66,5 +67,36 @@ func TestWakeOnDiskChangeRefreshesItsPartitions(t *testing.T) {
 	all, devices, _ := a.growth.take()
 	if all || !devices["vdc1"] || devices["vdd1"] {
 		t.Fatalf("growth check asked for all=%v devices=%v, want vdc1 alone", all, devices)
+	}
+}
+
+// joiningTarget is a fakeTarget whose source takes new disks in
+// (Joiner), like an LV in a VG volumed keeps with grow: true.
+type joiningTarget struct{ *fakeTarget }
+
+func (joiningTarget) Joinable(context.Context, *Desired, store.Attachment) (bool, error) {
+	return true, nil
+}
+
+// A block device that appears while a volume is Ready asks a growth
+// check of each wanted volume whose source takes disks in (its VG may
+// grow onto it now, not at the next resync), converged or not, and a
+// pass; the volumes of other drivers are not checked.
+func TestWakeOnDiskAddAsksJoiners(t *testing.T) {
+	a := sessionAgent(t, &fakeTarget{})
+	a.cfg.Attachers = map[string]Attacher{"fake": joiningTarget{&fakeTarget{}}, "other": &fakeTarget{}}
+	ready := &Desired{Name: "lv", Kind: "fake", Spec: &manifest.VolumeSpec{}}
+	a.SetDesired(ready)
+	a.SetDesired(&Desired{Name: "img", Kind: "other", Spec: &manifest.VolumeSpec{}})
+	a.state = NewState(a.cfg.Store, time.Now, map[string]*store.Volume{"lv": {Name: "lv", Kind: "fake",
+		Attachment: &store.Attachment{Kind: "fake", Device: "/dev/dm-0", Identity: "fake:lv"},
+		Staging:    &store.MountRecord{Path: "/s/lv", Owned: true}}})
+	a.growth.take() // what setting the manifests asked
+	if !a.wake(context.Background(), Wake{Reason: "block device added: vdd", Drivers: []string{"fake", "other"}, Added: true}) {
+		t.Fatal("a disk added under a Ready volume whose VG takes new disks did not ask for a pass")
+	}
+	all, _, volumes := a.growth.take()
+	if all || !volumes["lv"] || volumes["img"] {
+		t.Fatalf("growth check asked for all=%v volumes=%v, want lv alone", all, volumes)
 	}
 }

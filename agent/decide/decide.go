@@ -98,6 +98,9 @@ type Sizes struct {
 	// Want is Caps.Size as the source rounds it (an LV's extents); 0:
 	// Caps.Size as it is.
 	Want int64
+	// Join: a new disk is there to join the source (a VG volumed keeps
+	// with grow: true), which the grow operation takes in.
+	Join bool
 }
 
 // wanted is the size the source is kept at.
@@ -131,7 +134,7 @@ func GrowNeeded(d *Desired, rec *record.Volume, now Sizes) bool {
 	if !d.Wanted() || !Placed(d, rec) {
 		return false
 	}
-	if d.Caps.Size > 0 && now.Image >= 0 && now.Image < now.wanted(d) {
+	if now.Join || d.Caps.Size > 0 && now.Image >= 0 && now.Image < now.wanted(d) {
 		return true
 	}
 	fs := d.Spec.Filesystem

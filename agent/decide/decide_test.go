@@ -42,6 +42,8 @@ func TestGrowNeeded(t *testing.T) {
 		{"raw block image smaller than wanted: never staged, still grown", raw, have("a", true, false), Sizes{Device: 64 * mi, Image: 64 * mi}, true},
 		{"raw block image as wanted", raw, have("a", true, false), Sizes{Device: 128 * mi, Image: 128 * mi}, false},
 		{"raw block not attached yet", raw, have("a", false, false), Sizes{Device: 64 * mi, Image: 64 * mi}, false},
+		{"a disk is there to join the source, sizes as wanted", loopVol(64*mi, true), staged(64 * mi), Sizes{Device: 64 * mi, Image: 64 * mi, Join: true}, true},
+		{"a disk to join, not staged yet: the attach takes it", loopVol(64*mi, true), have("a", true, false), Sizes{Device: 64 * mi, Image: 64 * mi, Join: true}, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -71,7 +71,7 @@ func blockWake(ev uevent.Event, awaitDisk []string) (agent.Wake, bool) {
 	case uevent.Overflow:
 		return agent.Wake{Reason: "uevents lost: rescan", Drivers: awaitDisk, Verify: true, Grow: true}, true
 	case "add":
-		return agent.Wake{Reason: "block device added: " + ev.DevName, Drivers: awaitDisk}, true
+		return agent.Wake{Reason: "block device added: " + ev.DevName, Drivers: awaitDisk, Added: true}, true
 	case "remove":
 		return agent.Wake{Reason: "block device removed: " + ev.DevName, Drivers: awaitDisk, Verify: true, Device: ev.DevName}, true
 	case "change":

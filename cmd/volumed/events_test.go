@@ -14,18 +14,19 @@ func TestBlockWake(t *testing.T) {
 		retry       bool // volumes of await retry now
 		verify, gro bool
 		device      string
+		added       bool // sources that take disks in (a VG with grow: true) check
 	}{
-		{uevent.Overflow, true, true, true, ""},
-		{"add", true, false, false, ""},
+		{uevent.Overflow, true, true, true, "", false}, // Grow of every volume checks them too
+		{"add", true, false, false, "", true},
 		// A holder removed (dmsetup remove, vgchange -an, cryptsetup
 		// close) frees a disk a volume was refused as InUse.
-		{"remove", true, true, false, "dm-0"},
-		{"change", false, false, true, "dm-0"},
+		{"remove", true, true, false, "dm-0", false},
+		{"change", false, false, true, "dm-0", false},
 	}
 	for _, tt := range tests {
 		w, ok := blockWake(uevent.Event{Action: tt.action, DevName: "dm-0", Subsystem: "block"}, await)
-		if !ok || slices.Equal(w.Drivers, await) != tt.retry || w.Verify != tt.verify || w.Grow != tt.gro || w.Device != tt.device {
-			t.Errorf("%s: %+v, %v; want retry %v, verify %v, grow %v, device %q", tt.action, w, ok, tt.retry, tt.verify, tt.gro, tt.device)
+		if !ok || slices.Equal(w.Drivers, await) != tt.retry || w.Verify != tt.verify || w.Grow != tt.gro || w.Device != tt.device || w.Added != tt.added {
+			t.Errorf("%s: %+v, %v; want retry %v, verify %v, grow %v, device %q, added %v", tt.action, w, ok, tt.retry, tt.verify, tt.gro, tt.device, tt.added)
 		}
 	}
 	if _, ok := blockWake(uevent.Event{Action: "bind"}, await); ok {

@@ -91,8 +91,13 @@ func VGsArgs() []string {
 
 // LVsArgs lists the LVs of vg.
 func LVsArgs(vg string) []string {
+	return append(AllLVsArgs(), vg)
+}
+
+// AllLVsArgs lists the LVs of every volume group lvm2 sees.
+func AllLVsArgs() []string {
 	return []string{"lvs", "--reportformat", "json", "--units", "b", "--nosuffix", "--binary",
-		"-o", strings.Join(lvFields, ","), vg}
+		"-o", strings.Join(lvFields, ",")}
 }
 
 // CreateArgs makes w's LV, of its type, tagged, active. --zero and
@@ -157,6 +162,20 @@ func (t Tool) Group(ctx context.Context, vg string) (v VG, lvs []LV, found bool,
 	}
 	lvs, err = ParseLVs(out)
 	return vgs[i], lvs, true, err
+}
+
+// Tagged lists the LVs of every volume group that carry one volume's
+// tag (Owner), active or not: what volumed made, wherever it is now.
+func (t Tool) Tagged(ctx context.Context) ([]LV, error) {
+	out, err := t.run(ctx, "list the LVs of every volume group", AllLVsArgs())
+	if err != nil {
+		return nil, err
+	}
+	lvs, err := ParseLVs(out)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(lvs, func(lv LV) bool { return Owner(lv) == "" }), nil
 }
 
 func indexVG(vgs []VG, name string) int {

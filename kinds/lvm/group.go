@@ -167,6 +167,19 @@ func (k groupKeeper) read(ctx context.Context, s *Source) ([]lvmdrv.Group, []lvm
 	return groups, disks, pvs, err
 }
 
+// joinable: a disk is there that PlanGroup would add to the VG.
+func (k groupKeeper) joinable(ctx context.Context, s *Source) (bool, error) {
+	w, err := groupWant(s)
+	if err != nil {
+		return false, err
+	}
+	groups, disks, pvs, err := k.read(ctx, s)
+	if err != nil {
+		return false, fmt.Errorf("volume group %s: %w", w.VG, err)
+	}
+	return lvmdrv.PlanGroup(w, groups, disks, pvs).Action == lvmdrv.GroupExtend, nil
+}
+
 // Ensure brings the VG s names to what createVolumeGroup asks, and
 // returns the tool to use in it: filtered to exactly its devices when it
 // is volumed's, and whether it is adopted (read-only). Each pvcreate,

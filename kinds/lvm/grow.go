@@ -6,6 +6,7 @@ import (
 
 	"github.com/volumed/volumed/agent"
 	lvmdrv "github.com/volumed/volumed/drivers/lvm"
+	"github.com/volumed/volumed/kinds/kind"
 	"github.com/volumed/volumed/store"
 )
 
@@ -42,13 +43,14 @@ func (a attacher) Rounded(ctx context.Context, d *agent.Desired, _ store.Attachm
 // volumed created is extended, never shrunk (lvmdrv.Extend).
 func (a attacher) Grow(ctx context.Context, d *agent.Desired, at store.Attachment) error {
 	w, err := want(d)
-	if err != nil || w.Size == 0 {
-		// Sized by extents: made once, never resized to them again.
+	if err != nil {
 		return err
 	}
 	// A VG volumed keeps with grow: true takes a new blank disk first,
-	// under this operation's intent, so the LV has room to grow into.
-	if a, _, err = a.inGroup(ctx, d, &w); err != nil {
+	// under this operation's intent, so the LV has room to grow into
+	// (and a disk that appeared is taken in, Joinable, whatever the LV).
+	if a, _, err = a.inGroup(ctx, d, &w); err != nil || w.Size == 0 {
+		// Sized by extents: made once, never resized to them again.
 		return err
 	}
 	if w, err = a.rounded(ctx, w); err != nil {
@@ -65,4 +67,15 @@ func (a attacher) Grow(ctx context.Context, d *agent.Desired, at store.Attachmen
 		return fmt.Errorf("volume %s: %w", w.Volume, err)
 	}
 	return nil
+}
+
+// Joinable: a blank disk the selector picks is there to join the
+// volume's VG, which volumed keeps with grow: true; the core's grow
+// operation then takes it in (vgextend under its intent, in Grow).
+func (a attacher) Joinable(ctx context.Context, d *agent.Desired, _ store.Attachment) (bool, error) {
+	s, err := kind.Spec[Source](d, Name)
+	if err != nil || s.CreateVolumeGroup == nil || !s.CreateVolumeGroup.Grow {
+		return false, err
+	}
+	return groupKeeper{tool: a.tool, disks: a.disks}.joinable(ctx, s)
 }

@@ -48,3 +48,18 @@ func TestGrowRefuses(t *testing.T) {
 		t.Errorf("Grow to a smaller size = %v after %q, want a refusal naming both sizes", err, ours.calls)
 	}
 }
+
+// Joinable asks nothing of the host for a volume whose VG does not take
+// new disks in: one volumed does not keep, or keeps without grow: true.
+func TestJoinableOnlyWithGrow(t *testing.T) {
+	f := newFakeVG(t)
+	at := store.Attachment{Kind: Name, Identity: "lvm:vg0/u1"}
+	for _, s := range []Source{
+		{VolumeGroup: "vg0", Size: "16Mi"},
+		{VolumeGroup: "vg0", Size: "16Mi", CreateVolumeGroup: &CreateGroup{Disks: "disk.blank"}},
+	} {
+		if got, err := f.attacher().Joinable(context.Background(), desired("data", s), at); got || err != nil || len(f.calls) != 0 {
+			t.Errorf("Joinable(%+v) = %v, %v after %q, want false and no command", s, got, err, f.calls)
+		}
+	}
+}

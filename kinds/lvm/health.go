@@ -26,7 +26,7 @@ const (
 // at the resync's health check: a scrape reads what it left) and says
 // what puts the LV's data at risk (lvmdrv.Health), what it is, and the
 // VG's and pool's gauges.
-func (a attacher) Health(ctx context.Context, _ *agent.Desired, at store.Attachment) (agent.SourceHealth, error) {
+func (a attacher) Health(ctx context.Context, d *agent.Desired, at store.Attachment) (agent.SourceHealth, error) {
 	vg, uuid, err := ParseIdentity(at.Identity)
 	if err != nil {
 		return agent.SourceHealth{}, err
@@ -37,6 +37,17 @@ func (a attacher) Health(ctx context.Context, _ *agent.Desired, at store.Attachm
 		return agent.SourceHealth{}, err
 	}
 	h := agent.SourceHealth{Detail: lvmdrv.Detail(s), Gauges: gauges(s)}
+	// The attach's note is not kept across a restart, which finds the
+	// LV in place and attaches nothing: the status says it each check.
+	if d != nil {
+		note, err := a.adoptedNote(ctx, d)
+		if err != nil {
+			return agent.SourceHealth{}, err
+		}
+		if note != "" {
+			h.Detail += ", in a volume group adopted read-only (no tag " + lvmdrv.GroupTag(vg) + ")"
+		}
+	}
 	if why := lvmdrv.Health(s); len(why) > 0 {
 		reason := "ThinPoolFull"
 		if s.VG.MissingPVs > 0 {

@@ -244,6 +244,10 @@ func checkSecondBoot(t *testing.T, r1, r2 *Run) {
 	t.Run("GrowWithANewDisk", func(t *testing.T) {
 		expectKV(t, r2, map[string]string{"boot2.vg.pvcount": "3", "boot2.pv.VGC": "vgsel:" + vgselUUID("VGC") + ":1048576"})
 	})
+	t.Run("AHotAddedDiskJoinsAReadyVolume", func(t *testing.T) {
+		// Before the manifest asks for more: the disk's uevent alone.
+		expectKV(t, r2, map[string]string{"joined.pvcount": "4", "joined.lvsize": r2.KV("boot2.data.size"), "joined.phase": "Ready"})
+	})
 	t.Run("GrowWithAHotAddedDisk", func(t *testing.T) {
 		expectKV(t, r2, map[string]string{"grow.pvcount": "4", "grow.lvsize": fmt.Sprint(800 << 20), "grow.phase": "Ready", "grow.sum": r1.KV("boot1.sum")})
 		vg, u, _ := strings.Cut(r2.KV("grow.pv"), ":")

@@ -79,6 +79,14 @@ hot() { lsblk -dno SERIAL | grep -qx VGD; }
 wait_until 180 hot || fail "the hot-added disk VGD never appeared: $(lsblk -dno NAME,SERIAL | tr '\n' ' ')"
 vgd=/dev/$(lsblk -dno NAME,SERIAL | awk '$2 == "VGD" { print $1 }')
 kv grow.disk "$vgd"
+# The disk's uevent alone, the manifest unchanged and the volume Ready:
+# volumed takes it into the VG (grow: true) under a grow operation.
+joined() { [ "$(vgs --noheadings -o pv_count vgsel | tr -d ' ')" = 4 ] && [ "$(vfield data phase)" = Ready ]; }
+wait_until 240 joined || fail "the hot-added disk VGD never joined vgsel: $(vgs vgsel 2>&1 | tr '\n' ' ') $(volumed status -o json data | tr '\n' ' ')"
+kv joined.pvcount "$(vgs --noheadings -o pv_count vgsel | tr -d ' ')"
+kv joined.lvsize "$(lvfield vgsel/data lv_size)"
+kv joined.phase "$(vfield data phase)"
+log_cmd journalctl -u volumed --no-pager -g 'block device added|grow' -n 20
 sed -i 's/size: 300Mi/size: 800Mi/' /etc/volumed/volumes.d/data.yaml
 grown() { [ "$(lvfield vgsel/data lv_size)" = 838860800 ] && [ "$(df -B1 --output=size /srv/data | tail -n 1 | tr -d ' ')" -gt "$FSBEFORE" ]; }
 wait_until 300 grown || fail "volume data not grown to 800Mi: $(lvs vgsel 2>&1 | tr '\n' ' ') $(volumed status -o json data | tr '\n' ' ')"
@@ -90,5 +98,11 @@ kv grow.sum "$(sha256sum </srv/data/payload | cut -d' ' -f1)"
 kv grow.phase "$(vfield data phase)"
 log_cmd pvs -o pv_name,vg_name,pv_uuid
 log_cmd volumed status data
+# For the closing note of issue 24: the status and the LVM gauges.
+metrics() { bash -c 'exec 3<>/dev/tcp/127.0.0.1/9760 && printf "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n" >&3 && cat <&3' 2>/dev/null; }
+pool_gauge() { metrics | grep -q '^volumed_lvm_thinpool_data_percent'; }
+wait_until 150 pool_gauge || say "OSTEST-LOG no thin pool gauge yet"
+log_cmd volumed status
+metrics | grep '^volumed_lvm_' | while IFS= read -r l; do say "OSTEST-LOG $l"; done
 done_step grown
 systemctl poweroff
