@@ -163,8 +163,7 @@ func (b *Builder) outcome(base, path string, forcedBad bool, p parsedFile, prevG
 	return f
 }
 
-// resolveAll runs the cross-object checks over every object put forward,
-// and indexes their claims and targets for LoadChanged.
+// resolveAll runs the cross-object checks over every object put forward.
 func (b *Builder) resolveAll() {
 	var cands []candidate
 	for _, base := range b.bases {
@@ -187,10 +186,7 @@ func (b *Builder) resolveAll() {
 	// very same files may word it otherwise (another claim found first)
 	// unless the incumbents are the same.
 	b.fixed = len(cp)+len(np) == 0 || maps.EqualFunc(prev, b.accepted, func(a, b *Object) bool { return a == b })
-	b.index = newFootprints()
-	for _, c := range cands {
-		b.index.add(c.id, c.obj, b.accepted[c.id])
-	}
+	b.index = nil // built when LoadChanged first needs it: a restart never does
 }
 
 // result assembles a Load's answer from what each file put forward and

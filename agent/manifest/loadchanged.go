@@ -148,6 +148,9 @@ func (b *Builder) resolveChanged(old map[string]*fileState) bool {
 			}
 		}
 	}
+	if b.index == nil {
+		b.index = b.footprintsNow(old)
+	}
 	for id := range ids {
 		if !b.index.alone(id) {
 			return false
@@ -204,4 +207,29 @@ func dirStates(dirs []string) []dirState {
 		}
 	}
 	return out
+}
+
+// footprintsNow indexes every object as the last resolution left them,
+// the files that changed since (old) as they were then.
+func (b *Builder) footprintsNow(old map[string]*fileState) *footprints {
+	f := newFootprints()
+	for _, base := range b.bases {
+		if _, changed := old[base]; !changed {
+			b.addFile(f, base, b.files[base])
+		}
+	}
+	for base, st := range old {
+		b.addFile(f, base, st)
+	}
+	return f
+}
+
+func (b *Builder) addFile(f *footprints, base string, st *fileState) {
+	if st == nil {
+		return
+	}
+	for _, o := range st.objs {
+		id := ownerID{base, o.Kind, o.Metadata.Name}
+		f.add(id, o, b.accepted[id])
+	}
 }
