@@ -68,7 +68,8 @@ func (b *Builder) namedBases(paths []string) ([]string, bool) {
 	var bases []string
 	for _, p := range paths {
 		p = filepath.Clean(p)
-		if !slices.Contains(b.dirs, filepath.Dir(p)) {
+		dir := filepath.Dir(p)
+		if !slices.ContainsFunc(b.dirs, func(d string) bool { return filepath.Clean(d) == dir }) {
 			return nil, false
 		}
 		base := filepath.Base(p)

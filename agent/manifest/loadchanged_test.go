@@ -203,4 +203,17 @@ func TestLoadChangedOnTheDirectoryIsLoad(t *testing.T) {
 	if res := b.LoadChanged([]string{filepath.Join(dir, "b.yaml")}); len(res.Volumes) != 2 {
 		t.Errorf("b.yaml named: %d volumes, want 2", len(res.Volumes))
 	}
+	// A directory given with a trailing slash names the same files.
+	slashed := NewBuilder([]string{dir + "/"}, Options{Kinds: testKinds})
+	slashed.SetClock(later)
+	slashed.Load()
+	if err := os.WriteFile(filepath.Join(dir, "c.yaml"), []byte(tmpfsVolume("c", "/srv/c")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if res := slashed.LoadChanged([]string{filepath.Join(dir, "c.yaml")}); len(res.Volumes) != 3 {
+		t.Errorf("c.yaml named: %d volumes, want 3", len(res.Volumes))
+	}
+	if alone, all := slashed.Resolved(); alone != 1 || all != 0 {
+		t.Errorf("c.yaml named to a Builder of %s/: decided alone %d times, with every object %d, want alone once", dir, alone, all)
+	}
 }
