@@ -123,6 +123,13 @@ func (c *conditions) Has(volume, typ string) bool {
 	return ok
 }
 
+// Any reports whether volume has a condition at all.
+func (c *conditions) Any(volume string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.set[volume]) > 0
+}
+
 // Forget drops every condition of a volume that is gone.
 func (c *conditions) Forget(volume string) {
 	c.mu.Lock()

@@ -13,39 +13,54 @@ import (
 )
 
 // buildDesired turns the accepted manifest objects into the desired state.
-// An entry made of the very spec (a file the Load did not decode again)
-// and the same targets as in prev keeps prev's Generation: encoding and
-// hashing every volume's spec at each Load was a share of what one
-// manifest edit cost among a thousand (docs/performance.md).
+// A volume made of the very Volume object of prev's entry, with no Mount
+// naming it, is prev's entry itself: building each volume's entry again
+// at each Load was a share of what one manifest edit cost among a
+// thousand (docs/performance.md). An entry made of the very spec (a file
+// the Load did not decode again) and the same targets as in prev keeps
+// prev's Generation, for the same reason: its encoding and hash.
 func buildDesired(res *manifest.Result, prev map[string]*Desired) map[string]*Desired {
+	mountsOf := map[string][]*manifest.Object{}
+	for _, o := range res.Mounts {
+		mountsOf[o.Mount.Volume] = append(mountsOf[o.Mount.Volume], o)
+	}
 	out := make(map[string]*Desired, len(res.Volumes))
 	for _, o := range res.Volumes {
+		name := o.Metadata.Name
+		if p := prev[name]; p != nil && p.Spec == o.Volume && p.File == o.File && len(mountsOf[name]) == 0 && ownTargetsOnly(p) {
+			out[name] = p
+			continue
+		}
 		spec := o.Volume
 		var targets []DesiredTarget
 		for _, m := range spec.Mounts {
-			targets = append(targets, DesiredTarget{Path: m.Path, ReadOnly: m.ReadOnly, NestedIn: m.NestedIn, AllowNonEmpty: m.AllowNonEmpty, Block: m.Block, From: "Volume/" + o.Metadata.Name})
+			targets = append(targets, DesiredTarget{Path: m.Path, ReadOnly: m.ReadOnly, NestedIn: m.NestedIn, AllowNonEmpty: m.AllowNonEmpty, Block: m.Block, From: "Volume/" + name})
 		}
-		d := NewDesired(o.Metadata.Name, o.File, spec, IsRawBlock(spec), targets)
+		d := NewDesired(name, o.File, spec, IsRawBlock(spec), targets)
 		d.Absent = spec.State == "absent"
-		out[d.Name] = d
-	}
-	for _, o := range res.Mounts {
-		m := o.Mount
-		d := out[m.Volume]
-		if d == nil {
-			continue // waits for its volume; the loader reported it
+		for _, mo := range mountsOf[name] {
+			m := mo.Mount
+			d.Targets = append(d.Targets, DesiredTarget{Path: path.Clean(m.Path), ReadOnly: m.ReadOnly, SubPath: m.SubPath, NestedIn: m.NestedIn, AllowNonEmpty: m.AllowNonEmpty, From: "Mount/" + mo.Metadata.Name})
 		}
-		d.Targets = append(d.Targets, DesiredTarget{Path: path.Clean(m.Path), ReadOnly: m.ReadOnly, SubPath: m.SubPath, NestedIn: m.NestedIn, AllowNonEmpty: m.AllowNonEmpty, From: "Mount/" + o.Metadata.Name})
-	}
-	for _, d := range out {
 		sortTargets(d.Targets)
-		if p := prev[d.Name]; p != nil && p.Spec == d.Spec && p.StagingPath == d.StagingPath && slices.Equal(p.Targets, d.Targets) {
+		if p := prev[name]; p != nil && p.Spec == d.Spec && p.StagingPath == d.StagingPath && slices.Equal(p.Targets, d.Targets) {
 			d.Generation = p.Generation
 		} else {
 			d.Generation = Generation(d)
 		}
+		out[name] = d
 	}
 	return out
+}
+
+// ownTargetsOnly: every target of d is written in its Volume's spec.
+func ownTargetsOnly(d *Desired) bool {
+	for _, t := range d.Targets {
+		if t.From != "Volume/"+d.Name {
+			return false
+		}
+	}
+	return true
 }
 
 // NewDesired is the one place a volume's desired state is made from its

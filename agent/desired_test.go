@@ -57,3 +57,24 @@ func TestGenerationKeptOnlyForTheSameSpecAndTargets(t *testing.T) {
 		t.Error("the same spec and targets read again got another generation")
 	}
 }
+
+// A volume read again from the very same object, with no Mount naming
+// it, keeps its entry itself; a Mount that names it makes a new one.
+func TestDesiredEntryKeptForTheSameObject(t *testing.T) {
+	vol := &manifest.Object{Kind: manifest.KindVolume, Metadata: manifest.Metadata{Name: "a"}, File: "a.yaml",
+		Volume: &manifest.VolumeSpec{Source: manifest.Source{Kind: "loop"}, Filesystem: &manifest.Filesystem{Type: "ext4"}, Mounts: []manifest.Target{{Path: "/srv/a"}}}}
+	first := buildDesired(&manifest.Result{Volumes: []*manifest.Object{vol}}, nil)
+	again := buildDesired(&manifest.Result{Volumes: []*manifest.Object{vol}}, first)
+	if again["a"] != first["a"] {
+		t.Error("the same object read again got a new entry")
+	}
+	mount := &manifest.Object{Kind: manifest.KindMount, Metadata: manifest.Metadata{Name: "m"}, File: "m.yaml", Mount: &manifest.MountSpec{Volume: "a", Path: "/srv/m"}}
+	mounted := buildDesired(&manifest.Result{Volumes: []*manifest.Object{vol}, Mounts: []*manifest.Object{mount}}, again)
+	if mounted["a"] == again["a"] || len(mounted["a"].Targets) != 2 {
+		t.Errorf("a Mount naming the volume: entry kept %v, targets %+v", mounted["a"] == again["a"], mounted["a"].Targets)
+	}
+	unmounted := buildDesired(&manifest.Result{Volumes: []*manifest.Object{vol}}, mounted)
+	if unmounted["a"] == mounted["a"] || len(unmounted["a"].Targets) != 1 || unmounted["a"].Generation != first["a"].Generation {
+		t.Errorf("the Mount gone: targets %+v, generation %s (first %s)", unmounted["a"].Targets, unmounted["a"].Generation, first["a"].Generation)
+	}
+}

@@ -29,6 +29,10 @@ import (
 // time. docs/architecture.md states this value (a test checks it).
 const manifestSettle = 20 * time.Millisecond
 
+// maxNamed bounds the paths a burst of manifest events keeps for the
+// next read; past it the read is a full Load.
+const maxNamed = 4096
+
 // Run reconstructs the actual state from the store and the kernel, then
 // reconciles until ctx is cancelled. On return every mount is left in
 // place: stopping the agent never tears anything down.
@@ -67,6 +71,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	debounce := time.NewTimer(time.Hour)
 	debounce.Stop()
 	defer debounce.Stop()
+	var named []string // what the watch named since the last read
+	overflowed := false
 
 	for {
 		a.pass(opCtx)
@@ -95,6 +101,12 @@ func (a *Agent) Run(ctx context.Context) error {
 				a.notify("READY=1")
 			case ev := <-watchEvents:
 				a.cfg.Log.Debug("manifest change", "path", ev.Name, "op", ev.Op.String())
+				if len(named) < maxNamed {
+					named = append(named, ev.Name)
+				} else {
+					named = nil // more than a read of them all: Load
+					overflowed = true
+				}
 				debounce.Reset(manifestSettle)
 				idle = true // the debounce timer brings the pass
 			case err := <-watchErrors:
@@ -102,7 +114,12 @@ func (a *Agent) Run(ctx context.Context) error {
 				a.cfg.Log.Warn("manifest watch", "error", err)
 				a.loadManifests()
 			case <-debounce.C:
-				a.loadManifests()
+				if overflowed {
+					a.loadManifests()
+				} else {
+					a.loadChangedManifests(named)
+				}
+				named, overflowed = nil, false
 			}
 		}
 	}

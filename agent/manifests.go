@@ -5,6 +5,8 @@ package agent
 import (
 	"slices"
 	"sync"
+
+	"github.com/volumed/volumed/agent/manifest"
 )
 
 // desiredState is what the manifests want, replaced whole at each read.
@@ -37,9 +39,24 @@ func (s *desiredState) problemList() []string {
 }
 
 // loadManifests re-reads the manifests and replaces the desired state.
-// A volume whose manifest changed gets a fresh backoff.
 func (a *Agent) loadManifests() {
-	res := a.cfg.Manifests.Load()
+	a.applyManifests(a.cfg.Manifests.Load())
+}
+
+// loadChangedManifests reads again the manifests at paths, those the
+// watch named since the last read: one edit among a thousand files costs
+// that file, not the thousand (docs/performance.md).
+func (a *Agent) loadChangedManifests(paths []string) {
+	if l, ok := a.cfg.Manifests.(changedLoader); ok {
+		a.applyManifests(l.LoadChanged(paths))
+		return
+	}
+	a.loadManifests()
+}
+
+// applyManifests replaces the desired state with what a read found.
+// A volume whose manifest changed gets a fresh backoff.
+func (a *Agent) applyManifests(res *manifest.Result) {
 	desired := buildDesired(res, a.manifests.current())
 	problems := make([]string, 0, len(res.Problems))
 	for _, p := range res.Problems {

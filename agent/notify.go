@@ -90,11 +90,13 @@ func (a *Agent) notify(state string) {
 // agent has settled (everything converged or waiting out a backoff).
 // It runs at the end of a pass, on the reconcile loop: the pass's own
 // desired state, records and plan give each volume's phase, without a
-// copy of every record and a plan of every volume again.
+// copy of every record and a plan of every volume again, and only the
+// phase is told (volumePhase), not each volume's whole status: that was
+// most of what one edit among a thousand cost (docs/performance.md).
 func (a *Agent) reportStatus(firstSettle bool, desired map[string]*Desired) {
 	counts := map[string]int{}
-	for _, v := range a.statusOf(desired, a.view.actual, a.view.planner.Next) {
-		counts[v.Phase]++
+	for _, n := range a.statusNames(desired, a.view.actual) {
+		counts[volumePhase(a.phaseFactsOf(n, desired[n], a.view.actual[n], a.view.planner.Next))]++
 	}
 	keys := make([]string, 0, len(counts))
 	for k := range counts {

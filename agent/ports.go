@@ -271,6 +271,12 @@ type Manifests interface {
 	Load() *manifest.Result
 }
 
+// changedLoader is a Manifests that can read only the files a watch
+// named (manifest.Builder.LoadChanged), with Load's answer.
+type changedLoader interface {
+	LoadChanged(paths []string) *manifest.Result
+}
+
 // Crypt formats, opens and closes the LUKS2 volumes of encrypted
 // volumes (drivers/luks behind an adapter, wired by cmd/volumed). Keys
 // are handed over as the manifest names them; the material never passes

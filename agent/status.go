@@ -47,25 +47,8 @@ func (a *Agent) Status() []api.Volume {
 // loop asks its planner (reportStatus), which has every volume's step
 // of its last pass at hand.
 func (a *Agent) statusOf(desired map[string]*Desired, actual map[string]*store.Volume, next func(string) (Op, bool)) []api.Volume {
-	names := make([]string, 0, len(desired)+len(actual))
-	for n := range desired {
-		names = append(names, n)
-	}
-	for n := range actual {
-		if desired[n] == nil {
-			names = append(names, n)
-		}
-	}
-	// A volume gone from both whose last outcome the state file has not
-	// taken is still what the state file says it is: it stays shown,
-	// with its StateNotRecorded, until that is recorded.
-	for _, n := range a.state.Unrecorded() {
-		if desired[n] == nil && actual[n] == nil {
-			names = append(names, n)
-		}
-	}
+	names := a.statusNames(desired, actual)
 	sort.Strings(names)
-
 	out := make([]api.Volume, 0, len(names))
 	waiting := a.state.Waiting()
 	for _, n := range names {
@@ -76,6 +59,91 @@ func (a *Agent) statusOf(desired map[string]*Desired, actual map[string]*store.V
 		out = append(out, v)
 	}
 	return out
+}
+
+// statusNames are the volumes a status shows, in no order: those wanted,
+// those held, and those gone from both whose last outcome the state file
+// has not taken (still what the state file says they are: each shown,
+// with its StateNotRecorded, until that is recorded).
+func (a *Agent) statusNames(desired map[string]*Desired, actual map[string]*store.Volume) []string {
+	names := make([]string, 0, len(desired)+len(actual))
+	for n := range desired {
+		names = append(names, n)
+	}
+	for n := range actual {
+		if desired[n] == nil {
+			names = append(names, n)
+		}
+	}
+	for _, n := range a.state.Unrecorded() {
+		if desired[n] == nil && actual[n] == nil {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
+// phaseFacts is what a volume's phase is told from.
+type phaseFacts struct {
+	running   string // the operation running, when busy
+	busy      bool
+	next      Op // the step planned, when pending
+	pending   bool
+	wanted    bool
+	pinned    bool
+	unmounted string // the first target wanted that is not mounted
+	failure   Failure
+	failed    bool
+	degraded  bool // a condition says what is wrong
+}
+
+func (a *Agent) phaseFactsOf(name string, d *Desired, rec *store.Volume, next func(string) (Op, bool)) phaseFacts {
+	f := phaseFacts{wanted: d.Wanted(), pinned: rec != nil && rec.Attachment != nil && rec.Attachment.Pinned}
+	f.running, f.busy = a.exec.Running(name)
+	f.next, f.pending = next(name)
+	f.failure, f.failed = a.exec.LastFailure(name)
+	if d != nil {
+		for _, t := range d.Targets {
+			if rec == nil || !decide.HasTarget(rec, t.Path) {
+				f.unmounted = t.Path
+				break
+			}
+		}
+	}
+	f.degraded = a.conds.Any(name)
+	return f
+}
+
+// volumePhase is the one rule for a volume's phase, for Status and for
+// the STATUS= line (which needs nothing else of a volume's status).
+func volumePhase(f phaseFacts) string {
+	var phase string
+	switch {
+	case f.busy:
+		phase = opPhase[f.running]
+	case !f.pending && f.wanted && f.unmounted != "":
+		phase = api.PhasePending
+	case !f.pending && (f.wanted || f.pinned):
+		phase = api.PhaseReady
+	case !f.pending:
+		phase = api.PhaseAbsent
+	case f.failed && keyServerWait(f.failure.Err) != "":
+		// Nothing is wrong with the volume: it waits for its key server,
+		// and its Locked condition says which and why.
+		phase = api.PhasePending
+	case f.failed:
+		phase = api.PhaseError
+	case f.next.Name == OpAttach:
+		phase = api.PhasePending
+	case f.next.Name == OpMountDevice || f.next.Name == OpOpen:
+		phase = api.PhaseAttached
+	default:
+		phase = opPhase[f.next.Name]
+	}
+	if phase == api.PhaseReady && f.degraded {
+		return api.PhaseDegraded
+	}
+	return phase
 }
 
 func (a *Agent) volumeStatus(name string, d *Desired, rec *store.Volume, next func(string) (Op, bool)) api.Volume {
@@ -105,56 +173,31 @@ func (a *Agent) volumeStatus(name string, d *Desired, rec *store.Volume, next fu
 			}
 		}
 	}
-	fail, failed := a.exec.LastFailure(name)
-	if failed {
+	f := a.phaseFactsOf(name, d, rec, next)
+	if fail := f.failure; f.failed {
 		v.LastError = fail.Op + ": " + fail.Err.Error()
 		v.Retries = fail.Retries
 		if t := fail.Until; !t.IsZero() {
 			v.NextRetryAt = &t // zero: not retried until the manifest changes
 		}
 	}
-	op, pending := next(name)
-	running, busy := a.exec.Running(name)
+	v.Phase = volumePhase(f)
 	switch {
-	case busy:
-		v.Phase = opPhase[running]
-	case !pending && d.Wanted():
-		v.Phase = api.PhaseReady
+	case f.busy:
+	case !f.pending && f.wanted:
 		v.LastError, v.Retries, v.NextRetryAt = "", 0, nil
 		if n := a.notes.get(name); n != "" {
 			v.LastError = "note: " + n
 		}
-		for _, t := range v.Targets {
-			if !t.Mounted {
-				v.Phase = api.PhasePending
-				v.LastError = "waiting: target " + t.Path + " is held by another volume or waits for the target it is nested in"
-				break
-			}
+		if f.unmounted != "" {
+			v.LastError = "waiting: target " + f.unmounted + " is held by another volume or waits for the target it is nested in"
 		}
-	case !pending && v.Pinned:
-		v.Phase = api.PhaseReady
+	case !f.pending && f.pinned:
 		v.LastError = "pinned: the host booted from this volume, so it is not torn down whatever the manifests say"
-	case !pending:
-		v.Phase = api.PhaseAbsent
-	case failed && keyServerWait(fail.Err) != "":
-		// Nothing is wrong with the volume: it waits for its key server,
-		// and its Locked condition says which and why.
-		v.Phase = api.PhasePending
-	case failed:
-		v.Phase = api.PhaseError
-	case op.Name == OpAttach:
-		v.Phase = api.PhasePending
-	case op.Name == OpMountDevice || op.Name == OpOpen:
-		v.Phase = api.PhaseAttached
-	default:
-		v.Phase = opPhase[op.Name]
 	}
 	v.Conditions = a.conds.Of(name)
 	v.SourceDetail = a.sources.detail(name)
 	v.Encryption = encryptionStatus(d, rec, v.Conditions)
-	if v.Phase == api.PhaseReady && len(v.Conditions) > 0 {
-		v.Phase = api.PhaseDegraded
-	}
 	v.Events = a.history.of(name)
 	return v
 }

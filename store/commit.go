@@ -182,6 +182,7 @@ func (s *Store) commit(batch []*request) {
 	for len(batch) > 0 {
 		failed, failErr := -1, error(nil)
 		start := time.Now()
+		s.wrote.Store(true)
 		err := s.db.Update(func(tx *bbolt.Tx) error {
 			for i, r := range batch {
 				if err := r.fn(tx); err != nil {
@@ -214,6 +215,7 @@ func (s *Store) commit(batch []*request) {
 
 func (s *Store) commitAlone(r *request) error {
 	start := time.Now()
+	s.wrote.Store(true)
 	err := s.db.Update(r.fn)
 	if err == nil {
 		s.committed(time.Since(start), 1)

@@ -24,45 +24,45 @@ import (
 
 // openChecked returns an open, schema-checked db, or a reason why the file is damaged, or an
 // error that is not about damage (lock held, checker unavailable, I/O while initialising).
-func openChecked(path string, check func(string) error) (db *bbolt.DB, reason string, err error) {
+func openChecked(path string, check func(string) error) (db *bbolt.DB, first *loaded, reason string, err error) {
 	fi, statErr := os.Stat(path)
 	if statErr != nil && !errors.Is(statErr, fs.ErrNotExist) {
-		return nil, "", fmt.Errorf("open state: %w", statErr)
+		return nil, nil, "", fmt.Errorf("open state: %w", statErr)
 	}
 	// An empty or missing file is one bbolt is about to initialise; there is nothing to check.
 	if statErr == nil && fi.Size() > 0 {
 		if err := PrecheckFile(path); err != nil {
-			return nil, err.Error(), nil
+			return nil, nil, err.Error(), nil
 		}
 		if check != nil {
 			if err := check(path); err != nil {
 				if errors.Is(err, ErrCheckUnavailable) {
-					return nil, "", fmt.Errorf("open state %s: %w", path, err)
+					return nil, nil, "", fmt.Errorf("open state %s: %w", path, err)
 				}
 				// The child's read-only open fails if a writer took the file meanwhile.
 				if lerr := ensureUnlocked(path); lerr != nil {
-					return nil, "", lerr
+					return nil, nil, "", lerr
 				}
-				return nil, fmt.Sprintf("check: %v", err), nil
+				return nil, nil, fmt.Sprintf("check: %v", err), nil
 			}
 		}
 	}
 
 	db, reason, err = boltOpen(path)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, "", err
 	}
 	if db == nil {
 		if reason == "" {
-			return nil, "", fmt.Errorf("open state %s: %w (another volumed running?)", path, ErrLocked)
+			return nil, nil, "", fmt.Errorf("open state %s: %w (another volumed running?)", path, ErrLocked)
 		}
-		return nil, reason, nil
+		return nil, nil, reason, nil
 	}
-	if reason, err = initSchema(db); err != nil || reason != "" {
+	if first, reason, err = initSchema(db); err != nil || reason != "" {
 		_ = db.Close()
-		return nil, reason, err
+		return nil, nil, reason, err
 	}
-	return db, "", nil
+	return db, first, "", nil
 }
 
 // boltOpen opens the file with bbolt, turning a panic into a reason. A nil db with an empty
@@ -95,7 +95,7 @@ func boltOpen(path string) (db *bbolt.DB, reason string, err error) {
 // initSchema creates the buckets of a fresh file, and for an existing file verifies the schema
 // version and that every record decodes, so that damage inside the data is found here, where the
 // file can still be moved aside, rather than in the agent's Load.
-func initSchema(db *bbolt.DB) (reason string, err error) {
+func initSchema(db *bbolt.DB) (first *loaded, reason string, err error) {
 	fresh := false
 	reason = safeView(db, func(tx *bbolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
@@ -111,11 +111,12 @@ func initSchema(db *bbolt.DB) (reason string, err error) {
 		if v := string(meta.Get(keySchema)); v != strconv.Itoa(SchemaVersion) {
 			return fmt.Errorf("unknown schema version %q (this volumed knows %d)", v, SchemaVersion)
 		}
-		_, _, err := load(tx)
+		vols, intents, err := load(tx)
+		first = &loaded{vols, intents}
 		return err
 	})
 	if reason != "" {
-		return reason, nil
+		return nil, reason, nil
 	}
 	// Buckets missing from a known-schema file (or all of them, in a fresh one) are created; this
 	// commit is also the first fsync of a new file.
@@ -126,7 +127,7 @@ func initSchema(db *bbolt.DB) (reason string, err error) {
 			return nil
 		})
 		if ok {
-			return "", nil
+			return first, "", nil
 		}
 	}
 	err = db.Update(func(tx *bbolt.Tx) error {
@@ -138,9 +139,9 @@ func initSchema(db *bbolt.DB) (reason string, err error) {
 		return tx.Bucket(bucketMeta).Put(keySchema, []byte(strconv.Itoa(SchemaVersion)))
 	})
 	if err != nil {
-		return "", fmt.Errorf("initialise state file: %w", err)
+		return nil, "", fmt.Errorf("initialise state file: %w", err)
 	}
-	return "", nil
+	return nil, "", nil
 }
 
 // safeView runs fn in a read transaction; an error or a panic (a damaged page) becomes a reason.

@@ -13,6 +13,9 @@ import (
 
 // Load reads every volume record and every leftover intent (sorted by ID).
 func (s *Store) Load() (map[string]*Volume, []Intent, error) {
+	if first := s.takeFirst(); first != nil {
+		return first.vols, first.intents, nil
+	}
 	var (
 		vols    map[string]*Volume
 		intents []Intent

@@ -85,6 +85,31 @@ type Store struct {
 	faults    *faults
 	closeOnce sync.Once
 	closeErr  error
+
+	// first is what Open's schema check decoded of every record, which
+	// the first Load hands out unless anything was written since (wrote):
+	// decoding the state file twice was a share of every restart.
+	firstMu sync.Mutex
+	first   *loaded
+	wrote   atomic.Bool
+}
+
+// loaded is the state file's records as decoded.
+type loaded struct {
+	vols    map[string]*Volume
+	intents []Intent
+}
+
+// takeFirst is what Open decoded, once, if nothing was written since.
+func (s *Store) takeFirst() *loaded {
+	s.firstMu.Lock()
+	defer s.firstMu.Unlock()
+	first := s.first
+	s.first = nil
+	if s.wrote.Load() {
+		return nil
+	}
+	return first
 }
 
 // Open opens (creating if missing, parent dir 0700) the state file. A file that fails
@@ -113,7 +138,7 @@ func Open(path string, opts Options) (*Store, *Recovery, error) {
 		check = nil
 	}
 	_ = os.Remove(cleanMarker(path))
-	db, reason, err := openChecked(path, check)
+	db, first, reason, err := openChecked(path, check)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -124,7 +149,7 @@ func Open(path string, opts Options) (*Store, *Recovery, error) {
 			return nil, nil, fmt.Errorf("open state %s: damaged (%s) and cannot be moved aside: %w", path, reason, err)
 		}
 		rec = &Recovery{MovedTo: moved, Reason: reason}
-		db, reason, err = openChecked(path, opts.Check)
+		db, first, reason, err = openChecked(path, opts.Check)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -140,6 +165,7 @@ func Open(path string, opts Options) (*Store, *Recovery, error) {
 		quit:     make(chan struct{}),
 		done:     make(chan struct{}),
 		faults:   newFaults(),
+		first:    first,
 	}
 	go s.loop()
 	return s, rec, nil

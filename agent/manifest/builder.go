@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"maps"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -33,6 +34,21 @@ type Builder struct {
 	accepted map[ownerID]*Object
 	// cache holds each file's parse until the file changes.
 	cache *parseCache
+
+	// What the last Load found, for LoadChanged to change file by file.
+	incremental bool // the last full Load found every directory sound
+	dirs0       []dirState
+	bases       []string // sorted
+	files       map[string]*fileState
+	dirProbs    []Problem
+	conflicts   []Problem
+	nesting     []Problem
+	acceptedOf  map[string][]acceptedObj // by base name, in document order
+	index       *footprints
+	// fixed: resolving the same files again would give the same answer.
+	fixed bool
+	// resolvedAlone and resolvedAll count how LoadChanged decided.
+	resolvedAlone, resolvedAll int
 }
 
 type goodFile struct {
@@ -61,14 +77,16 @@ func NewBuilder(dirs []string, opts Options) *Builder {
 }
 
 // Load re-reads every effective file and returns the accepted objects.
+// It is the safety net of LoadChanged: the directories listed, every file
+// looked at, every claim resolved again.
 func (b *Builder) Load() *Result {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.loadAll()
+}
 
+func (b *Builder) loadAll() *Result {
 	e := effectiveFiles(b.dirs, b.opts)
-	res := &Result{}
-	probs := e.probs
-
 	type entry struct {
 		path      string
 		forcedBad bool
@@ -98,40 +116,95 @@ func (b *Builder) Load() *Result {
 	}
 	parsed := parseFiles(paths, func(p string) parsedFile { return b.cache.parse(p, b.opts) })
 	b.cache.keep(paths)
-	good := map[string]goodFile{}
-	var cands []candidate
+	prevGood := b.lastGood
+	b.lastGood = map[string]goodFile{}
+	b.files = make(map[string]*fileState, len(bases))
 	for i, base := range bases {
 		ent := entries[base]
-		var objs []*Object
-		ok := false
-		if !ent.forcedBad {
-			objs = parsed[i].objs
-			probs = append(probs, parsed[i].probs...)
-			ok = len(parsed[i].probs) == 0
-		}
-		if ok {
-			good[base] = goodFile{path: ent.path, objs: objs}
-		} else {
-			res.BadFiles = append(res.BadFiles, ent.path)
-			if g, had := b.lastGood[base]; had {
-				good[base] = g
-				objs = g.objs
-			}
-		}
-		for _, o := range objs {
+		b.files[base] = b.outcome(base, ent.path, ent.forcedBad, parsed[i], prevGood)
+	}
+	b.bases = bases
+	b.dirProbs = e.probs
+	b.dirs0 = dirStates(b.dirs)
+	// A directory that failed or is not trusted is left to this path:
+	// what it lists, and what its files are refused for, is read afresh.
+	b.incremental = len(e.failedDirs) == 0 && len(e.probs) == 0
+	b.resolveAll()
+	return b.result()
+}
+
+// fileState is what one effective file put forward at the last Load.
+type fileState struct {
+	path      string
+	forcedBad bool
+	probs     []Problem // its own problems, as parsed
+	bad       bool
+	objs      []*Object // parsed when good, its last good ones when bad
+}
+
+// outcome is a file's state from its parse: a refused file keeps its
+// last good objects (prevGood); b.lastGood takes its good ones.
+func (b *Builder) outcome(base, path string, forcedBad bool, p parsedFile, prevGood map[string]goodFile) *fileState {
+	f := &fileState{path: path, forcedBad: forcedBad}
+	ok := false
+	if !forcedBad {
+		f.objs, f.probs = p.objs, p.probs
+		ok = len(p.probs) == 0
+	}
+	if ok {
+		b.lastGood[base] = goodFile{path: path, objs: p.objs}
+		return f
+	}
+	f.bad = true
+	if g, had := prevGood[base]; had {
+		b.lastGood[base] = g
+		f.objs = g.objs
+	}
+	return f
+}
+
+// resolveAll runs the cross-object checks over every object put forward.
+func (b *Builder) resolveAll() {
+	var cands []candidate
+	for _, base := range b.bases {
+		for _, o := range b.files[base].objs {
 			cands = append(cands, candidate{obj: o, id: ownerID{base, o.Kind, o.Metadata.Name}})
 		}
 	}
-	b.lastGood = good
-
 	accepted, cp := resolve(cands, b.accepted)
-	probs = append(probs, cp...)
 	accepted, np := refuseUndeclaredNesting(accepted, b.accepted)
-	probs = append(probs, np...)
-	b.accepted = map[ownerID]*Object{}
+	b.conflicts, b.nesting = cp, np
+	prev := b.accepted
+	b.accepted = make(map[ownerID]*Object, len(accepted))
+	b.acceptedOf = map[string][]acceptedObj{}
 	for _, a := range accepted {
 		b.accepted[a.id] = a.obj
+		b.acceptedOf[a.id.base] = append(b.acceptedOf[a.id.base], a)
 	}
+	// What a Load accepted is the next one's incumbents, considered
+	// first: where a conflict was decided, the next resolution of the
+	// very same files may word it otherwise (another claim found first)
+	// unless the incumbents are the same.
+	b.fixed = len(cp)+len(np) == 0 || maps.EqualFunc(prev, b.accepted, func(a, b *Object) bool { return a == b })
+	b.index = nil // built when LoadChanged first needs it: a restart never does
+}
+
+// result assembles a Load's answer from what each file put forward and
+// the last resolution, in the order a Load has always given it.
+func (b *Builder) result() *Result {
+	res := &Result{}
+	probs := slices.Clone(b.dirProbs)
+	var accepted []acceptedObj
+	for _, base := range b.bases {
+		f := b.files[base]
+		probs = append(probs, f.probs...)
+		if f.bad {
+			res.BadFiles = append(res.BadFiles, f.path)
+		}
+		accepted = append(accepted, b.acceptedOf[base]...)
+	}
+	probs = append(probs, b.conflicts...)
+	probs = append(probs, b.nesting...)
 	res.Volumes, res.Mounts, res.Problems = split(accepted, probs)
 	return res
 }

@@ -203,3 +203,10 @@ func (c *parseCache) has(path string) bool {
 	_, ok := c.entries[path]
 	return ok
 }
+
+// forget drops the parse of the file at path.
+func (c *parseCache) forget(path string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.entries, path)
+}

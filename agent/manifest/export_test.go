@@ -2,6 +2,9 @@ package manifest
 
 import (
 	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
 	"time"
 )
 
@@ -35,4 +38,24 @@ func SetCacheSchema(t interface{ Fatal(...any) }, data []byte, version string) [
 		t.Fatal(err)
 	}
 	return out
+}
+
+// Resolved counts the LoadChanged resolutions decided for the changed
+// objects alone and those that resolved every object.
+func (b *Builder) Resolved() (alone, all int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.resolvedAlone, b.resolvedAll
+}
+
+// AcceptedDebug renders what b accepted at its last Load.
+func (b *Builder) AcceptedDebug() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	for id, o := range b.accepted {
+		out = append(out, fmt.Sprintf("%s/%s/%s=%s:%d:%v", id.base, id.kind, id.name, o.File, o.Line, o.Volume != nil && len(o.Volume.Mounts) > 0 && o.Volume.Mounts[0].Path != ""))
+	}
+	sort.Strings(out)
+	return strings.Join(out, "\n")
 }

@@ -26,6 +26,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -300,9 +301,12 @@ func readDevice(n, fd int) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	size, err := sysfs.Size(sysPath(n))
+	// The size from the node already open, not from sysfs: each sysfs
+	// attribute is an open, a read and a close, and reading loop
+	// devices is most of a restart (docs/performance.md).
+	size, err := blockSize(fd)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("size of %s: %w", devPath(n), err)
 	}
 	d := &Device{
 		Path:        devPath(n),
@@ -318,6 +322,15 @@ func readDevice(n, fd int) (*Device, error) {
 		d.BackingFile, d.Deleted = f, true
 	}
 	return d, nil
+}
+
+// blockSize is the size in bytes of the block device open as fd.
+func blockSize(fd int) (int64, error) {
+	var size uint64
+	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.BLKGETSIZE64, uintptr(unsafe.Pointer(&size))); errno != 0 {
+		return 0, fmt.Errorf("BLKGETSIZE64: %w", errno)
+	}
+	return int64(size), nil
 }
 
 func tagFromName(name []byte) string {
