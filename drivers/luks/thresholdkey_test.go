@@ -30,7 +30,7 @@ func TestThresholdTwoOfThree(t *testing.T) {
 	needCryptsetup(t)
 	srvs, tks := tangServers(t, 3)
 	dev := loopImage(t)
-	k := ThresholdKey{N: 2, Keys: tks}
+	k := ThresholdKey{N: 2, Keys: shares(tks)}
 	c := &Client{SysRoot: t.TempDir()}
 	if err := c.Format(tctx(t), FormatOptions{Device: dev, UUID: testUUID, Keys: []Key{k}, PBKDF: fast}); err != nil {
 		t.Fatal(err)
@@ -67,7 +67,7 @@ func TestThresholdOfServersSharingKeys(t *testing.T) {
 	needCryptsetup(t)
 	a := tangtest.Start(t)
 	b := a.Twin(t)
-	k := ThresholdKey{N: 2, Keys: []TangKey{{URL: a.URL, Thumbprint: a.Thumbprint()}, {URL: b.URL, Thumbprint: a.Thumbprint()}}}
+	k := ThresholdKey{N: 2, Keys: []Share{TangKey{URL: a.URL, Thumbprint: a.Thumbprint()}, TangKey{URL: b.URL, Thumbprint: a.Thumbprint()}}}
 	dev := img(t, 32<<20)
 	c := &Client{SysRoot: t.TempDir()}
 	if err := c.Format(tctx(t), FormatOptions{Device: dev, UUID: testUUID, Keys: []Key{k}, PBKDF: fast}); err != nil {
@@ -98,17 +98,25 @@ func TestThresholdOpensClevisSSS(t *testing.T) {
 	if out, err := exec.Command(clevis, "luks", "bind", "-y", "-d", dev, "-k", fk.Path, "sss", cfg).CombinedOutput(); err != nil {
 		t.Fatalf("clevis luks bind sss: %v: %s", err, out)
 	}
-	if ok, err := c.CheckKey(tctx(t), dev, ThresholdKey{N: 2, Keys: tks}); err != nil || !ok {
+	if ok, err := c.CheckKey(tctx(t), dev, ThresholdKey{N: 2, Keys: shares(tks)}); err != nil || !ok {
 		t.Fatalf("volumed's threshold key does not open what clevis bound: %v %v", ok, err)
 	}
-	if ok, err := c.CheckKey(tctx(t), dev, ThresholdKey{N: 1, Keys: tks}); ok || err == nil {
+	if ok, err := c.CheckKey(tctx(t), dev, ThresholdKey{N: 1, Keys: shares(tks)}); ok || err == nil {
 		t.Fatalf("a 1-of-2 key matches a 2-of-2 binding: %v %v", ok, err)
 	}
 }
 
 func TestThresholdRefusesNAboveKeys(t *testing.T) {
-	err := ThresholdKey{N: 3, Keys: make([]TangKey, 2)}.usable(tctx(t))
+	err := ThresholdKey{N: 3, Keys: shares(make([]TangKey, 2))}.usable(tctx(t))
 	if err == nil || !strings.Contains(err.Error(), "threshold 3 of 2 keys") {
 		t.Fatalf("3 of 2: %v", err)
 	}
+}
+
+func shares(tks []TangKey) []Share {
+	out := make([]Share, len(tks))
+	for i, k := range tks {
+		out[i] = k
+	}
+	return out
 }
