@@ -106,12 +106,13 @@ type LUKS2Key struct {
 	// the volume opens only while the server answers.
 	Tang *TangKey `yaml:"tang,omitempty" json:"tang,omitempty"`
 	// Threshold is a random key that any N of its keys recover (Clevis'
-	// sss pin, e.g. 2 of 3 Tang servers).
+	// sss pin, e.g. 2 of 3 Tang servers, or TPM2 and Tang).
 	Threshold *ThresholdKey `yaml:"threshold,omitempty" json:"threshold,omitempty"`
 }
 
-// ThresholdKey splits a key so that any N of Keys recover it. Its keys
-// are Tang keys (a TPM2 key in a threshold is not supported yet).
+// ThresholdKey splits a key so that any N of Keys recover it (Clevis'
+// sss pin). Its keys are Tang keys, one TPM2 key (Clevis' tpm2 pin) and,
+// one level deep, thresholds.
 type ThresholdKey struct {
 	N    int        `yaml:"n" json:"n"`
 	Keys []LUKS2Key `yaml:"keys" json:"keys"`
