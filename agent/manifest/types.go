@@ -2,6 +2,8 @@
 // from the drop-in directories, decodes them strictly and validates them.
 package manifest
 
+import "slices"
+
 // APIVersion is the only apiVersion this build understands.
 const APIVersion = "volumed/v1"
 
@@ -131,6 +133,12 @@ type TangKey struct {
 // TPM2Key seals a key to the values of PCRs (0..23).
 type TPM2Key struct {
 	PCRs []int `yaml:"pcrs" json:"pcrs"`
+}
+
+// UsesTPM2 says whether the key is sealed by the TPM2, itself or as a
+// share of a threshold.
+func (k LUKS2Key) UsesTPM2() bool {
+	return k.TPM2 != nil || (k.Threshold != nil && slices.ContainsFunc(k.Threshold.Keys, LUKS2Key.UsesTPM2))
 }
 
 // Kind names the key's kind: "file", "tpm2", "tang" or "threshold".
