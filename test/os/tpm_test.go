@@ -76,11 +76,16 @@ func (g *guestTPM) Start() {
 	g.stop = func() {
 		// SIGTERM: swtpm saves its state and exits.
 		_ = cmd.Process.Signal(syscall.SIGTERM)
+		var err error
 		select {
-		case <-exited:
+		case err = <-exited:
 		case <-time.After(10 * time.Second):
 			_ = cmd.Process.Kill()
-			<-exited //nolint:errcheck // a receive to wait on the reaping
+			err = <-exited
+		}
+		if t.Failed() {
+			// What it printed says more when the guest's TPM failed.
+			t.Logf("swtpm (%v):\n%s", err, out.String())
 		}
 		g.stop = nil
 	}
