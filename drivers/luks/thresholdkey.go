@@ -200,7 +200,22 @@ func (k ThresholdKey) recoverShare(ctx context.Context, jwe string) ([]byte, err
 	if !ok {
 		return nil, fmt.Errorf("not a share of %s", k.Describe())
 	}
-	return b.Recover(ctx, k.recoverShares(shares))
+	return b.Recover(ctx, k.order(shares), k.recoverShares(shares))
+}
+
+// order asks first for the shares whose keys need no network: a TPM2
+// share opens at once, and a server that does not answer then costs
+// nothing when enough others do. Otherwise the JWE's order is kept.
+func (k ThresholdKey) order(shares []int) []int {
+	var local, network []int
+	for i, n := range shares {
+		if k.Keys[n].needsNetwork() {
+			network = append(network, i)
+		} else {
+			local = append(local, i)
+		}
+	}
+	return append(local, network...)
 }
 
 // recoverShares decrypts each share with the key assigned to it; an
@@ -219,7 +234,7 @@ func (k ThresholdKey) unsealTokens(ctx context.Context, h Header) ([]secret.Valu
 	var out []secret.Value
 	var last error
 	for _, b := range bs {
-		p, err := b.b.Recover(ctx, k.recoverShares(b.shares))
+		p, err := b.b.Recover(ctx, k.order(b.shares), k.recoverShares(b.shares))
 		if err != nil {
 			last = err
 			continue
@@ -234,7 +249,7 @@ func (k ThresholdKey) unsealTokens(ctx context.Context, h Header) ([]secret.Valu
 
 func (k ThresholdKey) enrolled(ctx context.Context, h Header) (enrolledToken, bool, error) {
 	for _, b := range k.bindings(h) {
-		p, err := b.b.Recover(ctx, k.recoverShares(b.shares))
+		p, err := b.b.Recover(ctx, k.order(b.shares), k.recoverShares(b.shares))
 		if err != nil {
 			var we *WaitingError
 			if errors.As(err, &we) {

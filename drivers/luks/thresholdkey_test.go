@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -119,4 +120,23 @@ func shares(tks []TangKey) []Share {
 		out[i] = k
 	}
 	return out
+}
+
+// The TPM2's share is asked for first, whatever its place; the others
+// keep theirs.
+func TestThresholdAsksTPM2First(t *testing.T) {
+	a, b := TangKey{URL: "http://a"}, TangKey{URL: "http://b"}
+	k := ThresholdKey{N: 2, Keys: []Share{a, TPM2Key{PCRs: []int{7}}, b}}
+	for _, c := range []struct{ shares, want []int }{
+		{[]int{0, 1, 2}, []int{1, 0, 2}},
+		{[]int{2, 0, 1}, []int{2, 0, 1}},
+		{[]int{2, 1, 0}, []int{1, 0, 2}},
+	} {
+		if got := k.order(c.shares); !slices.Equal(got, c.want) {
+			t.Errorf("shares of keys %v: order %v, want %v", c.shares, got, c.want)
+		}
+	}
+	if got := (ThresholdKey{N: 1, Keys: []Share{a, b}}).order([]int{1, 0}); !slices.Equal(got, []int{0, 1}) {
+		t.Errorf("two tang shares: order %v, want the JWE's", got)
+	}
 }

@@ -170,15 +170,26 @@ func (e *ShareError) Error() string {
 func (e *ShareError) Unwrap() []error { return e.Errs }
 
 // Recover recovers the plaintext with recover, which decrypts share i's
-// JWE with its pin; it stops at the threshold.
-func (b Binding) Recover(ctx context.Context, recover func(ctx context.Context, i int, jwe string) ([]byte, error)) ([]byte, error) {
+// JWE with its pin; it asks for the shares in the order given (nil: as
+// they are in the JWE; the caller puts first the shares that cost least,
+// a TPM's before a server's) and stops at the threshold.
+func (b Binding) Recover(ctx context.Context, order []int, recover func(ctx context.Context, i int, jwe string) ([]byte, error)) ([]byte, error) {
+	if order == nil {
+		order = make([]int, len(b.JWEs))
+		for i := range order {
+			order[i] = i
+		}
+	}
+	if !isPermutation(order, len(b.JWEs)) {
+		return nil, fmt.Errorf("sss: an order of the shares %v that is not one of %d", order, len(b.JWEs))
+	}
 	se := &ShareError{T: b.T, Errs: make([]error, len(b.JWEs))}
 	var xs, ys []*big.Int
-	for i, j := range b.JWEs {
+	for _, i := range order {
 		if len(xs) == b.T {
 			break
 		}
-		pt, err := recover(ctx, i, j)
+		pt, err := recover(ctx, i, b.JWEs[i])
 		if err == nil && len(pt) != 2*size {
 			err = fmt.Errorf("share of %d bytes, not %d", len(pt), 2*size)
 		}
@@ -202,6 +213,17 @@ func (b Binding) Recover(ctx context.Context, recover func(ctx context.Context, 
 		return nil, fmt.Errorf("sss: %w", err)
 	}
 	return out, nil
+}
+
+func isPermutation(order []int, n int) bool {
+	seen := make([]bool, n)
+	for _, i := range order {
+		if i < 0 || i >= n || seen[i] {
+			return false
+		}
+		seen[i] = true
+	}
+	return len(order) == n
 }
 
 // interpolate is the polynomial through the points at x = 0 (Lagrange).
