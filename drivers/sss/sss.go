@@ -150,8 +150,9 @@ func Parse(compact string) (Binding, error) {
 // ShareError is a threshold that too few shares met: each failed share
 // and why.
 type ShareError struct {
-	T, Got int
-	Errs   []error // per share, nil for those recovered or not tried
+	T, Got  int
+	Errs    []error // per share, nil for those recovered or not asked
+	Unasked []int   // the shares not asked once the threshold was out of reach
 }
 
 func (e *ShareError) Error() string {
@@ -161,6 +162,9 @@ func (e *ShareError) Error() string {
 		if err != nil {
 			fmt.Fprintf(&b, "; share %d: %v", i, err)
 		}
+	}
+	for _, i := range e.Unasked {
+		fmt.Fprintf(&b, "; share %d not asked (too few shares left to meet the threshold)", i)
 	}
 	return b.String()
 }
@@ -185,8 +189,14 @@ func (b Binding) Recover(ctx context.Context, order []int, recover func(ctx cont
 	}
 	se := &ShareError{T: b.T, Errs: make([]error, len(b.JWEs))}
 	var xs, ys []*big.Int
-	for _, i := range order {
+	for n, i := range order {
 		if len(xs) == b.T {
+			break
+		}
+		if left := len(order) - n; len(xs)+left < b.T {
+			// Too few shares are left to meet the threshold: asking
+			// them would only cost (a server's timeout, the TPM).
+			se.Unasked = append(se.Unasked, order[n:]...)
 			break
 		}
 		pt, err := recover(ctx, i, b.JWEs[i])

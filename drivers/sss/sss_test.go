@@ -139,6 +139,37 @@ func TestRecoverInOrder(t *testing.T) {
 	}
 }
 
+// Once too few shares are left to meet the threshold, Recover asks no
+// more of them and says which it left.
+func TestRecoverStopsOutOfReach(t *testing.T) {
+	jwe, err := sss.Bind(ctx(t), 2, []sss.Binder{hexPin{}, hexPin{}, hexPin{}}, []byte("p"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := sss.Parse(jwe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var asked []int
+	failing := func(_ context.Context, i int, j string) ([]byte, error) {
+		asked = append(asked, i)
+		if i != 1 {
+			return nil, errors.New("down")
+		}
+		return hex.DecodeString(j)
+	}
+	_, err = b.Recover(ctx(t), []int{0, 2, 1}, failing)
+	var se *sss.ShareError
+	if !errors.As(err, &se) || !slices.Equal(asked, []int{0, 2}) || !slices.Equal(se.Unasked, []int{1}) ||
+		!strings.Contains(err.Error(), "share 1 not asked (too few shares left to meet the threshold)") {
+		t.Fatalf("2 of 3, the first two asked down: %v, asked %v; want share 1 not asked, and said", err, asked)
+	}
+	asked = nil
+	if _, err := b.Recover(ctx(t), []int{0, 1, 2}, failing); !errors.As(err, &se) || !slices.Equal(asked, []int{0, 1, 2}) || len(se.Unasked) != 0 {
+		t.Fatalf("2 of 3, one down first: %v, asked %v; want all asked", err, asked)
+	}
+}
+
 func TestBindRefusesABadThreshold(t *testing.T) {
 	for _, n := range []int{0, 3} {
 		if _, err := sss.Bind(context.Background(), n, make([]sss.Binder, 2), nil); err == nil || !strings.Contains(err.Error(), "threshold") {
