@@ -45,6 +45,10 @@ test_pkgs="$demo_pkgs dosfstools:mkfs.vfat fdisk:sfdisk gdisk:sgdisk prometheus:
 # Clevis opens what volumed bound and the reverse (clevis-luks brings clevis,
 # jose and curl). tang-common, not tang: tang's unit would serve port 80.
 test_pkgs="$test_pkgs tang-common:tang-show-keys clevis-luks:clevis-luks-bind"
+# clevis-tpm2, tpm2-tools: drivers/tpm2pin and drivers/luks check that Clevis'
+# tpm2 pin (which runs tpm2-tools against swtpm) opens what volumed sealed,
+# alone and as a share of a threshold, and the reverse.
+test_pkgs="$test_pkgs clevis-tpm2:clevis-encrypt-tpm2 tpm2-tools:tpm2_unseal"
 # qemu-storage-daemon: test/crashcheck records a disk's every write in
 # the dm-log-writes format (its blklogwrites driver) behind a FUSE export.
 test_pkgs="$test_pkgs qemu-system-common:qemu-storage-daemon"

@@ -63,7 +63,7 @@ func (v *validator) encryption(e *Encryption, src *Source, staged bool) {
 			files[k.File] = i
 			v.secretFile(field+".file", k.File, true)
 		case k.Threshold != nil:
-			v.threshold(field+".threshold", k.Threshold)
+			v.threshold(field+".threshold", k.Threshold, false)
 		case k.Tang != nil:
 			if j, dup := tangs[k.Tang.URL]; dup {
 				v.report(field+".tang.url", fmt.Sprintf("duplicate of spec.encryption.luks2.keys[%d].tang.url", j))
@@ -156,32 +156,46 @@ func (v *validator) tang(field string, k *TangKey) {
 }
 
 // threshold checks a threshold key: n from 1 to the number of its keys,
-// each a Tang key of its own server.
-func (v *validator) threshold(field string, t *ThresholdKey) {
+// each a Tang key of its own server, the TPM2 (once) or, in a threshold
+// of spec.encryption.luks2.keys, a threshold (Clevis' sss pin nests; one
+// level is what a manifest needs: "TPM2 and one of two Tang servers").
+func (v *validator) threshold(field string, t *ThresholdKey, nested bool) {
 	switch {
 	case len(t.Keys) == 0:
-		v.report(field+".keys", "at least one key is required (tang keys)")
+		v.report(field+".keys", "at least one key is required (tang, tpm2 or threshold keys)")
 	case t.N < 1:
 		v.report(field+".n", fmt.Sprintf("must be at least 1, got %d", t.N))
 	case t.N > len(t.Keys):
 		v.report(field+".n", fmt.Sprintf("is %d but there are only %d keys: the key could never be recovered", t.N, len(t.Keys)))
 	}
 	urls := map[string]int{}
+	tpm2 := -1
 	for i, k := range t.Keys {
 		f := fmt.Sprintf("%s.keys[%d]", field, i)
-		if kinds := keyKinds(k); k.Tang == nil || len(kinds) != 1 {
+		kinds := keyKinds(k)
+		switch {
+		case len(kinds) != 1 || k.File != "":
 			got := strings.Join(kinds, " and ")
 			if got == "" {
 				got = "none"
 			}
-			v.report(f, fmt.Sprintf("must be a tang key, got %s (only Tang keys can be shares of a threshold for now)", got))
-			continue
+			v.report(f, fmt.Sprintf("must be one tang, tpm2 or threshold key, got %s (a key file is no share: it would open the volume on its own)", got))
+		case k.Threshold != nil && nested:
+			v.report(f+".threshold", "a threshold in a threshold in a threshold: thresholds nest one level deep")
+		case k.Threshold != nil:
+			v.threshold(f+".threshold", k.Threshold, true)
+		case k.TPM2 != nil && tpm2 >= 0:
+			v.report(f+".tpm2", fmt.Sprintf("duplicate of %s.keys[%d].tpm2: one TPM2 key per threshold (both shares would come from the one TPM)", field, tpm2))
+		case k.TPM2 != nil:
+			tpm2 = i
+			v.pcrs(f+".tpm2.pcrs", k.TPM2.PCRs)
+		default:
+			if j, dup := urls[k.Tang.URL]; dup {
+				v.report(f+".tang.url", fmt.Sprintf("duplicate of %s.keys[%d].tang.url", field, j))
+				continue
+			}
+			urls[k.Tang.URL] = i
+			v.tang(f+".tang", k.Tang)
 		}
-		if j, dup := urls[k.Tang.URL]; dup {
-			v.report(f+".tang.url", fmt.Sprintf("duplicate of %s.keys[%d].tang.url", field, j))
-			continue
-		}
-		urls[k.Tang.URL] = i
-		v.tang(f+".tang", k.Tang)
 	}
 }

@@ -72,7 +72,31 @@ func TestEncryptionProblems(t *testing.T) {
 			`x.yaml:9:36: spec.encryption.luks2.keys[0].threshold.n: is 3 but there are only 2 keys: the key could never be recovered`,
 		}},
 		{"file in a threshold", loopEnc + "    luks2: {keys: [{threshold: {n: 1, keys: [{file: /k}]}}]}\n", []string{
-			`x.yaml:9:46: spec.encryption.luks2.keys[0].threshold.keys[0]: must be a tang key, got file (only Tang keys can be shares of a threshold for now)`,
+			`x.yaml:9:46: spec.encryption.luks2.keys[0].threshold.keys[0]: must be one tang, tpm2 or threshold key, got file (a key file is no share: it would open the volume on its own)`,
+		}},
+		{"threshold below one", loopEnc + "    luks2: {keys: [{threshold: {n: 0, keys: [{tpm2: {pcrs: [7]}}]}}]}\n", []string{
+			`x.yaml:9:36: spec.encryption.luks2.keys[0].threshold.n: must be at least 1, got 0`,
+		}},
+		{"threshold of no keys", loopEnc + "    luks2: {keys: [{threshold: {n: 1, keys: []}}]}\n", []string{
+			`x.yaml:9:39: spec.encryption.luks2.keys[0].threshold.keys: at least one key is required (tang, tpm2 or threshold keys)`,
+		}},
+		{"two tpm2 keys in a threshold", loopEnc + "    luks2: {keys: [{threshold: {n: 2, keys: [{tpm2: {pcrs: [7]}}, {tpm2: {pcrs: [0]}}]}}]}\n", []string{
+			`x.yaml:9:68: spec.encryption.luks2.keys[0].threshold.keys[1].tpm2: duplicate of spec.encryption.luks2.keys[0].threshold.keys[0].tpm2: one TPM2 key per threshold (both shares would come from the one TPM)`,
+		}},
+		{"bad pcr in a threshold", loopEnc + "    luks2: {keys: [{threshold: {n: 1, keys: [{tpm2: {pcrs: [24]}}]}}]}\n", []string{
+			`x.yaml:9:61: spec.encryption.luks2.keys[0].threshold.keys[0].tpm2.pcrs[0]: must be a PCR index from 0 to 23, got 24`,
+		}},
+		{"nested threshold above its keys", loopEnc + "    luks2: {keys: [{threshold: {n: 1, keys: [{threshold: {n: 2, keys: [{tpm2: {pcrs: [7]}}]}}]}}]}\n", []string{
+			`x.yaml:9:62: spec.encryption.luks2.keys[0].threshold.keys[0].threshold.n: is 2 but there are only 1 keys: the key could never be recovered`,
+		}},
+		{"threshold nested two deep", loopEnc + "    luks2: {keys: [{threshold: {n: 1, keys: [{threshold: {n: 1, keys: [{threshold: {n: 1, keys: []}}]}}]}}]}\n", []string{
+			`x.yaml:9:73: spec.encryption.luks2.keys[0].threshold.keys[0].threshold.keys[0].threshold: a threshold in a threshold in a threshold: thresholds nest one level deep`,
+		}},
+		// Deeper than that, with its keys, a manifest's nesting limit
+		// names the field first.
+		{"thresholds nested two deep with keys", loopEnc + "    luks2: {keys: [{threshold: {n: 1, keys: [{threshold: {n: 1, keys: [{threshold: {n: 1, keys: [{tpm2: {pcrs: [7]}}]}}]}}]}}]}\n", []string{
+			`x.yaml:9:106: spec.encryption.luks2.keys[0].threshold.keys[0].threshold.keys[0].threshold.keys[0].tpm2.pcrs: nested too deeply (more than 16 levels)`,
+			`x.yaml:9:112: spec.encryption.luks2.keys[0].threshold.keys[0].threshold.keys[0].threshold.keys[0].tpm2.pcrs: nested too deeply (more than 16 levels)`,
 		}},
 		{"bad sector size", loopEnc + "    luks2: {keys: [{file: /k}], sectorSize: 1000}\n", []string{
 			`x.yaml:9:45: spec.encryption.luks2.sectorSize: must be 512, 1024, 2048 or 4096, got 1000`,
@@ -111,5 +135,24 @@ func TestEncryptionGood(t *testing.T) {
 	}
 	if l.Cipher != "aes-xts-plain64" || l.SectorSize != 4096 || l.PBKDF != PBKDFArgon2id {
 		t.Errorf("cipher %q, sector size %d, pbkdf %q (want the default argon2id)", l.Cipher, l.SectorSize, l.PBKDF)
+	}
+}
+
+// A threshold of the TPM2 and Tang, and one nesting a threshold: good.
+func TestThresholdGood(t *testing.T) {
+	tang := func(u string) string { return "{tang: {url: " + u + ", thumbprint: " + thp + "}}" }
+	for _, keys := range []string{
+		"[{threshold: {n: 2, keys: [{tpm2: {pcrs: [7]}}, " + tang("http://a") + "]}}]",
+		"[{tpm2: {pcrs: [7]}}, {threshold: {n: 2, keys: [{tpm2: {pcrs: [7]}}, {threshold: {n: 1, keys: [" + tang("http://a") + ", " + tang("http://b") + "]}}]}}]",
+	} {
+		objs, probs := ParseBytes("x.yaml", []byte(loopEnc+"    luks2: {keys: "+keys+"}\n"), testOpts)
+		if len(probs) > 0 || len(objs) != 1 {
+			t.Errorf("%s: problems %q", keys, render(probs))
+			continue
+		}
+		ks := objs[0].Volume.Encryption.LUKS2.Keys
+		if th := ks[len(ks)-1].Threshold; th == nil || th.N != 2 || th.Keys[0].Kind() != "tpm2" {
+			t.Errorf("%s: keys %+v", keys, ks)
+		}
 	}
 }

@@ -2,6 +2,8 @@
 // from the drop-in directories, decodes them strictly and validates them.
 package manifest
 
+import "slices"
+
 // APIVersion is the only apiVersion this build understands.
 const APIVersion = "volumed/v1"
 
@@ -106,12 +108,13 @@ type LUKS2Key struct {
 	// the volume opens only while the server answers.
 	Tang *TangKey `yaml:"tang,omitempty" json:"tang,omitempty"`
 	// Threshold is a random key that any N of its keys recover (Clevis'
-	// sss pin, e.g. 2 of 3 Tang servers).
+	// sss pin, e.g. 2 of 3 Tang servers, or TPM2 and Tang).
 	Threshold *ThresholdKey `yaml:"threshold,omitempty" json:"threshold,omitempty"`
 }
 
-// ThresholdKey splits a key so that any N of Keys recover it. Its keys
-// are Tang keys (a TPM2 key in a threshold is not supported yet).
+// ThresholdKey splits a key so that any N of Keys recover it (Clevis'
+// sss pin). Its keys are Tang keys, one TPM2 key (Clevis' tpm2 pin) and,
+// one level deep, thresholds.
 type ThresholdKey struct {
 	N    int        `yaml:"n" json:"n"`
 	Keys []LUKS2Key `yaml:"keys" json:"keys"`
@@ -130,6 +133,12 @@ type TangKey struct {
 // TPM2Key seals a key to the values of PCRs (0..23).
 type TPM2Key struct {
 	PCRs []int `yaml:"pcrs" json:"pcrs"`
+}
+
+// UsesTPM2 says whether the key is sealed by the TPM2, itself or as a
+// share of a threshold.
+func (k LUKS2Key) UsesTPM2() bool {
+	return k.TPM2 != nil || (k.Threshold != nil && slices.ContainsFunc(k.Threshold.Keys, LUKS2Key.UsesTPM2))
 }
 
 // Kind names the key's kind: "file", "tpm2", "tang" or "threshold".

@@ -32,27 +32,36 @@ func tangKey(k *manifest.TangKey) luks.TangKey {
 	return luks.TangKey{URL: k.URL, Thumbprint: k.Thumbprint}
 }
 
+// thresholdKey is a threshold and its shares, nested thresholds too
+// (validation lets only tang, tpm2 and threshold keys in).
+func thresholdKey(k *manifest.ThresholdKey) luks.ThresholdKey {
+	t := luks.ThresholdKey{N: k.N}
+	for _, s := range k.Keys {
+		switch {
+		case s.TPM2 != nil:
+			t.Keys = append(t.Keys, luks.TPM2Key{PCRs: s.TPM2.PCRs})
+		case s.Tang != nil:
+			t.Keys = append(t.Keys, tangKey(s.Tang))
+		case s.Threshold != nil:
+			t.Keys = append(t.Keys, thresholdKey(s.Threshold))
+		}
+	}
+	return t
+}
+
 func luksKeys(keys []manifest.LUKS2Key) []luks.Key {
 	out := make([]luks.Key, 0, len(keys))
 	for _, k := range keys {
 		switch {
 		case k.TPM2 != nil:
 			out = append(out, luks.TPM2Key{PCRs: k.TPM2.PCRs})
-			continue
 		case k.Tang != nil:
 			out = append(out, tangKey(k.Tang))
-			continue
 		case k.Threshold != nil:
-			t := luks.ThresholdKey{N: k.Threshold.N}
-			for _, s := range k.Threshold.Keys {
-				if s.Tang != nil { // validation lets only tang keys in
-					t.Keys = append(t.Keys, tangKey(s.Tang))
-				}
-			}
-			out = append(out, t)
-			continue
+			out = append(out, thresholdKey(k.Threshold))
+		default:
+			out = append(out, luks.FileKey{Path: k.File})
 		}
-		out = append(out, luks.FileKey{Path: k.File})
 	}
 	return out
 }

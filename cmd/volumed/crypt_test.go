@@ -32,6 +32,16 @@ func TestLUKSKeysAndPBKDF(t *testing.T) {
 	if len(keys) != 2 || keys[0].Describe() != "file /k" || keys[1].Describe() != "tpm2 pcrs 7+0" {
 		t.Errorf("keys %v", keys)
 	}
+	tang := func(u string) manifest.LUKS2Key {
+		return manifest.LUKS2Key{Tang: &manifest.TangKey{URL: u, Thumbprint: "t"}}
+	}
+	tpm2 := manifest.LUKS2Key{TPM2: &manifest.TPM2Key{PCRs: []int{7}}}
+	nested := luksKeys([]manifest.LUKS2Key{{Threshold: &manifest.ThresholdKey{N: 2, Keys: []manifest.LUKS2Key{
+		tpm2, {Threshold: &manifest.ThresholdKey{N: 1, Keys: []manifest.LUKS2Key{tang("http://a"), tang("http://b")}}},
+	}}}})
+	if len(nested) != 1 || nested[0].Describe() != "threshold 2 of (tpm2 pcrs 7, threshold 1 of (tang http://a, tang http://b))" {
+		t.Errorf("a nested threshold: %v", nested)
+	}
 	if p := luksPBKDF(manifest.PBKDFPBKDF2); p.Type != "pbkdf2" || p.Iterations != 1000 {
 		t.Errorf("pbkdf2: %+v", p)
 	}

@@ -31,7 +31,7 @@ func hostWarnings(h hostcheck.Host, ks []kind.Kind, vols []*manifest.Object, std
 			warn(o, "spec.filesystem.type", h.Filesystem(v.Filesystem.Type))
 		}
 		if e := v.Encryption; e != nil && e.LUKS2 != nil {
-			tpm2 := slices.ContainsFunc(e.LUKS2.Keys, func(k manifest.LUKS2Key) bool { return k.TPM2 != nil })
+			tpm2 := slices.ContainsFunc(e.LUKS2.Keys, manifest.LUKS2Key.UsesTPM2)
 			warn(o, "spec.encryption", h.Encryption(tpm2))
 		}
 		for _, k := range ks {

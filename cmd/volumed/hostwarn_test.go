@@ -141,6 +141,7 @@ func TestValidateWarnsOfEncryption(t *testing.T) {
 	}{
 		{"[{file: /etc/volumed/secrets/v.key}]", []string{"cryptsetup (formats and opens encrypted volumes; install cryptsetup-bin)", "dm-crypt in its kernel"}},
 		{"[{file: /etc/volumed/secrets/v.key}, {tpm2: {pcrs: [7]}}]", []string{"cryptsetup", "dm-crypt in its kernel", "/dev/tpmrm0"}},
+		{"[{threshold: {n: 1, keys: [{threshold: {n: 1, keys: [{tpm2: {pcrs: [7]}}]}}]}}]", []string{"cryptsetup", "dm-crypt in its kernel", "/dev/tpmrm0"}},
 	} {
 		f := filepath.Join(t.TempDir(), "v.yaml")
 		if err := os.WriteFile(f, []byte(`apiVersion: volumed/v1

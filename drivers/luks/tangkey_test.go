@@ -196,7 +196,7 @@ func TestFormatWaitsForItsTangServer(t *testing.T) {
 	fk, _ := randomKey(t)
 	for name, keys := range map[string][]Key{
 		"tang":      {downKey},
-		"threshold": {ThresholdKey{N: 2, Keys: []TangKey{upKey, downKey}}},
+		"threshold": {ThresholdKey{N: 2, Keys: []Share{upKey, downKey}}},
 		"file+tang": {fk, downKey},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -8,19 +8,50 @@ import (
 	"strings"
 
 	"github.com/volumed/volumed/drivers/sss"
-	"github.com/volumed/volumed/drivers/tang"
 	"github.com/volumed/volumed/internal/secret"
 )
 
 // ThresholdKey is a random volume key split by Clevis' sss pin so that
-// any N of its Tang keys recover it ("2 of 3 Tang servers"); the JWE
-// lives in a clevis token, as `clevis luks bind ... sss` writes it.
+// any N of its keys recover it ("2 of 3 Tang servers", "TPM2 and Tang");
+// the JWE lives in a clevis token, as `clevis luks bind ... sss` writes
+// it. Its keys are Tang keys, TPM2 keys (Clevis' tpm2 pin) or thresholds
+// (a nested sss pin).
 type ThresholdKey struct {
 	N    int
-	Keys []TangKey
+	Keys []Share
 }
 
-var _ sealedKey = ThresholdKey{}
+// Share is a key that can hold a share of a threshold: a TangKey, a
+// TPM2Key or a ThresholdKey.
+type Share interface {
+	Key
+	usable(ctx context.Context) error
+	needsNetwork() bool
+	// bindShare encrypts a share with the key's Clevis pin and returns
+	// the pin's JWE.
+	bindShare(ctx context.Context, plaintext []byte) (string, error)
+	// matches says how surely jwe is this key's making: noMatch, or
+	// sameKey (a Tang binding of the key's server under another URL),
+	// or exactMatch.
+	matches(jwe string) match
+	// recoverShare decrypts a share this key matches.
+	recoverShare(ctx context.Context, jwe string) ([]byte, error)
+}
+
+type match int
+
+const (
+	noMatch match = iota
+	sameKey
+	exactMatch
+)
+
+var (
+	_ sealedKey = ThresholdKey{}
+	_ Share     = ThresholdKey{}
+	_ Share     = TangKey{}
+	_ Share     = TPM2Key{}
+)
 
 func (k ThresholdKey) Kind() string { return "threshold" }
 
@@ -36,9 +67,13 @@ func (k ThresholdKey) Material(context.Context) (secret.Value, error) {
 	return secret.Value{}, ErrSealedKey
 }
 
-func (k ThresholdKey) needsNetwork() bool { return true }
+// needsNetwork: a threshold that no Tang key is a share of opens
+// without the network.
+func (k ThresholdKey) needsNetwork() bool {
+	return slices.ContainsFunc(k.Keys, Share.needsNetwork)
+}
 
-// usable checks every server: a share is bound to each at format.
+// usable checks every key: a share is bound to each at format.
 func (k ThresholdKey) usable(ctx context.Context) error {
 	if k.N < 1 || k.N > len(k.Keys) {
 		return fmt.Errorf("threshold %d of %d keys: n must be from 1 to the number of keys", k.N, len(k.Keys))
@@ -52,6 +87,22 @@ func (k ThresholdKey) usable(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// binder is a share's pin as sss.Bind takes it.
+type binder struct{ s Share }
+
+func (b binder) Bind(ctx context.Context, plaintext []byte) (string, error) {
+	return b.s.bindShare(ctx, plaintext)
+}
+
+func (k ThresholdKey) bindShare(ctx context.Context, plaintext []byte) (string, error) {
+	pins := make([]sss.Binder, len(k.Keys))
+	for i, s := range k.Keys {
+		pins[i] = binder{s}
+	}
+	jwe, err := sss.Bind(ctx, k.N, pins, plaintext)
+	return jwe, waiting(err)
+}
+
 func (k ThresholdKey) seal(ctx context.Context) (tokenFor, secret.Value, error) {
 	if err := k.usable(ctx); err != nil {
 		return nil, secret.Value{}, err
@@ -60,19 +111,15 @@ func (k ThresholdKey) seal(ctx context.Context) (tokenFor, secret.Value, error) 
 	if err != nil {
 		return nil, secret.Value{}, err
 	}
-	pins := make([]sss.Binder, len(k.Keys))
-	for i, s := range k.Keys {
-		pins[i] = s.server()
-	}
-	jwe, err := sss.Bind(ctx, k.N, pins, pass.RevealBytes())
+	jwe, err := k.bindShare(ctx, pass.RevealBytes())
 	if err != nil {
-		return nil, secret.Value{}, waiting(err)
+		return nil, secret.Value{}, err
 	}
 	return clevisTokenFor(jwe), pass, nil
 }
 
 // sssToken is a clevis sss token of a header, and which of the key's
-// Tang keys recovers each of its shares.
+// keys recovers each of its shares.
 type sssToken struct {
 	id     int
 	jwe    string
@@ -81,7 +128,7 @@ type sssToken struct {
 }
 
 // bindings are the header's clevis sss tokens of k: threshold N, and
-// each share bound to one of k's servers, all of them.
+// each share bound to one of k's keys, all of them.
 func (k ThresholdKey) bindings(h Header) []sssToken {
 	var out []sssToken
 	for _, t := range h.TokenObjects {
@@ -92,41 +139,47 @@ func (k ThresholdKey) bindings(h Header) []sssToken {
 		if err != nil {
 			continue
 		}
-		b, err := sss.Parse(ct.JWE)
-		if err != nil || b.T != k.N || len(b.JWEs) != len(k.Keys) {
-			continue
-		}
-		if shares, ok := k.assign(b); ok {
+		if b, shares, ok := k.parse(ct.JWE); ok {
 			out = append(out, sssToken{id: t.ID, jwe: ct.JWE, b: b, shares: shares})
 		}
 	}
 	return out
 }
 
-// assign matches each share of b to another of k's keys: a tang binding
-// pinned by the key's thumbprint, made with its URL where one is (two
-// servers may share their keys, a replicated Tang behind two names), else
-// with any URL (a server that moved). ok is false when a share has none.
-func (k ThresholdKey) assign(b sss.Binding) ([]int, bool) {
-	tbs := make([]tang.Binding, len(b.JWEs))
-	for i, j := range b.JWEs {
-		tb, err := tang.ParseBinding(j)
-		if err != nil {
-			return nil, false
-		}
-		tbs[i] = tb
+// parse reads jwe as an sss binding of k: threshold N, as many shares
+// as keys, each matched to one of them.
+func (k ThresholdKey) parse(jwe string) (sss.Binding, []int, bool) {
+	b, err := sss.Parse(jwe)
+	if err != nil || b.T != k.N || len(b.JWEs) != len(k.Keys) {
+		return sss.Binding{}, nil, false
 	}
-	shares := make([]int, len(tbs))
-	used := make([]bool, len(k.Keys))
-	for pass, sameURL := range []bool{true, false} {
-		for i, tb := range tbs {
+	shares, ok := assign(k.Keys, b.JWEs)
+	return b, shares, ok
+}
+
+// assign matches each share to another of keys: first the exact
+// matches (a Tang binding made with the key's URL: two servers may share
+// their keys, a replicated Tang behind two names), then any (a Tang
+// server that moved). ok is false when a share has no key.
+func assign(keys []Share, jwes []string) ([]int, bool) {
+	score := make([][]match, len(jwes))
+	for i, j := range jwes {
+		score[i] = make([]match, len(keys))
+		for n, s := range keys {
+			score[i][n] = s.matches(j)
+		}
+	}
+	shares := make([]int, len(jwes))
+	used := make([]bool, len(keys))
+	for pass, least := range []match{exactMatch, sameKey} {
+		for i := range jwes {
 			if pass > 0 && shares[i] >= 0 {
 				continue
 			}
 			shares[i] = -1
-			for j, s := range k.Keys {
-				if !used[j] && s.Thumbprint != "" && tb.PinnedBy(s.Thumbprint) && (!sameURL || s.URL == tb.URL) {
-					shares[i], used[j] = j, true
+			for n := range keys {
+				if !used[n] && score[i][n] >= least {
+					shares[i], used[n] = n, true
 					break
 				}
 			}
@@ -135,16 +188,41 @@ func (k ThresholdKey) assign(b sss.Binding) ([]int, bool) {
 	return shares, !slices.Contains(shares, -1)
 }
 
-// recoverShares decrypts each share of t with the key assigned to it;
-// an unreachable server is a WaitingError.
-func (k ThresholdKey) recoverShares(t sssToken) func(ctx context.Context, i int, jwe string) ([]byte, error) {
-	return func(ctx context.Context, i int, jwe string) ([]byte, error) {
-		tb, err := tang.ParseBinding(jwe)
-		if err != nil {
-			return nil, err
+func (k ThresholdKey) matches(jwe string) match {
+	if _, _, ok := k.parse(jwe); ok {
+		return exactMatch
+	}
+	return noMatch
+}
+
+func (k ThresholdKey) recoverShare(ctx context.Context, jwe string) ([]byte, error) {
+	b, shares, ok := k.parse(jwe)
+	if !ok {
+		return nil, fmt.Errorf("not a share of %s", k.Describe())
+	}
+	return b.Recover(ctx, k.order(shares), k.recoverShares(shares))
+}
+
+// order asks first for the shares whose keys need no network: a TPM2
+// share opens at once, and a server that does not answer then costs
+// nothing when enough others do. Otherwise the JWE's order is kept.
+func (k ThresholdKey) order(shares []int) []int {
+	var local, network []int
+	for i, n := range shares {
+		if k.Keys[n].needsNetwork() {
+			network = append(network, i)
+		} else {
+			local = append(local, i)
 		}
-		p, err := k.Keys[t.shares[i]].server().Recover(ctx, tb)
-		return p, waiting(err)
+	}
+	return append(local, network...)
+}
+
+// recoverShares decrypts each share with the key assigned to it; an
+// unreachable server is a WaitingError.
+func (k ThresholdKey) recoverShares(shares []int) func(ctx context.Context, i int, jwe string) ([]byte, error) {
+	return func(ctx context.Context, i int, jwe string) ([]byte, error) {
+		return k.Keys[shares[i]].recoverShare(ctx, jwe)
 	}
 }
 
@@ -156,7 +234,7 @@ func (k ThresholdKey) unsealTokens(ctx context.Context, h Header) ([]secret.Valu
 	var out []secret.Value
 	var last error
 	for _, b := range bs {
-		p, err := b.b.Recover(ctx, k.recoverShares(b))
+		p, err := b.b.Recover(ctx, k.order(b.shares), k.recoverShares(b.shares))
 		if err != nil {
 			last = err
 			continue
@@ -171,7 +249,7 @@ func (k ThresholdKey) unsealTokens(ctx context.Context, h Header) ([]secret.Valu
 
 func (k ThresholdKey) enrolled(ctx context.Context, h Header) (enrolledToken, bool, error) {
 	for _, b := range k.bindings(h) {
-		p, err := b.b.Recover(ctx, k.recoverShares(b))
+		p, err := b.b.Recover(ctx, k.order(b.shares), k.recoverShares(b.shares))
 		if err != nil {
 			var we *WaitingError
 			if errors.As(err, &we) {

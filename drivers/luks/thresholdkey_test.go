@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -30,7 +31,7 @@ func TestThresholdTwoOfThree(t *testing.T) {
 	needCryptsetup(t)
 	srvs, tks := tangServers(t, 3)
 	dev := loopImage(t)
-	k := ThresholdKey{N: 2, Keys: tks}
+	k := ThresholdKey{N: 2, Keys: shares(tks)}
 	c := &Client{SysRoot: t.TempDir()}
 	if err := c.Format(tctx(t), FormatOptions{Device: dev, UUID: testUUID, Keys: []Key{k}, PBKDF: fast}); err != nil {
 		t.Fatal(err)
@@ -67,7 +68,7 @@ func TestThresholdOfServersSharingKeys(t *testing.T) {
 	needCryptsetup(t)
 	a := tangtest.Start(t)
 	b := a.Twin(t)
-	k := ThresholdKey{N: 2, Keys: []TangKey{{URL: a.URL, Thumbprint: a.Thumbprint()}, {URL: b.URL, Thumbprint: a.Thumbprint()}}}
+	k := ThresholdKey{N: 2, Keys: []Share{TangKey{URL: a.URL, Thumbprint: a.Thumbprint()}, TangKey{URL: b.URL, Thumbprint: a.Thumbprint()}}}
 	dev := img(t, 32<<20)
 	c := &Client{SysRoot: t.TempDir()}
 	if err := c.Format(tctx(t), FormatOptions{Device: dev, UUID: testUUID, Keys: []Key{k}, PBKDF: fast}); err != nil {
@@ -98,17 +99,44 @@ func TestThresholdOpensClevisSSS(t *testing.T) {
 	if out, err := exec.Command(clevis, "luks", "bind", "-y", "-d", dev, "-k", fk.Path, "sss", cfg).CombinedOutput(); err != nil {
 		t.Fatalf("clevis luks bind sss: %v: %s", err, out)
 	}
-	if ok, err := c.CheckKey(tctx(t), dev, ThresholdKey{N: 2, Keys: tks}); err != nil || !ok {
+	if ok, err := c.CheckKey(tctx(t), dev, ThresholdKey{N: 2, Keys: shares(tks)}); err != nil || !ok {
 		t.Fatalf("volumed's threshold key does not open what clevis bound: %v %v", ok, err)
 	}
-	if ok, err := c.CheckKey(tctx(t), dev, ThresholdKey{N: 1, Keys: tks}); ok || err == nil {
+	if ok, err := c.CheckKey(tctx(t), dev, ThresholdKey{N: 1, Keys: shares(tks)}); ok || err == nil {
 		t.Fatalf("a 1-of-2 key matches a 2-of-2 binding: %v %v", ok, err)
 	}
 }
 
 func TestThresholdRefusesNAboveKeys(t *testing.T) {
-	err := ThresholdKey{N: 3, Keys: make([]TangKey, 2)}.usable(tctx(t))
+	err := ThresholdKey{N: 3, Keys: shares(make([]TangKey, 2))}.usable(tctx(t))
 	if err == nil || !strings.Contains(err.Error(), "threshold 3 of 2 keys") {
 		t.Fatalf("3 of 2: %v", err)
+	}
+}
+
+func shares(tks []TangKey) []Share {
+	out := make([]Share, len(tks))
+	for i, k := range tks {
+		out[i] = k
+	}
+	return out
+}
+
+// The TPM2's share is asked for first, whatever its place; the others
+// keep theirs.
+func TestThresholdAsksTPM2First(t *testing.T) {
+	a, b := TangKey{URL: "http://a"}, TangKey{URL: "http://b"}
+	k := ThresholdKey{N: 2, Keys: []Share{a, TPM2Key{PCRs: []int{7}}, b}}
+	for _, c := range []struct{ shares, want []int }{
+		{[]int{0, 1, 2}, []int{1, 0, 2}},
+		{[]int{2, 0, 1}, []int{2, 0, 1}},
+		{[]int{2, 1, 0}, []int{1, 0, 2}},
+	} {
+		if got := k.order(c.shares); !slices.Equal(got, c.want) {
+			t.Errorf("shares of keys %v: order %v, want %v", c.shares, got, c.want)
+		}
+	}
+	if got := (ThresholdKey{N: 1, Keys: []Share{a, b}}).order([]int{1, 0}); !slices.Equal(got, []int{0, 1}) {
+		t.Errorf("two tang shares: order %v, want the JWE's", got)
 	}
 }

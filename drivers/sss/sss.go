@@ -150,8 +150,9 @@ func Parse(compact string) (Binding, error) {
 // ShareError is a threshold that too few shares met: each failed share
 // and why.
 type ShareError struct {
-	T, Got int
-	Errs   []error // per share, nil for those recovered or not tried
+	T, Got  int
+	Errs    []error // per share, nil for those recovered or not asked
+	Unasked []int   // the shares not asked once the threshold was out of reach
 }
 
 func (e *ShareError) Error() string {
@@ -162,6 +163,9 @@ func (e *ShareError) Error() string {
 			fmt.Fprintf(&b, "; share %d: %v", i, err)
 		}
 	}
+	for _, i := range e.Unasked {
+		fmt.Fprintf(&b, "; share %d not asked (too few shares left to meet the threshold)", i)
+	}
 	return b.String()
 }
 
@@ -170,15 +174,32 @@ func (e *ShareError) Error() string {
 func (e *ShareError) Unwrap() []error { return e.Errs }
 
 // Recover recovers the plaintext with recover, which decrypts share i's
-// JWE with its pin; it stops at the threshold.
-func (b Binding) Recover(ctx context.Context, recover func(ctx context.Context, i int, jwe string) ([]byte, error)) ([]byte, error) {
+// JWE with its pin; it asks for the shares in the order given (nil: as
+// they are in the JWE; the caller puts first the shares that cost least,
+// a TPM's before a server's) and stops at the threshold.
+func (b Binding) Recover(ctx context.Context, order []int, recover func(ctx context.Context, i int, jwe string) ([]byte, error)) ([]byte, error) {
+	if order == nil {
+		order = make([]int, len(b.JWEs))
+		for i := range order {
+			order[i] = i
+		}
+	}
+	if !isPermutation(order, len(b.JWEs)) {
+		return nil, fmt.Errorf("sss: an order of the shares %v that is not one of %d", order, len(b.JWEs))
+	}
 	se := &ShareError{T: b.T, Errs: make([]error, len(b.JWEs))}
 	var xs, ys []*big.Int
-	for i, j := range b.JWEs {
+	for n, i := range order {
 		if len(xs) == b.T {
 			break
 		}
-		pt, err := recover(ctx, i, j)
+		if left := len(order) - n; len(xs)+left < b.T {
+			// Too few shares are left to meet the threshold: asking
+			// them would only cost (a server's timeout, the TPM).
+			se.Unasked = append(se.Unasked, order[n:]...)
+			break
+		}
+		pt, err := recover(ctx, i, b.JWEs[i])
 		if err == nil && len(pt) != 2*size {
 			err = fmt.Errorf("share of %d bytes, not %d", len(pt), 2*size)
 		}
@@ -202,6 +223,17 @@ func (b Binding) Recover(ctx context.Context, recover func(ctx context.Context, 
 		return nil, fmt.Errorf("sss: %w", err)
 	}
 	return out, nil
+}
+
+func isPermutation(order []int, n int) bool {
+	seen := make([]bool, n)
+	for _, i := range order {
+		if i < 0 || i >= n || seen[i] {
+			return false
+		}
+		seen[i] = true
+	}
+	return len(order) == n
 }
 
 // interpolate is the polynomial through the points at x = 0 (Lagrange).

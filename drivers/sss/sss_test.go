@@ -2,9 +2,11 @@ package sss_test
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -70,11 +72,11 @@ func TestTwoOfThreeTang(t *testing.T) {
 		t.Fatalf("parse: %+v %v", b, err)
 	}
 	srvs[0].Stop()
-	if got, err := b.Recover(ctx(t), recoverWith(pins)); err != nil || string(got) != "the passphrase" {
+	if got, err := b.Recover(ctx(t), nil, recoverWith(pins)); err != nil || string(got) != "the passphrase" {
 		t.Fatalf("2 of 3 with one server down: %q %v", got, err)
 	}
 	srvs[2].Stop()
-	_, err = b.Recover(ctx(t), recoverWith(pins))
+	_, err = b.Recover(ctx(t), nil, recoverWith(pins))
 	var se *sss.ShareError
 	var ue *tang.UnreachableError
 	if !errors.As(err, &se) || se.Got != 1 || !errors.As(err, &ue) || !strings.Contains(err.Error(), srvs[0].URL) || !strings.Contains(err.Error(), srvs[2].URL) {
@@ -97,8 +99,74 @@ func TestRecoverClevisSSS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := b.Recover(ctx(t), recoverWith(pins)); err != nil || string(got) != "from clevis" {
+	if got, err := b.Recover(ctx(t), nil, recoverWith(pins)); err != nil || string(got) != "from clevis" {
 		t.Fatalf("recover: %q %v", got, err)
+	}
+}
+
+// hexPin is a pin whose "JWE" is its plaintext in hex.
+type hexPin struct{}
+
+func (hexPin) Bind(_ context.Context, p []byte) (string, error) { return hex.EncodeToString(p), nil }
+
+// Recover asks for the shares in the order given and stops at the
+// threshold; an order that is not one of the shares is refused.
+func TestRecoverInOrder(t *testing.T) {
+	jwe, err := sss.Bind(ctx(t), 2, []sss.Binder{hexPin{}, hexPin{}, hexPin{}}, []byte("p"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := sss.Parse(jwe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var asked []int
+	rec := func(_ context.Context, i int, j string) ([]byte, error) {
+		asked = append(asked, i)
+		return hex.DecodeString(j)
+	}
+	for _, c := range []struct{ order, asked []int }{{nil, []int{0, 1}}, {[]int{2, 0, 1}, []int{2, 0}}, {[]int{1, 2, 0}, []int{1, 2}}} {
+		asked = nil
+		if got, err := b.Recover(ctx(t), c.order, rec); err != nil || string(got) != "p" || !slices.Equal(asked, c.asked) {
+			t.Errorf("order %v: %q %v, asked %v, want %v", c.order, got, err, asked, c.asked)
+		}
+	}
+	for _, bad := range [][]int{{}, {0, 1}, {0, 1, 1}, {0, 1, 3}, {0, 1, 2, 0}} {
+		asked = nil
+		if _, err := b.Recover(ctx(t), bad, rec); err == nil || len(asked) > 0 {
+			t.Errorf("order %v: %v, asked %v; want refused before any share", bad, err, asked)
+		}
+	}
+}
+
+// Once too few shares are left to meet the threshold, Recover asks no
+// more of them and says which it left.
+func TestRecoverStopsOutOfReach(t *testing.T) {
+	jwe, err := sss.Bind(ctx(t), 2, []sss.Binder{hexPin{}, hexPin{}, hexPin{}}, []byte("p"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := sss.Parse(jwe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var asked []int
+	failing := func(_ context.Context, i int, j string) ([]byte, error) {
+		asked = append(asked, i)
+		if i != 1 {
+			return nil, errors.New("down")
+		}
+		return hex.DecodeString(j)
+	}
+	_, err = b.Recover(ctx(t), []int{0, 2, 1}, failing)
+	var se *sss.ShareError
+	if !errors.As(err, &se) || !slices.Equal(asked, []int{0, 2}) || !slices.Equal(se.Unasked, []int{1}) ||
+		!strings.Contains(err.Error(), "share 1 not asked (too few shares left to meet the threshold)") {
+		t.Fatalf("2 of 3, the first two asked down: %v, asked %v; want share 1 not asked, and said", err, asked)
+	}
+	asked = nil
+	if _, err := b.Recover(ctx(t), []int{0, 1, 2}, failing); !errors.As(err, &se) || !slices.Equal(asked, []int{0, 1, 2}) || len(se.Unasked) != 0 {
+		t.Fatalf("2 of 3, one down first: %v, asked %v; want all asked", err, asked)
 	}
 }
 

@@ -296,9 +296,9 @@ func (t *TPM) Seal(secret []byte, pcrs []int) (Sealed, error) {
 	return Sealed{Blob: blob, PCRs: pcrs, PolicyHash: policy, PCRValues: values}, nil
 }
 
-// splitBlob cuts systemd's tpm2-blob into its TPM2B_PRIVATE and
+// SplitBlob cuts systemd's tpm2-blob into its TPM2B_PRIVATE and
 // TPM2B_PUBLIC, each with its size prefix; the TPM parses what is inside.
-func splitBlob(blob []byte) (priv, pub []byte, err error) {
+func SplitBlob(blob []byte) (priv, pub []byte, err error) {
 	next := func(b []byte) ([]byte, []byte, error) {
 		if len(b) < 2 {
 			return nil, nil, errors.New("truncated")
@@ -327,7 +327,7 @@ func splitBlob(blob []byte) (priv, pub []byte, err error) {
 
 // CheckBlob reports whether blob has the shape of a tpm2-blob.
 func CheckBlob(blob []byte) error {
-	_, _, err := splitBlob(blob)
+	_, _, err := SplitBlob(blob)
 	return err
 }
 
@@ -338,7 +338,7 @@ func (t *TPM) Unseal(s Sealed) ([]byte, error) {
 	if err := CheckPCRs(s.PCRs); err != nil {
 		return nil, fmt.Errorf("tpm2 unseal: %w", err)
 	}
-	priv, pub, err := splitBlob(s.Blob)
+	priv, pub, err := SplitBlob(s.Blob)
 	if err != nil {
 		return nil, fmt.Errorf("tpm2 unseal: %w", err)
 	}

@@ -113,6 +113,8 @@ var tools = []Tool{
 	{"/usr/libexec/tangd-keygen", "tang-common", Deps},
 	{"/usr/libexec/tangd-rotate-keys", "tang-common", Deps},
 	{"clevis", "clevis-luks", Deps},
+	{"clevis-encrypt-tpm2", "clevis-tpm2", Deps},
+	{"tpm2_unseal", "tpm2-tools", Deps},
 	{"prometheus", "prometheus", Deps},
 	{"promtool", "prometheus", Deps},
 	{"rpm", "rpm", Deps},

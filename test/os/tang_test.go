@@ -7,11 +7,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/volumed/volumed/agent/api"
+	"github.com/volumed/volumed/drivers/luks"
+	"github.com/volumed/volumed/drivers/sss"
+	"github.com/volumed/volumed/drivers/tang"
 	"github.com/volumed/volumed/drivers/tang/tangtest"
+	"github.com/volumed/volumed/drivers/tpm2pin"
 )
 
 // The two Tang servers of TestTang, in the guest on loopback, one tangd
@@ -61,17 +66,21 @@ func tangVolume(name, keys string) string {
 // one machine, two Tang servers (Debian's tangd) on the guest's loopback:
 //
 //   - boot 1, both servers up: near (a tang key of the near server), far
-//     (of the far one), pair (a threshold: 2 of near and far) and rec (a
-//     key file) are formatted and opened; `volumed recovery-key rec`
+//     (of the far one), pair (a threshold: 2 of near and far), both (a
+//     threshold: the guest's TPM2, sealed to PCR 7, and far) and rec (a
+//     key file) are formatted and opened; both's clevis token is an sss
+//     JWE of a tpm2 pin and a tang pin, as Clevis writes them; `volumed recovery-key rec`
 //     prints a recovery key (in no log), then the key file of rec is
 //     overwritten (the key is lost) and the far server is not to start at
 //     the next boot;
 //   - boot 2: near opens at boot (its server up, a header of the last
-//     boot); far and pair stay Locked, WaitingForKeyServer naming the far
-//     server and its last error, as `volumed status` shows it; late (a new
-//     volume of the far server) is not formatted while the server is down
-//     (no header at all) and says it waits; once the far server starts
-//     all three open by themselves, the agent not restarted, same data;
+//     boot); far, pair and both stay Locked, WaitingForKeyServer naming
+//     the far server and its last error, as `volumed status` shows it
+//     (both's TPM2 share unsealed, the same TPM, PCR 7 as it was); late (a
+//     new volume of the far server) is not formatted while the server is
+//     down (no header at all) and says it waits; once the far server
+//     starts all four open by themselves, the agent not restarted, same
+//     data;
 //   - rec is Locked (its key file opens nothing); a person opens it with
 //     the recovery key where cryptsetup asks for a passphrase, as the
 //     volume's mapping (volumed-rec), and volumed adopts it: Ready, same
@@ -79,6 +88,7 @@ func tangVolume(name, keys string) string {
 func TestTang(t *testing.T) {
 	t.Parallel()
 	m := Base(t).NewMachine(t, "tang")
+	tpm := addTPM(t, m)
 	srv := tangtest.Start(t) // its keys, made by tangd-keygen, go to the guest
 	thp := srv.Thumbprint()
 	srv.Stop()
@@ -102,6 +112,7 @@ func TestTang(t *testing.T) {
 		"far":  "[" + far + "]",
 		"pair": "[{threshold: {n: 2, keys: [" + near + ", " + far + "]}}]",
 		"rec":  "[{file: /etc/volumed/secrets/rec.key}]",
+		"both": "[{threshold: {n: 2, keys: [{tpm2: {pcrs: [7]}}, " + far + "]}}]",
 	} {
 		m.AddFile("/etc/volumed/volumes.d/"+name+".yaml", 0o644, tangVolume(name, keys))
 	}
@@ -114,28 +125,31 @@ func TestTang(t *testing.T) {
 	logHostVersions(t)
 
 	ctx := context.Background()
+	tpm.Start()
 	r1 := m.Boot(ctx)
 	r1.WaitDone(t, "boot1", bootTimeout)
 	r1.Wait(t, shutdownTimeout)
 	// A volume made while its only key server is down.
 	m.AddFile("/etc/volumed/volumes.d/late.yaml", 0o644, tangVolume("late", "["+far+"]"))
+	tpm.Start()
 	r2 := m.Boot(ctx)
 	r2.Finish(t, "boot2", 2*bootTimeout)
 	t.Logf("guest packages: %s", r1.KV("versions"))
 
 	t.Run("FirstBoot", func(t *testing.T) {
 		r1.CheckGuest(t)
-		for _, v := range []string{"near", "far", "pair", "rec"} {
+		for _, v := range []string{"near", "far", "pair", "rec", "both"} {
 			expectKV(t, r1, map[string]string{"boot1." + v + ".phase": "Ready"})
 		}
-		expectKV(t, r1, map[string]string{"boot1.near.token": "clevis", "boot1.pair.token": "clevis", "boot1.rec.recovery": "systemd-recovery"})
+		expectKV(t, r1, map[string]string{"boot1.near.token": "clevis", "boot1.pair.token": "clevis", "boot1.rec.recovery": "systemd-recovery", "boot1.tpm": "/dev/tpmrm0"})
+		checkTPM2AndTang(t, r1.KV("boot1.both.clevis"), tangFar)
 	})
 	t.Run("OpensAtBootWithTheServerUp", func(t *testing.T) {
 		r2.CheckGuest(t)
 		expectKV(t, r2, map[string]string{"boot2.near.phase": "Ready", "boot2.near.sum": r1.KV("boot1.near.sum")})
 	})
 	t.Run("WaitsForTheServerThenOpens", func(t *testing.T) {
-		for _, v := range []string{"far", "pair"} {
+		for _, v := range []string{"far", "pair", "both"} {
 			st := statusKV(t, r2, "boot2."+v+".waiting")
 			c := lockedCondition(st)
 			if c == nil || c.Reason != "WaitingForKeyServer" || !strings.HasPrefix(c.Message, "waiting for tang server "+tangFar+": ") {
@@ -197,4 +211,26 @@ func lockedCondition(v *api.Volume) *api.Condition {
 func logHostVersions(t *testing.T) {
 	out, err := exec.Command("dpkg-query", "-W", "-f", "${Package}=${Version} ", "clevis", "clevis-luks", "tang-common", "jose", "cryptsetup-bin").CombinedOutput()
 	t.Logf("host packages: %s (%v)", strings.TrimSpace(string(out)), err)
+}
+
+// checkTPM2AndTang checks that a clevis token (cryptsetup token export)
+// holds Clevis' sss pin of 2 shares: a tpm2 pin sealed to sha256 PCR 7
+// and a tang pin of the server at url.
+func checkTPM2AndTang(t *testing.T, token, url string) {
+	t.Helper()
+	ct, err := luks.ParseClevisToken([]byte(token))
+	if err != nil {
+		t.Fatalf("both's clevis token %q: %v", token, err)
+	}
+	b, err := sss.Parse(ct.JWE)
+	if err != nil || b.T != 2 || len(b.JWEs) != 2 {
+		t.Fatalf("both's clevis token: sss %+v %v, want 2 of 2 shares", b, err)
+	}
+	tb, err := tpm2pin.Parse(b.JWEs[0])
+	if err != nil || !slices.Equal(tb.PCRs, []int{7}) {
+		t.Errorf("both's first share: a tpm2 pin of PCRs %v (%v), want PCR 7", tb.PCRs, err)
+	}
+	if gb, err := tang.ParseBinding(b.JWEs[1]); err != nil || gb.URL != url {
+		t.Errorf("both's second share: a tang pin of %q (%v), want %s", gb.URL, err, url)
+	}
 }

@@ -1,6 +1,7 @@
 # The tang probe (issue 26), two boots of one machine: see TestTang.
 # Servers: near (127.0.0.1:7500) at every boot; far (127.0.0.1:7501) at
-# the first boot only, started by this script at the second.
+# the first boot only, started by this script at the second. The guest has
+# a TPM2 (swtpm on the host, its state kept across the boots) for both.
 phase=1
 [ -e /var/lib/ostest/tang-phase2 ] && phase=2
 b=boot$phase
@@ -15,17 +16,20 @@ recovery_in_journal() { journalctl -u volumed --no-pager -o cat | grep -qF -f "$
 
 if [ "$phase" = 1 ]; then
 	kv versions "$(dpkg-query -W -f '${Package}=${Version} ' tang-common jose cryptsetup-bin systemd 2>&1)"
-	if ! volumed wait near far pair rec --timeout 5m >/dev/null 2>&1; then
+	kv boot1.tpm "$(ls /dev/tpmrm0 2>&1)"
+	if ! volumed wait near far pair rec both --timeout 5m >/dev/null 2>&1; then
 		fail "volumes not Ready at the first boot: $(volumed status 2>&1 | tr '\n' ' ')"
 		log_cmd journalctl -u volumed --no-pager -n 60
 	fi
-	for v in near far pair rec; do
+	for v in near far pair rec both; do
 		kv boot1.$v.phase "$(vfield $v phase)"
 		kv boot1.$v.token "$(token_of $v clevis)"
 		head -c 1M /dev/urandom >/srv/$v/payload
 		sync /srv/$v/payload
 		kv boot1.$v.sum "$(sum_of $v)"
 	done
+	# Its only key is the threshold: the clevis token is the first.
+	kv boot1.both.clevis "$(cryptsetup token export --token-id 0 "$(img both)" 2>&1 | tr -d '\n')"
 	log_cmd volumed status
 	# The agent's open or grow may be running: recovery-key asks again.
 	out=""
@@ -55,7 +59,7 @@ check "near Ready at boot" volumed wait near --timeout 4m
 kv boot2.near.phase "$(vfield near phase)"
 kv boot2.near.sum "$(sum_of near)"
 reason_is() { volumed status -o json "$1" 2>/dev/null | grep -q "\"reason\": \"$2\""; }
-for v in far pair late; do
+for v in far pair late both; do
 	wait_until 180 reason_is $v WaitingForKeyServer || fail "$v is not waiting for its key server: $(status_json $v)"
 	kv boot2.$v.waiting "$(status_json $v)"
 done
@@ -80,11 +84,11 @@ check "cryptsetup open rec with the recovery key" sh -c "cryptsetup open --type 
 
 log "starting the far tang server"
 systemctl start ostest-tangfar.socket
-if ! volumed wait far pair late rec --timeout 5m >/dev/null 2>&1; then
+if ! volumed wait far pair late rec both --timeout 5m >/dev/null 2>&1; then
 	fail "not Ready once the far server is up and rec is open: $(volumed status 2>&1 | tr '\n' ' ')"
 	log_cmd journalctl -u volumed --no-pager -n 60
 fi
-for v in far pair late rec; do
+for v in far pair late rec both; do
 	kv after.$v.phase "$(vfield $v phase)"
 	kv after.$v.sum "$(sum_of $v)"
 done
