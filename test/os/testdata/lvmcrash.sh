@@ -1,0 +1,123 @@
+# The crash points of issue 24's LVM operations, each a real SIGKILL, at
+# the end of TestLVMGroup's second boot (sourced by lvmgroup.sh). A
+# crashpoints build of volumed (/usr/lib/ostest/volumed-crash, the host's
+# static binary) runs with a config, state and socket of its own, on the
+# spare disks CP1..CP3 only (its selector), beside the image's volumed.
+# Each run is killed at the next point (VOLUMED_CRASH_AT) and starts from
+# what the run before left, so each run is also the previous crash's
+# restart; a plain run ends each phase with the volume Ready:
+#
+#   make:  pvcreate CP1/CP2, vgcreate vgcp, its thin pool cpool, the LV cp
+#   grow:  CP3 picked and the size raised: pvcreate CP3, vgextend, lvextend
+#
+# Per run: cp.N.point, cp.N.exit, cp.N.cmds (lvm2's writing commands, from
+# a wrapper in front of lvm on the agent's PATH: "op type last-arg;"),
+# cp.N.left (the pvs, vgs and lvs reports of what the run left, JSON, by
+# UUID and tags). cp.others.before/after: every other VG and LV.
+CP=/run/cpcrash
+CPBIN=/usr/lib/ostest/volumed-crash
+mkdir -p $CP/conf $CP/state $CP/bin
+cat >$CP/bin/lvm <<'EOF'
+#!/bin/sh
+printf '%s\n' "$(printf '%s ' "$@" | tr '\n' ' ')" >>/run/cpcrash/lvm.log
+exec /usr/sbin/lvm "$@"
+EOF
+chmod 755 $CP/bin/lvm
+
+cpmanifest() {
+	cat >$CP/conf/cp.yaml <<EOF
+apiVersion: volumed/v1
+kind: Volume
+metadata: {name: cp}
+spec:
+  source:
+    lvm:
+      volumeGroup: vgcp
+      size: $1
+      createVolumeGroup:
+        disks: '$2'
+        grow: true
+        thinPools: [{name: cpool, size: 8Mi, metadataSize: 4Mi}]
+  filesystem: {type: ext4, grow: true}
+  mounts: [{path: /srv/cp}]
+EOF
+}
+
+cpdevs() { for s in CP1 CP2 CP3; do dev_of $s; done; }
+# cpreport: the CP disks' PVs, every VG, vgcp's LVs, by UUID and tags.
+cpreport() {
+	{
+		pvs --reportformat json -o pv_name,pv_uuid,vg_name $(cpdevs) 2>/dev/null
+		vgs --reportformat json -o vg_name,vg_uuid,vg_tags 2>/dev/null
+		lvs --reportformat json --units b --nosuffix -o lv_name,lv_uuid,lv_tags,lv_active,lv_size vgcp 2>/dev/null
+	} | tr -d '\n\t '
+}
+# others: every VG and LV but vgcp's, for "nothing foreign touched".
+others() {
+	{
+		vgs --reportformat json --units b --nosuffix -o vg_name,vg_uuid,vg_tags,pv_count,lv_count,vg_size -S vg_name!=vgcp
+		lvs --reportformat json --units b --nosuffix -o lv_uuid,lv_tags,lv_size,lv_active -S vg_name!=vgcp
+	} 2>&1 | tr -d '\n\t '
+}
+cpfield() { volumed status --socket $CP/sock -o json cp 2>/dev/null | sed -n "s/^    \"$1\": \(.*\)/\1/p" | head -n 1 | sed 's/,$//; s/^"//; s/"$//'; }
+CPARGS="run --config-dir $CP/conf --state-dir $CP/state --socket $CP/sock --metrics-address= --resync 20s"
+
+cpn=0
+# cprun POINT: one run of the agent, SIGKILLed at POINT.
+cprun() {
+	cpn=$((cpn + 1))
+	: >$CP/lvm.log
+	echo "=== run $cpn: $1" >>$CP/agent.log
+	PATH=$CP/bin:$PATH VOLUMED_CRASH_AT=$1 timeout 240 $CPBIN $CPARGS >>$CP/agent.log 2>&1
+	st=$?
+	kv cp.$cpn.exit $st
+	[ $st = 137 ] || fail "crash point $1: volumed exited $st, not SIGKILLed there: $(tail -n 15 $CP/agent.log)"
+	cpnote "$1"
+}
+# cpnote POINT: what run cpn did and left.
+cpnote() {
+	kv cp.$cpn.point "$1"
+	kv cp.$cpn.cmds "$(grep -E '^(pv|vg|lv)(create|extend|change|remove|reduce|convert|rename)' $CP/lvm.log |
+		awk '{ t = "-"; for (i = 1; i < NF; i++) if ($i == "--type") t = $(i + 1); printf "%s %s %s;", $1, t, $NF }')"
+	kv cp.$cpn.left "$(cpreport)"
+}
+# cpconverge WHAT CHECK: a plain run until CHECK holds, then stopped.
+cpconverge() {
+	cpn=$((cpn + 1))
+	: >$CP/lvm.log
+	echo "=== run $cpn: converge" >>$CP/agent.log
+	PATH=$CP/bin:$PATH $CPBIN $CPARGS >>$CP/agent.log 2>&1 &
+	pid=$!
+	wait_until 240 "$2" || fail "volume cp not $1 after the crashes: $(volumed status --socket $CP/sock -o json cp 2>&1 | tr '\n' ' ') $(tail -n 15 $CP/agent.log)"
+	kv cp.$cpn.phase "$(cpfield phase)"
+	kill -TERM $pid
+	wait $pid
+	cpnote converge
+}
+cpready() { [ "$(cpfield phase)" = Ready ]; }
+cpgrown() {
+	cpready && [ "$(lvs --noheadings --units b --nosuffix -o lv_size vgcp/cp 2>/dev/null | tr -d ' ')" = 67108864 ] &&
+		[ "$(df -B1 --output=size /srv/cp | tail -n 1 | tr -d ' ')" -gt "$CPFS" ]
+}
+
+cpstart=$(now)
+kv cp.others.before "$(others)"
+cpmanifest 32Mi 'disk.serial == "CP1" || disk.serial == "CP2"'
+for p in pvcreate:after-intent pvcreate:after-kernel vgcreate:after-intent vgcreate:after-kernel \
+	lvcreate-pool:after-intent lvcreate-pool:after-kernel lvcreate:after-intent lvcreate:after-kernel; do
+	cprun $p
+done
+cpconverge Ready cpready
+CPFS=$(df -B1 --output=size /srv/cp | tail -n 1 | tr -d ' ')
+kv cp.fs.before "$CPFS"
+cpmanifest 64Mi 'disk.serial.startsWith("CP")'
+for p in vgextend:after-intent vgextend:after-kernel lvextend:after-intent lvextend:after-kernel; do
+	cprun $p
+done
+cpconverge grown cpgrown
+kv cp.fs.after "$(df -B1 --output=size /srv/cp | tail -n 1 | tr -d ' ')"
+kv cp.others.after "$(others)"
+for v in data thin adopt; do kv cp.system.$v "$(vfield $v phase)"; done
+kv cp.guest.seconds "$(awk -v a="$cpstart" -v b="$(now)" 'BEGIN { print b - a }')"
+log_cmd lvs -o lv_name,lv_uuid,lv_tags,lv_size,segtype vgcp
+done_step crash
