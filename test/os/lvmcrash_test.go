@@ -29,12 +29,12 @@ var lvmCrashPoints = []string{
 }
 
 // addLVMCrash readies the second boot of TestLVMGroup's machine for the
-// crash points: the spare disks CP1..CP3 (no serial starting with VG, so
+// crash points: the spare disks CP1..CP5 (no serial starting with VG, so
 // the machine's own volumes never pick them), the crashpoints build of
 // volumed and the script, which lvmgroup.sh runs at its end.
 func addLVMCrash(t *testing.T, m *Machine) {
 	t.Helper()
-	for _, s := range []string{"CP1", "CP2", "CP3"} {
+	for _, s := range []string{"CP1", "CP2", "CP3", "CP4", "CP5"} {
 		m.AddDisk(s, 64<<20)
 	}
 	bin := filepath.Join(m.Dir, "volumed-crash")
@@ -154,6 +154,9 @@ func checkLVMCrash(t *testing.T, r *Run) {
 			for _, c := range strings.Split(cmds, ";") {
 				if f := strings.Fields(c); len(f) == 3 {
 					counts[commandKey(f)]++
+					if f[0] == "pvcreate" {
+						counts["pvcreate "+f[2]]++
+					}
 					if !strings.HasPrefix(f[2], "vgcp") && !strings.HasPrefix(f[2], "/dev/") {
 						t.Errorf("%s: lvm2 command %q names no vgcp object", point, c)
 					}
@@ -163,6 +166,9 @@ func checkLVMCrash(t *testing.T, r *Run) {
 			fmt.Fprintf(&table, "| %s | %s | %s |\n", point, st, cmds)
 		}
 		t.Logf("the crash points (%s s of guest time):\n| point | what it left | what that run ran |\n%s", r.KV("cp.guest.seconds"), table.String())
+		if len(counts) != 9 {
+			t.Errorf("lvm2's writing commands over all runs: %v, want pvcreate (once on each of 3 disks), vgcreate, vgextend, lvcreate thin-pool and linear, lvextend", counts)
+		}
 		want := map[string]int{"pvcreate": 3, "vgcreate": 1, "vgextend": 1, "lvcreate thin-pool": 1, "lvcreate linear": 1, "lvextend": 1}
 		for k, v := range want {
 			if counts[k] != v {
@@ -197,13 +203,9 @@ func checkLVMCrash(t *testing.T, r *Run) {
 	})
 }
 
-// commandKey: "pvcreate /dev/vdX" (per disk), "lvcreate TYPE", else the
-// command.
+// commandKey: "lvcreate TYPE", else the command.
 func commandKey(f []string) string {
-	switch f[0] {
-	case "pvcreate":
-		return f[0] + " " + f[2]
-	case "lvcreate":
+	if f[0] == "lvcreate" {
 		return f[0] + " " + f[1]
 	}
 	return f[0]
@@ -235,4 +237,17 @@ func checkUUIDsKept(t *testing.T, point string, st lvmState, seen map[string]str
 			keep("LV "+tag, u)
 		}
 	}
+}
+
+// checkLVMFollow: the LV of source.lvm.grow took every free extent of
+// its VG, then those of the disk that joined it, with its filesystem.
+func checkLVMFollow(t *testing.T, r *Run) {
+	t.Run("AnLVFollowsItsVG", func(t *testing.T) {
+		expectKV(t, r, map[string]string{"cpf.free1": "0", "cpf.free2": "0", "cpf.pvs": "2", "cpf.fsgrown": "yes"})
+		a, err1 := strconv.ParseInt(r.KV("cpf.size1"), 10, 64)
+		b, err2 := strconv.ParseInt(r.KV("cpf.size2"), 10, 64)
+		if err1 != nil || err2 != nil || b < a+(32<<20) {
+			t.Errorf("the LV was %q bytes over one disk, %q over two: want it grown by the second disk's extents", r.KV("cpf.size1"), r.KV("cpf.size2"))
+		}
+	})
 }

@@ -72,7 +72,8 @@ var dataPattern = bytes.Repeat([]byte("page 0001 of a raw database device, no si
 //     the disk joins the VG, the LV and its filesystem grow online;
 //   - then a crashpoints build of volumed, SIGKILLed at each LVM crash
 //     point in turn on the spare disks CP1..CP3 (testdata/lvmcrash.sh,
-//     checkLVMCrash).
+//     checkLVMCrash); and an LV that follows its VG (source.lvm.grow)
+//     grown by a disk that joins it.
 func TestLVMGroup(t *testing.T) {
 	t.Parallel()
 	m, dataDisk := lvmGroupMachine(t)
@@ -93,6 +94,7 @@ func TestLVMGroup(t *testing.T) {
 	checkFirstBoot(t, r1, r2, dataDisk)
 	checkSecondBoot(t, r1, r2)
 	checkLVMCrash(t, r2)
+	checkLVMFollow(t, r2)
 }
 
 // lvmGroupMachine is TestLVMGroup's machine: its disks, the units and

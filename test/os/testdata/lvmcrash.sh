@@ -10,6 +10,8 @@
 #   make:  pvcreate CP1/CP2, vgcreate vgcp, its thin pool cpool, the LV cp
 #   grow:  CP3 picked and the size raised: pvcreate CP3, vgextend, lvextend
 #
+# then a plain run for source.lvm.grow on CP4 and CP5.
+#
 # Per run: cp.N.point, cp.N.exit, cp.N.cmds (lvm2's writing commands, from
 # a wrapper in front of lvm on the agent's PATH: "op type last-arg;"),
 # cp.N.left (the pvs, vgs and lvs reports of what the run left, JSON, by
@@ -59,7 +61,8 @@ others() {
 		lvs --reportformat json --units b --nosuffix -o lv_uuid,lv_tags,lv_size,lv_active -S vg_name!=vgcp
 	} 2>&1 | tr -d '\n\t '
 }
-cpfield() { volumed status --socket $CP/sock -o json cp 2>/dev/null | sed -n "s/^    \"$1\": \(.*\)/\1/p" | head -n 1 | sed 's/,$//; s/^"//; s/"$//'; }
+# cpfield VOLUME FIELD: vfield of the crash agent's volume.
+cpfield() { volumed status --socket $CP/sock -o json "$1" 2>/dev/null | sed -n "s/^    \"$2\": \(.*\)/\1/p" | head -n 1 | sed 's/,$//; s/^"//; s/"$//'; }
 CPARGS="run --config-dir $CP/conf --state-dir $CP/state --socket $CP/sock --metrics-address= --resync 20s"
 
 cpn=0
@@ -89,12 +92,12 @@ cpconverge() {
 	PATH=$CP/bin:$PATH $CPBIN $CPARGS >>$CP/agent.log 2>&1 &
 	pid=$!
 	wait_until 240 "$2" || fail "volume cp not $1 after the crashes: $(volumed status --socket $CP/sock -o json cp 2>&1 | tr '\n' ' ') $(tail -n 15 $CP/agent.log)"
-	kv cp.$cpn.phase "$(cpfield phase)"
+	kv cp.$cpn.phase "$(cpfield cp phase)"
 	kill -TERM $pid
 	wait $pid
 	cpnote converge
 }
-cpready() { [ "$(cpfield phase)" = Ready ]; }
+cpready() { [ "$(cpfield cp phase)" = Ready ]; }
 cpgrown() {
 	cpready && [ "$(lvs --noheadings --units b --nosuffix -o lv_size vgcp/cp 2>/dev/null | tr -d ' ')" = 67108864 ] &&
 		[ "$(df -B1 --output=size /srv/cp | tail -n 1 | tr -d ' ')" -gt "$CPFS" ]
@@ -110,12 +113,53 @@ done
 cpconverge Ready cpready
 CPFS=$(df -B1 --output=size /srv/cp | tail -n 1 | tr -d ' ')
 kv cp.fs.before "$CPFS"
-cpmanifest 64Mi 'disk.serial.startsWith("CP")'
+cpmanifest 64Mi 'disk.serial in ["CP1", "CP2", "CP3"]'
 for p in vgextend:after-intent vgextend:after-kernel lvextend:after-intent lvextend:after-kernel; do
 	cprun $p
 done
 cpconverge grown cpgrown
 kv cp.fs.after "$(df -B1 --output=size /srv/cp | tail -n 1 | tr -d ' ')"
+
+# source.lvm.grow: the LV cpf follows vgcpf, made over CP4; CP5 is then
+# picked (the manifest re-read on SIGHUP) and joins the VG, whose new
+# extents the LV and its filesystem take. A plain run.
+cpfmanifest() {
+	cat >$CP/conf/cpf.yaml <<EOF
+apiVersion: volumed/v1
+kind: Volume
+metadata: {name: cpf}
+spec:
+  source:
+    lvm:
+      volumeGroup: vgcpf
+      grow: true
+      createVolumeGroup: {disks: '$1', grow: true}
+  filesystem: {type: ext4, grow: true}
+  mounts: [{path: /srv/cpf}]
+EOF
+}
+cpfsize() { lvs --noheadings --units b --nosuffix -o lv_size vgcpf/cpf 2>/dev/null | tr -d ' '; }
+cpffree() { vgs --noheadings --units b --nosuffix -o vg_free vgcpf 2>/dev/null | tr -d ' '; }
+cpffs() { df -B1 --output=size /srv/cpf 2>/dev/null | tail -n 1 | tr -d ' '; }
+cpfmanifest 'disk.serial == "CP4"'
+PATH=$CP/bin:$PATH $CPBIN $CPARGS >>$CP/agent.log 2>&1 &
+pid=$!
+cpfready() { [ "$(cpfield cpf phase)" = Ready ]; }
+wait_until 240 cpfready || fail "volume cpf not Ready: $(tail -n 15 $CP/agent.log)"
+CPFSIZE=$(cpfsize)
+CPFFS=$(cpffs)
+kv cpf.size1 "$CPFSIZE"
+kv cpf.free1 "$(cpffree)"
+cpfmanifest 'disk.serial == "CP4" || disk.serial == "CP5"'
+kill -HUP $pid
+cpfgrown() { [ "$(cpfsize)" -gt "$CPFSIZE" ] && [ "$(cpffs)" -gt "$CPFFS" ]; }
+wait_until 240 cpfgrown || fail "volume cpf did not follow its VG: $(vgs vgcpf 2>&1 | tr '\n' ' ') $(tail -n 15 $CP/agent.log)"
+kv cpf.size2 "$(cpfsize)"
+kv cpf.free2 "$(cpffree)"
+kv cpf.pvs "$(vgs --noheadings -o pv_count vgcpf | tr -d ' ')"
+kv cpf.fsgrown "$([ "$(cpffs)" -gt "$CPFFS" ] && echo yes)"
+kill -TERM $pid
+wait $pid
 kv cp.others.after "$(others)"
 for v in data thin adopt; do kv cp.system.$v "$(vfield $v phase)"; done
 kv cp.guest.seconds "$(awk -v a="$cpstart" -v b="$(now)" 'BEGIN { print b - a }')"
