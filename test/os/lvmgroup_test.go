@@ -88,7 +88,7 @@ func TestLVMGroup(t *testing.T) {
 	r2.WaitDone(t, "boot2", bootTimeout)
 	hotAdd(t, r2, m.Dir, "VGD")
 	r2.WaitDone(t, "grown", bootTimeout)
-	r2.WaitDone(t, "crash", bootTimeout)
+	r2.WaitDone(t, "crash", 2*bootTimeout) // 13 starts of volumed, 12 of them killed
 	r2.Wait(t, shutdownTimeout)
 
 	checkFirstBoot(t, r1, r2, dataDisk)

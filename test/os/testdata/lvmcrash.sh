@@ -5,7 +5,7 @@
 # spare disks CP1..CP3 only (its selector), beside the image's volumed.
 # Each run is killed at the next point (VOLUMED_CRASH_AT) and starts from
 # what the run before left, so each run is also the previous crash's
-# restart; a plain run ends each phase with the volume Ready:
+# restart; a plain run ends the chain with the volume Ready and grown:
 #
 #   make:  pvcreate CP1/CP2, vgcreate vgcp, its thin pool cpool, the LV cp
 #   grow:  CP3 picked and the size raised: pvcreate CP3, vgextend, lvextend
@@ -18,13 +18,9 @@
 # UUID and tags). cp.others.before/after: every other VG and LV.
 CP=/run/cpcrash
 CPBIN=/usr/lib/ostest/volumed-crash
-mkdir -p $CP/conf $CP/state $CP/bin
-cat >$CP/bin/lvm <<'EOF'
-#!/bin/sh
-printf '%s\n' "$(printf '%s ' "$@" | tr '\n' ' ')" >>/run/cpcrash/lvm.log
-exec /usr/sbin/lvm "$@"
-EOF
-chmod 755 $CP/bin/lvm
+# The wrapper in front of lvm is /usr/lib/ostest/cpbin/lvm: /run is
+# noexec, and Go's exec skips what access(X_OK) refuses.
+mkdir -p $CP/conf $CP/state
 
 cpmanifest() {
 	cat >$CP/conf/cp.yaml <<EOF
@@ -63,7 +59,7 @@ others() {
 }
 # cpfield VOLUME FIELD: vfield of the crash agent's volume.
 cpfield() { volumed status --socket $CP/sock -o json "$1" 2>/dev/null | sed -n "s/^    \"$2\": \(.*\)/\1/p" | head -n 1 | sed 's/,$//; s/^"//; s/"$//'; }
-CPARGS="run --config-dir $CP/conf --state-dir $CP/state --socket $CP/sock --metrics-address= --resync 20s"
+CPARGS="run --config-dir $CP/conf --state-dir $CP/state --socket $CP/sock --metrics-address= --resync 5m"
 
 cpn=0
 # cprun POINT: one run of the agent, SIGKILLed at POINT.
@@ -71,7 +67,7 @@ cprun() {
 	cpn=$((cpn + 1))
 	: >$CP/lvm.log
 	echo "=== run $cpn: $1" >>$CP/agent.log
-	PATH=$CP/bin:$PATH VOLUMED_CRASH_AT=$1 timeout 240 $CPBIN $CPARGS >>$CP/agent.log 2>&1
+	PATH=/usr/lib/ostest/cpbin:$PATH VOLUMED_CRASH_AT=$1 timeout 240 $CPBIN $CPARGS >>$CP/agent.log 2>&1
 	st=$?
 	kv cp.$cpn.exit $st
 	[ $st = 137 ] || fail "crash point $1: volumed exited $st, not SIGKILLed there: $(tail -n 15 $CP/agent.log)"
@@ -79,6 +75,7 @@ cprun() {
 }
 # cpnote POINT: what run cpn did and left.
 cpnote() {
+	log "run $cpn ($1) done"
 	kv cp.$cpn.point "$1"
 	kv cp.$cpn.cmds "$(grep -E '^(pv|vg|lv)(create|extend|change|remove|reduce|convert|rename)' $CP/lvm.log |
 		awk '{ t = "-"; for (i = 1; i < NF; i++) if ($i == "--type") t = $(i + 1); printf "%s %s %s;", $1, t, $NF }')"
@@ -89,7 +86,7 @@ cpconverge() {
 	cpn=$((cpn + 1))
 	: >$CP/lvm.log
 	echo "=== run $cpn: converge" >>$CP/agent.log
-	PATH=$CP/bin:$PATH $CPBIN $CPARGS >>$CP/agent.log 2>&1 &
+	PATH=/usr/lib/ostest/cpbin:$PATH $CPBIN $CPARGS >>$CP/agent.log 2>&1 &
 	pid=$!
 	wait_until 240 "$2" || fail "volume cp not $1 after the crashes: $(volumed status --socket $CP/sock -o json cp 2>&1 | tr '\n' ' ') $(tail -n 15 $CP/agent.log)"
 	kv cp.$cpn.phase "$(cpfield cp phase)"
@@ -97,26 +94,31 @@ cpconverge() {
 	wait $pid
 	cpnote converge
 }
-cpready() { [ "$(cpfield cp phase)" = Ready ]; }
 cpgrown() {
-	cpready && [ "$(lvs --noheadings --units b --nosuffix -o lv_size vgcp/cp 2>/dev/null | tr -d ' ')" = 67108864 ] &&
+	[ "$(cpfield cp phase)" = Ready ] && [ "$(lvs --noheadings --units b --nosuffix -o lv_size vgcp/cp 2>/dev/null | tr -d ' ')" = 67108864 ] &&
 		[ "$(df -B1 --output=size /srv/cp | tail -n 1 | tr -d ' ')" -gt "$CPFS" ]
 }
 
 cpstart=$(now)
 kv cp.others.before "$(others)"
+# The image's volumed is stopped meanwhile (a stop detaches nothing): it
+# would answer each of the crash agent's uevents with a growth check of
+# its own volumes. Its start at the end lists vgcp and vgcpf, tagged
+# and named by none of its manifests, as leftovers, and changes nothing.
+systemctl stop volumed
 cpmanifest 32Mi 'disk.serial == "CP1" || disk.serial == "CP2"'
 for p in pvcreate:after-intent pvcreate:after-kernel vgcreate:after-intent vgcreate:after-kernel \
 	lvcreate-pool:after-intent lvcreate-pool:after-kernel lvcreate:after-intent lvcreate:after-kernel; do
 	cprun $p
 done
-cpconverge Ready cpready
-CPFS=$(df -B1 --output=size /srv/cp | tail -n 1 | tr -d ' ')
-kv cp.fs.before "$CPFS"
+# No plain run between the phases: the next run formats and mounts the
+# LV the last crash left, then grows it and is killed in that.
 cpmanifest 64Mi 'disk.serial in ["CP1", "CP2", "CP3"]'
 for p in vgextend:after-intent vgextend:after-kernel lvextend:after-intent lvextend:after-kernel; do
 	cprun $p
+	[ -n "$CPFS" ] || CPFS=$(df -B1 --output=size /srv/cp | tail -n 1 | tr -d ' ')
 done
+kv cp.fs.before "$CPFS"
 cpconverge grown cpgrown
 kv cp.fs.after "$(df -B1 --output=size /srv/cp | tail -n 1 | tr -d ' ')"
 
@@ -142,7 +144,7 @@ cpfsize() { lvs --noheadings --units b --nosuffix -o lv_size vgcpf/cpf 2>/dev/nu
 cpffree() { vgs --noheadings --units b --nosuffix -o vg_free vgcpf 2>/dev/null | tr -d ' '; }
 cpffs() { df -B1 --output=size /srv/cpf 2>/dev/null | tail -n 1 | tr -d ' '; }
 cpfmanifest 'disk.serial == "CP4"'
-PATH=$CP/bin:$PATH $CPBIN $CPARGS >>$CP/agent.log 2>&1 &
+PATH=/usr/lib/ostest/cpbin:$PATH $CPBIN $CPARGS >>$CP/agent.log 2>&1 &
 pid=$!
 cpfready() { [ "$(cpfield cpf phase)" = Ready ]; }
 wait_until 240 cpfready || fail "volume cpf not Ready: $(tail -n 15 $CP/agent.log)"
@@ -161,7 +163,15 @@ kv cpf.fsgrown "$([ "$(cpffs)" -gt "$CPFFS" ] && echo yes)"
 kill -TERM $pid
 wait $pid
 kv cp.others.after "$(others)"
+systemctl start volumed
+sysready() { [ "$(vfield data phase)" = Ready ] && [ "$(vfield thin phase)" = Ready ] && [ "$(vfield adopt phase)" = Ready ]; }
+wait_until 240 sysready || fail "the image's volumed, started again, has not its volumes Ready: $(volumed status 2>&1 | tr '\n' ' ')"
 for v in data thin adopt; do kv cp.system.$v "$(vfield $v phase)"; done
+for vg in vgcp vgcpf; do
+	kv cp.leftover.$vg "$(journalctl -b -u volumed --no-pager -o cat -g "volume group $vg \(uuid" | grep -c 'named by no manifest')"
+done
 kv cp.guest.seconds "$(awk -v a="$cpstart" -v b="$(now)" 'BEGIN { print b - a }')"
 log_cmd lvs -o lv_name,lv_uuid,lv_tags,lv_size,segtype vgcp
+log_cmd grep -c . $CP/lvm.log
+log_cmd tail -n 12 $CP/agent.log
 done_step crash
