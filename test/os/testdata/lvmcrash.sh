@@ -157,7 +157,7 @@ kv cpf.free1 "$(cpffree)"
 cpfmanifest 'disk.serial == "CP4" || disk.serial == "CP5"'
 kill -HUP $pid
 cpfgrown() { [ "$(cpfsize)" -gt "$CPFSIZE" ] && [ "$(cpffs)" -gt "$CPFFS" ]; }
-wait_until 240 cpfgrown || fail "volume cpf did not follow its VG: $(vgs vgcpf 2>&1 | tr '\n' ' ') $(tail -n 15 $CP/agent.log)"
+wait_until 120 cpfgrown || { fail "volume cpf did not follow its VG: $(vgs vgcpf 2>&1 | tr "\n" " ")"; log_cmd tail -n 40 $CP/agent.log; }
 kv cpf.size2 "$(cpfsize)"
 kv cpf.free2 "$(cpffree)"
 kv cpf.pvs "$(vgs --noheadings -o pv_count vgcpf | tr -d ' ')"
