@@ -50,11 +50,12 @@ cpreport() {
 		lvs --reportformat json --units b --nosuffix -o lv_name,lv_uuid,lv_tags,lv_active,lv_size vgcp 2>/dev/null
 	} | tr -d '\n\t '
 }
-# others: every VG and LV but vgcp's, for "nothing foreign touched".
+# others: every VG and LV but vgcp's and vgcpf's, for "nothing foreign
+# touched".
 others() {
 	{
-		vgs --reportformat json --units b --nosuffix -o vg_name,vg_uuid,vg_tags,pv_count,lv_count,vg_size -S vg_name!=vgcp
-		lvs --reportformat json --units b --nosuffix -o lv_uuid,lv_tags,lv_size,lv_active -S vg_name!=vgcp
+		vgs --reportformat json --units b --nosuffix -o vg_name,vg_uuid,vg_tags,pv_count,lv_count,vg_size -S 'vg_name!=vgcp && vg_name!=vgcpf'
+		lvs --reportformat json --units b --nosuffix -o lv_uuid,lv_tags,lv_size,lv_active -S 'vg_name!=vgcp && vg_name!=vgcpf'
 	} 2>&1 | tr -d '\n\t '
 }
 # cpfield VOLUME FIELD: vfield of the crash agent's volume.
