@@ -60,6 +60,29 @@ func (a *Agent) detachOrphans(ctx context.Context, ownedLists map[string][]store
 	}
 }
 
+// logLeftovers logs, once at start-up, what a driver made that no
+// manifest names any more (LeftoverLister): kept, never removed.
+func (a *Agent) logLeftovers(ctx context.Context, desired map[string]*Desired) {
+	wanted := make([]*Desired, 0, len(desired))
+	for _, d := range desired {
+		wanted = append(wanted, d)
+	}
+	for kind, att := range a.cfg.Attachers {
+		lister, ok := att.(LeftoverLister)
+		if !ok {
+			continue
+		}
+		list, err := lister.ListLeftovers(ctx, wanted)
+		if err != nil {
+			a.cfg.Log.Warn("list leftovers", "driver", kind, "error", err)
+			continue
+		}
+		for _, what := range list {
+			a.cfg.Log.Warn("left by volumed and named by no manifest; kept, never removed", "driver", kind, "what", what)
+		}
+	}
+}
+
 // listed: at is among the attachments the kernel shows as ours, on the
 // same device.
 func listed(owned []store.Attachment, at store.Attachment) bool {

@@ -370,6 +370,14 @@ type OrphanLister interface {
 	ListOwned(ctx context.Context) ([]store.Attachment, error)
 }
 
+// LeftoverLister is implemented by attachers whose driver makes things
+// that outlive an attachment (an inactive LV, a volume group): it lists
+// those no volume of wanted names, each said in a line. The core logs
+// them at start-up and never removes them: the data is the user's.
+type LeftoverLister interface {
+	ListLeftovers(ctx context.Context, wanted []*Desired) ([]string, error)
+}
+
 // identityStore keeps identities durably (store.Store).
 type identityStore interface {
 	Identities() (map[string]store.Identity, error)

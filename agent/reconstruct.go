@@ -48,6 +48,7 @@ func (a *Agent) reconstruct(ctx context.Context) error {
 		a.adoptProbed(name, v, recs[name], intents, kv.holders, claimed)
 	}
 	a.detachOrphans(ctx, kv.ownedLists, claimed, mounts)
+	a.logLeftovers(ctx, desired)
 	a.sweepStaging(desired)
 	// A restarted agent sees at once what went wrong while it was away
 	// (an image deleted under its device), not a minute later.

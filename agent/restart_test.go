@@ -1,10 +1,13 @@
 package agent
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/volumed/volumed/store"
@@ -97,5 +100,49 @@ func TestStartSweepsStagingDirsOfGoneVolumes(t *testing.T) {
 		if got := err == nil; got != want {
 			t.Errorf("staging/%s there after the start: %v, want %v", n, got, want)
 		}
+	}
+}
+
+// leftoverTarget lists leftovers (LeftoverLister) and records the
+// volumes it was told are wanted.
+type leftoverTarget struct {
+	listingTarget
+	leftovers []string
+	wanted    []string
+	removed   int
+}
+
+func (l *leftoverTarget) ListLeftovers(_ context.Context, wanted []*Desired) ([]string, error) {
+	for _, d := range wanted {
+		l.wanted = append(l.wanted, d.Name)
+	}
+	return l.leftovers, nil
+}
+
+func (l *leftoverTarget) Detach(context.Context, store.Attachment) error { l.removed++; return nil }
+
+// A start logs what a driver made that no manifest names any more (an
+// inactive LV, a VG of volumed's), given the wanted volumes to tell them
+// by, and touches none of it.
+func TestStartLogsLeftovers(t *testing.T) {
+	a := sessionAgent(t, nil)
+	var logs bytes.Buffer
+	a.cfg.Log = slog.New(slog.NewTextHandler(&logs, nil))
+	l := &leftoverTarget{leftovers: []string{"inactive LV vg0/old tagged volumed:old", "volume group vgold tagged volumed:vgold"}}
+	a.cfg.Attachers = map[string]Attacher{"fake": l}
+	a.manifests.replace(map[string]*Desired{"kept": netVolume("kept")}, nil)
+	if err := a.reconstruct(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(l.wanted, []string{"kept"}) {
+		t.Errorf("the lister was given %v as wanted, want [kept]", l.wanted)
+	}
+	for _, what := range l.leftovers {
+		if !strings.Contains(logs.String(), what) {
+			t.Errorf("the start's log does not say %q:\n%s", what, logs.String())
+		}
+	}
+	if l.removed != 0 {
+		t.Errorf("%d leftovers detached, want none", l.removed)
 	}
 }

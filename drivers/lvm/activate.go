@@ -3,6 +3,8 @@ package lvm
 import (
 	"context"
 	"strings"
+
+	"github.com/volumed/volumed/internal/crashpoint"
 )
 
 // ActivateError: lvm2 would not activate an LV. Reason says why, from
@@ -63,11 +65,17 @@ func (t Tool) Activate(ctx context.Context, lv LV) error {
 // Create makes w's LV. lvcreate activates it as it makes it: a refusal
 // for a kernel target missing (dm-raid, dm-thin-pool not loaded) is an
 // *ActivateError, as an activation's is; any other failure (no free
-// space) is the plain error.
+// space) is the plain error. The caller's attach intent is on disk; the
+// crash points around lvcreate are the LV's own (the attach's are around
+// the whole of it: PVs, VG, pools, LV).
 func (t Tool) Create(ctx context.Context, w Want) error {
+	crashpoint.HitFor("lvcreate", "after-intent", w.Volume)
 	_, err := t.run(ctx, "create LV "+w.Ref(), CreateArgs(w))
 	if err != nil && ActivationReason(err.Error()) == ReasonTargetMissing {
 		return &ActivateError{Reason: ReasonTargetMissing, Err: err}
+	}
+	if err == nil {
+		crashpoint.HitFor("lvcreate", "after-kernel", w.Volume)
 	}
 	return err
 }

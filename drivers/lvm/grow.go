@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+
+	"github.com/volumed/volumed/internal/crashpoint"
 )
 
 // Round is size as lvm2 makes it in a VG of extent bytes per extent:
@@ -40,12 +42,18 @@ func ExtendArgs(lv LV, size int64) []string {
 }
 
 // Grow extends the LV to w's size when Extend says so, and says whether
-// it did.
+// it did. The grow operation's intent is on disk: a crash after lvextend
+// leaves the LV at its new size, which the next check sees (no second
+// lvextend) before it grows the filesystem.
 func (t Tool) Grow(ctx context.Context, w Want, lv LV) (bool, error) {
 	ok, err := Extend(w, lv)
 	if !ok || err != nil {
 		return false, err
 	}
-	_, err = t.run(ctx, "extend LV "+lv.Ref(), ExtendArgs(lv, w.Size))
-	return err == nil, err
+	crashpoint.HitFor("lvextend", "after-intent", w.Volume)
+	if _, err = t.run(ctx, "extend LV "+lv.Ref(), ExtendArgs(lv, w.Size)); err != nil {
+		return false, err
+	}
+	crashpoint.HitFor("lvextend", "after-kernel", w.Volume)
+	return true, nil
 }

@@ -38,6 +38,10 @@ type Want struct {
 	Size   int64  // bytes, when volumed creates it
 	// Extents sizes it instead of Size (lvm2's N%FREE, N%VG, N%PVS).
 	Extents string
+	// Follow: the LV follows its VG (source.lvm.grow): made of every
+	// free extent (Extents is FollowExtents), extended by the free
+	// extents the VG gains (FollowSize).
+	Follow bool
 	// Type is Linear ("" too), Striped, Raid1 or Thin; ThinPool the
 	// pool of a thin LV.
 	Type     string

@@ -37,6 +37,9 @@ func want(d *agent.Desired) (lvmdrv.Want, error) {
 	if w.Name == "" {
 		w.Name = d.Name
 	}
+	if s.Grow {
+		w.Follow, w.Extents = true, lvmdrv.FollowExtents
+	}
 	if w.Size == 0 && s.Size != "" {
 		if w.Size, err = size.Parse(s.Size); err != nil {
 			return lvmdrv.Want{}, fmt.Errorf("volume %s: lvm size: %w", d.Name, err)

@@ -35,6 +35,8 @@ type fakeVG struct {
 	minor int
 	// missing is the VG's vg_missing_pv_count, pvs its pv_count (0: 1).
 	missing, pvs int
+	// free is the VG's vg_free in bytes ("": 1 GiB); vgTags its tags.
+	free, vgTags string
 	// refuse is what lvm2 says on stderr when a command of that name
 	// fails ("lvchange": the LV will not activate).
 	refuse map[string]string
@@ -85,7 +87,7 @@ func (f *fakeVG) Run(_ context.Context, args []string) ([]byte, []byte, error) {
 	}
 	switch args[0] {
 	case "vgs":
-		return f.report("vg", []map[string]string{{"vg_name": f.name, "vg_uuid": "vgu", "vg_size": "1073741824", "vg_free": "1073741824", "vg_extent_size": "4194304",
+		return f.report("vg", []map[string]string{{"vg_name": f.name, "vg_uuid": "vgu", "vg_size": "1073741824", "vg_free": cmp.Or(f.free, "1073741824"), "vg_tags": f.vgTags, "vg_extent_size": "4194304",
 			"vg_missing_pv_count": strconv.Itoa(f.missing), "pv_count": strconv.Itoa(cmp.Or(f.pvs, 1))}}), nil, nil
 	case "lvs":
 		var rows []map[string]string

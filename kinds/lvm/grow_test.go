@@ -63,3 +63,46 @@ func TestJoinableOnlyWithGrow(t *testing.T) {
 		}
 	}
 }
+
+// An LV that follows its VG (grow) is made of the VG's free extents and
+// takes those the VG gains: Joinable says so (the core's growth check),
+// Grow extends it by them, once; an LV volumed did not make is never
+// extended, whatever the VG has free.
+func TestGrowFollowsTheVG(t *testing.T) {
+	ctx := context.Background()
+	d := desired("f", Source{VolumeGroup: "vg0", Grow: true})
+	if w, err := want(d); err != nil || !w.Follow || w.Extents != lvmdrv.FollowExtents {
+		t.Fatalf("want(grow) = %+v, %v: want it made of %s, following", w, err, lvmdrv.FollowExtents)
+	}
+	f := newFakeVG(t)
+	if _, err := f.attacher().Attach(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	f.lvs[0].Size, f.free = 64<<20, "0" // lvcreate took every free extent
+	rec := store.Attachment{Kind: Name, Identity: "lvm:vg0/new-f", Owned: true}
+	if ok, err := f.attacher().Joinable(ctx, d, rec); ok || err != nil {
+		t.Errorf("Joinable with no free extent = %v, %v, want false", ok, err)
+	}
+	f.free = "33554432" // a disk joined the VG
+	if ok, err := f.attacher().Joinable(ctx, d, rec); !ok || err != nil {
+		t.Errorf("Joinable with 32 MiB free = %v, %v, want true", ok, err)
+	}
+	if err := f.attacher().Grow(ctx, d, rec); err != nil || f.lvs[0].Size != 96<<20 {
+		t.Errorf("Grow = %v, LV of %d bytes, want 96 MiB", err, f.lvs[0].Size)
+	}
+	f.free, f.calls = "0", nil
+	if err := f.attacher().Grow(ctx, d, rec); err != nil || slices.Contains(f.calls, "lvextend") {
+		t.Errorf("Grow with nothing free = %v after %q, want no lvextend", err, f.calls)
+	}
+
+	foreign := newFakeVG(t, lvmdrv.LV{VG: "vg0", Name: "shared", UUID: "s", Size: 16 << 20, Active: true})
+	fd := desired("ext", Source{VolumeGroup: "vg0", Name: "shared", Grow: true})
+	at := store.Attachment{Kind: Name, Identity: "lvm:vg0/s"}
+	ok, err := foreign.attacher().Joinable(ctx, fd, at)
+	if err == nil {
+		err = foreign.attacher().Grow(ctx, fd, at)
+	}
+	if ok || err != nil || slices.Contains(foreign.calls, "lvextend") {
+		t.Errorf("a foreign LV with grow: Joinable %v, %v after %q, want false and no lvextend", ok, err, foreign.calls)
+	}
+}

@@ -72,17 +72,27 @@ func (a attacher) room(ctx context.Context, w lvmdrv.Want) error {
 	return nil
 }
 
-// checkSize: exactly one of size and extents; extents is lvm2's N%FREE,
-// N%VG or N%PVS, and not for a thin LV (its size is virtual, not
-// extents of the VG).
+// checkSize: exactly one of size, extents and grow; extents is lvm2's
+// N%FREE, N%VG or N%PVS, and not for a thin LV (its size is virtual, not
+// extents of the VG); grow is for a linear LV only (a striped or raid1
+// LV takes its extents on several PVs at once).
 func checkSize(s *Source, c *manifest.Check) {
+	if s.Grow {
+		switch {
+		case s.Size != "" || s.Extents != "":
+			c.Report("grow", "size or extents set too: an LV that follows its volume group (grow) takes its free extents, it has no size of its own")
+		case s.Type != lvmdrv.Linear:
+			c.Report("grow", "only for type linear, not "+s.Type+": set size")
+		}
+		return
+	}
 	switch {
 	case s.Size != "" && s.Extents != "":
 		c.Report("extents", "size and extents are both set: the LV is sized by one of them")
 	case s.Size != "":
 		s.size = c.Size("size", s.Size)
 	case s.Extents == "":
-		c.Report("size", "required (or extents): the size of the LV volumed creates when it is missing, e.g. 10Gi")
+		c.Report("size", "required (or extents, or grow): the size of the LV volumed creates when it is missing, e.g. 10Gi")
 	case s.Type == lvmdrv.Thin:
 		c.Report("extents", "not for type thin: a thin LV's size is virtual; set size")
 	default:

@@ -44,6 +44,12 @@ type Source struct {
 	// again (with filesystem.grow the filesystem follows an LV extended
 	// by hand). Not for thin LVs, whose size is virtual.
 	Extents string `yaml:"extents,omitempty" json:"extents,omitempty"`
+	// Grow, in place of size or extents: the LV follows its volume
+	// group. volumed makes it of every free extent of the VG, and
+	// extends it (then its filesystem, with filesystem.grow) by the
+	// extents the VG gains: a disk createVolumeGroup.grow adds, or a
+	// vgextend by hand. Type linear only; never shrunk.
+	Grow bool `yaml:"grow,omitempty" json:"grow,omitempty"`
 
 	// Type of the LV volumed creates: linear (the default), striped,
 	// raid1 or thin.
@@ -96,7 +102,7 @@ func (Kind) Needs(spec any) hostcheck.Needs {
 func (Kind) Rules() []kind.Rule {
 	return []kind.Rule{
 		{Type: "Source", Prop: "size", Check: kind.Size},
-		{Type: "Source", Prop: "", Check: kind.OneOf{"size", "extents"}},
+		{Type: "Source", Prop: "", Check: kind.OneOf{"size", "extents", "grow"}},
 		{Type: "Source", Prop: "type", Check: kind.Enum{lvmdrv.Linear, lvmdrv.Striped, lvmdrv.Raid1, lvmdrv.Thin}},
 		{Type: "Source", Prop: "stripes", Check: kind.Min(2)},
 		{Type: "Source", Prop: "stripeSize", Check: kind.Size},
@@ -128,8 +134,10 @@ func (Kind) Check(spec any, c *manifest.Check) manifest.Caps {
 	// another.
 	layout := s.Type + " " + s.ThinPool + layoutKey(s)
 	caps := manifest.Caps{Key: "lvm " + s.VolumeGroup + "/" + s.Name + " " + layout, Size: s.size, SizeField: "size", RefuseShrink: true}
-	if s.Extents != "" {
-		caps.SizeField = "" // made once at the percentage; no size to keep or expand
+	if s.Extents != "" || s.Grow {
+		// Made once at the percentage, or following the VG: no size to
+		// keep or expand.
+		caps.SizeField = ""
 	}
 	if s.Name == "" {
 		caps.Key = "lvm in " + s.VolumeGroup + " named for the volume " + layout

@@ -62,6 +62,11 @@ func TestCheck(t *testing.T) {
 		{"extents for thin", "lvm: {volumeGroup: vg0, extents: 50%FREE, type: thin, thinPool: p}", "spec.source.lvm.extents: not for type thin"},
 		{"raid1, negative mirrors", "lvm: {volumeGroup: vg0, size: 1Gi, type: raid1, mirrors: -1}", "spec.source.lvm.mirrors: must be 1 or more"},
 		{"mirrors for thin", "lvm: {volumeGroup: vg0, size: 1Gi, type: thin, thinPool: p, mirrors: 1}", "spec.source.lvm.mirrors: only for type raid1, not thin"},
+		{"following the VG", "lvm: {volumeGroup: vg0, grow: true}", ""},
+		{"grow and a size", "lvm: {volumeGroup: vg0, size: 1Gi, grow: true}", "spec.source.lvm.grow: size or extents set too"},
+		{"grow and extents", "lvm: {volumeGroup: vg0, extents: 50%FREE, grow: true}", "spec.source.lvm.grow: size or extents set too"},
+		{"grow for raid1", "lvm: {volumeGroup: vg0, grow: true, type: raid1}", "spec.source.lvm.grow: only for type linear, not raid1"},
+		{"grow for thin", "lvm: {volumeGroup: vg0, grow: true, type: thin, thinPool: p}", "spec.source.lvm.grow: only for type linear, not thin"},
 		{"raid1 in a thin pool", "lvm: {volumeGroup: vg0, size: 1Gi, type: raid1, thinPool: pool0}", "spec.source.lvm.thinPool: only for type thin"},
 	}
 	for _, c := range cases {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/volumed/volumed/agent"
@@ -52,5 +53,37 @@ func TestListOwned(t *testing.T) {
 	// verified by the list.
 	if dev, ok, err := f.attacher().Verify(context.Background(), got[0]); err != nil || !ok || dev != got[0].Device {
 		t.Errorf("Verify of the listed LV = %q, %v, %v", dev, ok, err)
+	}
+}
+
+// ListLeftovers lists an inactive LV of volumed's whose volume no
+// manifest names and the VG volumed made that none names, and runs no
+// lvm2 command on a host with no LV active and no LVM2 label.
+func TestListLeftovers(t *testing.T) {
+	ctx := context.Background()
+	f := newFakeVG(t,
+		lvmdrv.LV{VG: "vg0", Name: "old", UUID: "u-old", Tags: []string{lvmdrv.Tag("old")}, Size: 16 << 20},
+		lvmdrv.LV{VG: "vg0", Name: "kept", UUID: "u-kept", Tags: []string{lvmdrv.Tag("kept")}, Size: 16 << 20})
+	f.vgTags = lvmdrv.GroupTag("vg0")
+	if got, err := f.attacher().ListLeftovers(ctx, nil); got != nil || err != nil || len(f.calls) != 0 {
+		t.Fatalf("ListLeftovers with nothing of LVM in sysfs = %q, %v after %q, want nothing run", got, err, f.calls)
+	}
+	uuid := filepath.Join(f.sys, "block", "dm-9", "dm", "uuid")
+	if err := os.MkdirAll(filepath.Dir(uuid), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(uuid, []byte("LVM-someothervg\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.attacher().ListLeftovers(ctx, []*agent.Desired{desired("kept", Source{VolumeGroup: "vgelse", Size: "16Mi"})})
+	if err != nil || len(got) != 2 || !strings.Contains(got[0], "inactive LV vg0/old") || !strings.Contains(got[1], "volume group vg0") {
+		t.Errorf("ListLeftovers = %q, %v, want the LV vg0/old and the VG vg0", got, err)
+	}
+	got, err = f.attacher().ListLeftovers(ctx, []*agent.Desired{desired("kept", Source{VolumeGroup: "vg0", Size: "16Mi"})})
+	if err != nil || len(got) != 1 || !strings.Contains(got[0], "vg0/old") {
+		t.Errorf("ListLeftovers with vg0 named = %q, %v, want only the LV vg0/old", got, err)
+	}
+	if slices.ContainsFunc(f.calls, func(c string) bool { return c != "vgs" && c != "lvs" }) {
+		t.Errorf("ListLeftovers ran %q, want only reports", f.calls)
 	}
 }

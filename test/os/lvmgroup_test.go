@@ -69,7 +69,11 @@ var dataPattern = bytes.Repeat([]byte("page 0001 of a raw database device, no si
 //     volumed (no autoactivation of a VG volumed made), which activates
 //     it, same data, and with grow: true adds VGC to the VG;
 //   - a SCSI disk hot-added and the size raised past what the VG holds:
-//     the disk joins the VG, the LV and its filesystem grow online.
+//     the disk joins the VG, the LV and its filesystem grow online;
+//   - then a crashpoints build of volumed, SIGKILLed at each LVM crash
+//     point in turn on the spare disks CP1..CP3 (testdata/lvmcrash.sh,
+//     checkLVMCrash); and an LV that follows its VG (source.lvm.grow)
+//     grown by a disk that joins it.
 func TestLVMGroup(t *testing.T) {
 	t.Parallel()
 	m, dataDisk := lvmGroupMachine(t)
@@ -79,14 +83,18 @@ func TestLVMGroup(t *testing.T) {
 	r1.WaitDone(t, "boot1", bootTimeout)
 	r1.Wait(t, shutdownTimeout)
 	m.AddDisk("VGC", 256<<20) // attached at the next boot
+	addLVMCrash(t, m)
 	r2 := m.Boot(ctx)
 	r2.WaitDone(t, "boot2", bootTimeout)
 	hotAdd(t, r2, m.Dir, "VGD")
 	r2.WaitDone(t, "grown", bootTimeout)
+	r2.WaitDone(t, "crash", 2*bootTimeout) // 13 starts of volumed, 12 of them killed
 	r2.Wait(t, shutdownTimeout)
 
 	checkFirstBoot(t, r1, r2, dataDisk)
 	checkSecondBoot(t, r1, r2)
+	checkLVMCrash(t, r2)
+	checkLVMFollow(t, r2)
 }
 
 // lvmGroupMachine is TestLVMGroup's machine: its disks, the units and

@@ -105,4 +105,7 @@ wait_until 150 pool_gauge || say "OSTEST-LOG no thin pool gauge yet"
 log_cmd volumed status
 metrics | grep '^volumed_lvm_' | while IFS= read -r l; do say "OSTEST-LOG $l"; done
 done_step grown
+# The crash points of the LVM operations, on spare disks (TestLVMGroup's
+# second boot seeds the script and a crashpoints build of volumed).
+. /usr/lib/ostest/lvmcrash.sh
 systemctl poweroff
