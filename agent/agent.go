@@ -102,6 +102,7 @@ type Agent struct {
 	notes    choiceNotes
 	sources  sourceHealth
 	systemd  *systemdStatus
+	waiters  statusWatch
 	// driftLog says each drift-check failure once, not at every resync.
 	driftLog *onceLog
 

@@ -203,6 +203,7 @@ func (a *Agent) pass(ctx context.Context) {
 	})
 	a.settled.add(p.all, p.planned)
 	first, report := a.systemd.passDone(settled, a.cfg.Now())
+	defer a.waiters.passDone()
 	var all bool
 	var touched []string
 	if first {

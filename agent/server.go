@@ -45,12 +45,11 @@ func (a *Agent) ServeAPI(ctx context.Context, ln net.Listener) error {
 			http.Error(w, errStarting, http.StatusServiceUnavailable)
 			return
 		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(a.StatusReply())
+		writeJSON(w, a.StatusReply())
 	})
+	mux.HandleFunc("GET /v1/wait", a.serveWait)
 	mux.HandleFunc("POST /v1/shutdown-network", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(a.ShutdownNetwork(r.Context()))
+		writeJSON(w, a.ShutdownNetwork(r.Context()))
 	})
 	mux.HandleFunc("POST /v1/resume-network", func(w http.ResponseWriter, r *http.Request) {
 		a.ResumeNetwork()
@@ -58,6 +57,11 @@ func (a *Agent) ServeAPI(ctx context.Context, ln net.Listener) error {
 	})
 	mux.HandleFunc("POST /v1/volumes/{name}/recovery-key", a.serveRecoveryKey)
 	return serve(ctx, unixsock.RootOnly(ln, a.cfg.Log, a.cfg.Now), mux)
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
 }
 
 // errStarting is the API's answer until the actual state is reconstructed.

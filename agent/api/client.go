@@ -55,7 +55,13 @@ func (c *Client) do(ctx context.Context, hc *http.Client, method, path string, w
 	if resp.StatusCode != want {
 		defer resp.Body.Close()
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		if m := strings.TrimSpace(string(msg)); m != "" {
+		m := strings.TrimSpace(string(msg))
+		if resp.StatusCode == http.StatusNotFound && m == "404 page not found" {
+			// net/http's answer for a path it does not route: an agent
+			// older than the endpoint (an upgrade under way).
+			return nil, fmt.Errorf("volumed at %s answered %s: %w", c.socket, resp.Status, errNotFound)
+		}
+		if m != "" {
 			return nil, fmt.Errorf("volumed at %s answered %s: %s", c.socket, resp.Status, m)
 		}
 		return nil, fmt.Errorf("volumed at %s answered %s", c.socket, resp.Status)
@@ -63,9 +69,16 @@ func (c *Client) do(ctx context.Context, hc *http.Client, method, path string, w
 	return resp, nil
 }
 
+// errNotFound: the agent does not serve the path asked for.
+var errNotFound = errors.New("no such endpoint")
+
 // Status fetches the agent's view of every volume.
 func (c *Client) Status(ctx context.Context) (*Status, error) {
-	resp, err := c.do(ctx, c.hc, http.MethodGet, "/v1/status", http.StatusOK)
+	return c.status(c.do(ctx, c.hc, http.MethodGet, "/v1/status", http.StatusOK))
+}
+
+// status decodes a status reply.
+func (c *Client) status(resp *http.Response, err error) (*Status, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -75,6 +88,25 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 		return nil, fmt.Errorf("decode status from %s: %w", c.socket, err)
 	}
 	return &st, nil
+}
+
+// ErrNoWait is WaitReady's error from an agent without GET /v1/wait
+// (older than this client): poll Status instead.
+var ErrNoWait = errors.New("the agent has no wait endpoint")
+
+// WaitReady asks the agent to answer once every named volume is usable
+// (NotReady) or window has passed, and returns the status of the named
+// volumes then. The agent wakes it after a pass, so waiting costs no
+// polling.
+func (c *Client) WaitReady(ctx context.Context, names []string, window time.Duration) (*Status, error) {
+	q := url.Values{"volume": names, "timeout": {window.String()}}
+	hc := *c.hc
+	hc.Timeout = window + 10*time.Second
+	resp, err := c.do(ctx, &hc, http.MethodGet, "/v1/wait?"+q.Encode(), http.StatusOK)
+	if errors.Is(err, errNotFound) {
+		return nil, ErrNoWait
+	}
+	return c.status(resp, err)
 }
 
 // ShutdownNetwork asks the agent to tear down its network volumes

@@ -255,23 +255,29 @@ func cmdWait(ctx context.Context, args []string, stderr io.Writer) error {
 	client := api.NewClient(*socket)
 	var why []string
 	told := map[string]bool{}
+	// Between attempts that failed (the agent not up yet) and, with an
+	// agent older than GET /v1/wait, between status polls.
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	progress := newWaitProgress(stderr, time.Now())
 	defer progress.done()
+	// longPoll once a status read worked; never with an agent that has
+	// no GET /v1/wait (older: an upgrade under way).
+	longPoll, legacy := false, false
 	for {
-		// Each call gets its own bound, so that the last reason seen is
-		// what a timeout reports, not the cut-short call.
-		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		st, err := client.Status(cctx)
-		ccancel()
+		st, err := waitStep(ctx, client, names, longPoll)
+		if errors.Is(err, api.ErrNoWait) {
+			longPoll, legacy = false, true
+			continue
+		}
 		switch {
 		case errors.Is(err, iofs.ErrPermission):
 			return err // only running as root helps, not waiting
 		case err != nil:
 			why = []string{err.Error()}
+			longPoll = false
 		default:
-			missing := missingVolumes(st, names)
+			missing := api.Missing(st, names)
 			if len(missing) > 0 && *failMissing {
 				return exitError{code: 1, msg: "volumed wait: no manifest defines volume " + strings.Join(missing, ", ")}
 			}
@@ -284,12 +290,20 @@ func cmdWait(ctx context.Context, args []string, stderr io.Writer) error {
 					fmt.Fprintf(stderr, "no manifest defines volume %s (yet); waiting\n", n)
 				}
 			}
-			why = notReady(st, names)
+			why = api.NotReady(st, names)
 			if len(why) == 0 {
 				return nil
 			}
 		}
 		progress.show(why, time.Now())
+		if ctx.Err() != nil {
+			return exitError{code: 1, msg: fmt.Sprintf("volumed wait: timed out after %s:\n  %s", *timeout, strings.Join(why, "\n  "))}
+		}
+		if err == nil && !longPoll && !legacy {
+			// A status read that worked: from now on the agent wakes us.
+			longPoll = true
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			return exitError{code: 1, msg: fmt.Sprintf("volumed wait: timed out after %s:\n  %s", *timeout, strings.Join(why, "\n  "))}
@@ -298,41 +312,28 @@ func cmdWait(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 }
 
-// missingVolumes are the names no manifest defines: not in the status,
-// or only as the record of a volume whose manifest is gone.
-func missingVolumes(st *api.Status, names []string) []string {
-	var missing []string
-	for _, n := range names {
-		i := slices.IndexFunc(st.Volumes, func(v api.Volume) bool { return v.Name == n })
-		if i < 0 || st.Volumes[i].File == "" {
-			missing = append(missing, n)
-		}
+// waitStep reads the named volumes' status: at once, or (longPoll) once
+// they are ready or a window has passed, the agent waking the call after
+// each pass. Each call gets its own bound, so that the last reason seen
+// is what a timeout reports, not the cut-short call.
+func waitStep(ctx context.Context, client *api.Client, names []string, longPoll bool) (*api.Status, error) {
+	if !longPoll {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		return client.Status(cctx)
 	}
-	return missing
+	window := waitWindow
+	if dl, ok := ctx.Deadline(); ok {
+		window = min(window, max(time.Until(dl), 100*time.Millisecond))
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), window+2*time.Second)
+	defer cancel()
+	return client.WaitReady(cctx, names, window)
 }
 
-func notReady(st *api.Status, names []string) []string {
-	var why []string
-	for _, n := range names {
-		i := slices.IndexFunc(st.Volumes, func(v api.Volume) bool { return v.Name == n })
-		if i < 0 {
-			why = append(why, fmt.Sprintf("%s: no manifest defines it", n))
-			continue
-		}
-		v := st.Volumes[i]
-		if v.Phase == api.PhaseReady || v.Phase == api.PhaseDegraded {
-			// Degraded is in place and usable; what is wrong is in
-			// `volumed status NAME` and the metrics.
-			continue
-		}
-		msg := fmt.Sprintf("%s: %s", n, v.Phase)
-		if v.LastError != "" {
-			msg += fmt.Sprintf(" (%s; %d retries)", v.LastError, v.Retries)
-		}
-		why = append(why, msg)
-	}
-	return why
-}
+// waitWindow is how long one long poll lasts: the progress line shows
+// the reasons at least this often.
+const waitWindow = 10 * time.Second
 
 func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)

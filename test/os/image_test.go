@@ -55,6 +55,7 @@ type Image struct {
 
 	work  string        // a temp dir of this test binary (debs)
 	slots chan struct{} // VMs that may run at once
+	cpu   vmCPU         // what each test's VMs cost
 	accel string
 	smp   int
 	mem   int

@@ -20,6 +20,15 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	if base != nil {
+		base.cpu.report(os.Stdout)
+		// go test shows a passing package's output only with -v: make
+		// test's os-tier prints this file instead.
+		if p := os.Getenv("VOLUMED_OS_CPU_REPORT"); p != "" {
+			if f, err := os.Create(p); err == nil {
+				base.cpu.report(f)
+				f.Close()
+			}
+		}
 		os.RemoveAll(base.work) // the run's .debs
 	}
 	os.Exit(code)

@@ -154,6 +154,11 @@ func (r *Run) read(out io.Reader, logf *os.File, monDir string) {
 	r.waitErr, r.ended = err, time.Now()
 	r.cond.Broadcast()
 	r.mu.Unlock()
+	if ps := r.cmd.ProcessState; ps != nil {
+		cpu, wall := ps.UserTime()+ps.SystemTime(), r.ended.Sub(r.started)
+		r.m.img.cpu.add(r.m.t.Name(), cpu, wall)
+		r.m.t.Logf("%s: boot %d ended: qemu ran %.1f s, CPU %.1f s", r.m.Name, r.n, wall.Seconds(), cpu.Seconds())
+	}
 }
 
 // feed takes one console line. Kernel output can share a line with the

@@ -35,6 +35,11 @@ for u in getty@tty1.service serial-getty@ttyS0.service systemd-timesyncd.service
 	systemd-update-utmp.service systemd-update-utmp-runlevel.service; do
 	ln -sf /dev/null "$root/etc/systemd/system/$u"
 done
+# ifupdown is there for TestLifecycle's network, which its unit asks for
+# (Wants=networking.service); every other boot would run ifup and its
+# hook scripts for the loopback, which systemd brings up by itself.
+rm -f "$root/etc/systemd/system/multi-user.target.wants/networking.service" \
+	"$root/etc/systemd/system/network-online.target.wants/networking.service"
 # nvme-cli is there for its tool; its boot units would load nvme-fabrics
 # for volumed, which must work on a host without nvme-cli.
 # ifupdown-pre waits for udev to settle before networking.service: whole
