@@ -191,14 +191,14 @@ func (m *Machine) seed() (string, error) {
 	return p, nil
 }
 
-// guestCmdline is what a boot under TCG need not pay for: a guest has
-// nothing to defend against the other process sharing its emulated CPU
-// (mitigations, paid on every system call), the crypto self-tests run as
-// dm-crypt's ciphers load, the audit records every unit start sends
-// journald, and the clocksource watchdog and timer check (the TSC is the
-// host's clock). Plain boots side by side: 30.4 s of qemu CPU against
-// 32.6 s (docs/performance.md, "The OS tier's cost").
-const guestCmdline = "mitigations=off cryptomgr.notests audit=0 tsc=reliable no_timer_check"
+// guestCmdline: a guest has nothing to defend against the other process
+// sharing its emulated CPU, and the mitigations of speculation attacks
+// are paid for on every system call under TCG (a power cut's check boot:
+// 32.3 s with them off against 34.3 s on). More options saved about 5 %
+// of a boot, but a check boot with them hung mounting its root: they are
+// out until that is understood (docs/performance.md, "The OS tier's
+// cost").
+const guestCmdline = "mitigations=off"
 
 // qemuArgs is the command line of the next boot.
 func (m *Machine) qemuArgs(seed, monSock string) []string {

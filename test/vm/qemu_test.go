@@ -171,7 +171,7 @@ func boot(ctx context.Context, cfg bootConfig, plan vmPlan, onResult func(*resul
 		"-nodefaults", "-nographic", "-no-reboot", "-serial", "stdio",
 		"-uuid", fmt.Sprintf("6f0c2a3e-5b1d-4c8e-9a7f-%012x", plan.id),
 		"-kernel", cfg.kernel, "-initrd", cfg.initrd,
-		"-append", "console=ttyS0 panic=-1 loglevel=4 mitigations=off cryptomgr.notests audit=0 tsc=reliable no_timer_check vmtest.vm=" + strconv.Itoa(plan.id) +
+		"-append", "console=ttyS0 panic=-1 loglevel=4 mitigations=off vmtest.vm=" + strconv.Itoa(plan.id) +
 			" vmtest.scenarios=" + strings.Join(list, ",") + tpmCmdline(plan.tpm),
 	}
 	monSock := filepath.Join(cfg.diskDir, fmt.Sprintf("vm%d.mon", plan.id))
