@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.etcd.io/bbolt"
+	"golang.org/x/sys/unix"
 
 	"github.com/volumed/volumed/agent/api"
 )
@@ -49,6 +50,39 @@ func (e *env) attachAt(dev, img string) {
 	}
 }
 
+// spareLoop finds an unbound loop device for a test that detaches and
+// attaches it again at the same path, making it if need be: a number far
+// above those the other tests take (the kernel's lowest free one), so
+// none of them takes it meanwhile. On /dev/loop4 this test failed when
+// another test took the device between the two.
+func spareLoop(t *testing.T) string {
+	t.Helper()
+	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctl.Close()
+	for n := 600 + os.Getpid()%300; n < 1200; n++ {
+		_, _, errno := unix.Syscall(unix.SYS_IOCTL, ctl.Fd(), unix.LOOP_CTL_ADD, uintptr(n))
+		if errno != 0 && errno != unix.EEXIST {
+			t.Fatalf("add /dev/loop%d: %v", n, errno)
+		}
+		if _, err := os.Stat(fmt.Sprintf("/sys/block/loop%d/loop/backing_file", n)); err == nil {
+			continue // bound
+		}
+		dev := fmt.Sprintf("/dev/loop%d", n)
+		for range 50 { // devtmpfs makes a new node a moment later
+			if _, err := os.Stat(dev); err == nil {
+				return dev
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("%s: no device node", dev)
+	}
+	t.Fatal("no unbound loop device from 600 to 1199")
+	return ""
+}
+
 // dropIdentities makes the state file one written by a volumed that kept
 // no identities (the agent is stopped).
 func (e *env) dropIdentities() {
@@ -82,11 +116,8 @@ func TestReplacedDiskAtSamePathIsRefused(t *testing.T) {
 	e.formattedImages("ours", "other")
 	ours, other := filepath.Join(e.images, "ours.img"), filepath.Join(e.images, "other.img")
 	oursUUID, otherUUID := fsUUID(t, ours), fsUUID(t, other)
-	out, err := exec.Command("losetup", "-f", "--show", ours).CombinedOutput()
-	if err != nil {
-		t.Fatalf("losetup: %v: %s", err, out)
-	}
-	dev := strings.TrimSpace(string(out))
+	dev := spareLoop(t)
+	e.attachAt(dev, ours)
 	target := e.target("d")
 	e.write("d.yaml", fmt.Sprintf(`apiVersion: volumed/v1
 kind: Volume
