@@ -10,13 +10,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/big"
 	"strings"
 
 	jose "github.com/go-jose/go-jose/v4"
+
+	"github.com/volumed/volumed/internal/jweheader"
 )
 
 // size is the byte length of the prime, of each coordinate and of the
@@ -112,19 +113,11 @@ var ErrNotSSS = errors.New("not a clevis sss binding")
 
 // Parse reads a Clevis sss JWE in compact serialization.
 func Parse(compact string) (Binding, error) {
-	hdr64, _, ok := strings.Cut(compact, ".")
-	if !ok {
-		return Binding{}, errors.New("JWE: not in compact serialization")
-	}
-	raw, err := base64.RawURLEncoding.DecodeString(hdr64)
-	if err != nil {
-		return Binding{}, fmt.Errorf("JWE protected header: %w", err)
-	}
 	var h struct {
 		Clevis clevisHeader `json:"clevis"`
 	}
-	if err := json.Unmarshal(raw, &h); err != nil {
-		return Binding{}, fmt.Errorf("JWE protected header: %w", err)
+	if err := jweheader.Decode(compact, &h); err != nil {
+		return Binding{}, err
 	}
 	if h.Clevis.Pin != "sss" || h.Clevis.SSS == nil {
 		return Binding{}, fmt.Errorf("JWE pin %q: %w", h.Clevis.Pin, ErrNotSSS)

@@ -6,12 +6,12 @@ import (
 	"crypto/elliptic"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	jose "github.com/go-jose/go-jose/v4"
+
+	"github.com/volumed/volumed/internal/jweheader"
 )
 
 // Binding is a parsed Clevis tang JWE (compact serialization): what
@@ -54,17 +54,9 @@ var cekSizes = map[jose.ContentEncryption]int{jose.A128GCM: 16, jose.A192GCM: 24
 // JWE whose header lacks what recovery needs) is an error that says
 // what is wrong, wrapping ErrNotTang when it is another pin.
 func ParseBinding(compact string) (Binding, error) {
-	hdr64, _, ok := strings.Cut(compact, ".")
-	if !ok {
-		return Binding{}, errors.New("JWE: not in compact serialization")
-	}
-	raw, err := base64.RawURLEncoding.DecodeString(hdr64)
-	if err != nil {
-		return Binding{}, fmt.Errorf("JWE protected header: %w", err)
-	}
 	var h protectedHeader
-	if err := json.Unmarshal(raw, &h); err != nil {
-		return Binding{}, fmt.Errorf("JWE protected header: %w", err)
+	if err := jweheader.Decode(compact, &h); err != nil {
+		return Binding{}, err
 	}
 	if h.Clevis.Pin != "tang" || h.Clevis.Tang == nil {
 		return Binding{}, fmt.Errorf("JWE pin %q: %w", h.Clevis.Pin, ErrNotTang)
@@ -74,6 +66,7 @@ func ParseBinding(compact string) (Binding, error) {
 		return Binding{}, fmt.Errorf("JWE alg %q enc %q: only ECDH-ES with AES-GCM is a tang binding", h.Alg, h.Enc)
 	}
 	b := Binding{URL: h.Clevis.Tang.URL, KID: h.KID, enc: enc}
+	var err error
 	if b.apu, err = base64.RawURLEncoding.DecodeString(h.APU); err != nil {
 		return Binding{}, fmt.Errorf("JWE apu: %w", err)
 	}

@@ -25,6 +25,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 
 	"github.com/volumed/volumed/drivers/tpm2"
+	"github.com/volumed/volumed/internal/jweheader"
 )
 
 // The primary key and PCR bank this package seals with and can unseal
@@ -132,19 +133,11 @@ type Binding struct {
 // primary key of another hash or algorithm, the sha1 bank, no PCR
 // policy) is an error that says so.
 func Parse(compact string) (Binding, error) {
-	hdr64, _, ok := strings.Cut(compact, ".")
-	if !ok {
-		return Binding{}, errors.New("JWE: not in compact serialization")
-	}
-	raw, err := base64.RawURLEncoding.DecodeString(hdr64)
-	if err != nil {
-		return Binding{}, fmt.Errorf("JWE protected header: %w", err)
-	}
 	var h struct {
 		Clevis clevisHeader `json:"clevis"`
 	}
-	if err := json.Unmarshal(raw, &h); err != nil {
-		return Binding{}, fmt.Errorf("JWE protected header: %w", err)
+	if err := jweheader.Decode(compact, &h); err != nil {
+		return Binding{}, err
 	}
 	if h.Clevis.Pin != "tpm2" || h.Clevis.TPM2 == nil {
 		return Binding{}, fmt.Errorf("JWE pin %q: %w", h.Clevis.Pin, ErrNotTPM2)
@@ -159,6 +152,7 @@ func Parse(compact string) (Binding, error) {
 		return Binding{}, fmt.Errorf("clevis.tpm2.pcr_bank %q: only %s is supported (bind with {\"pcr_bank\":\"sha256\"})", f.PCRBank, Bank)
 	}
 	b := Binding{}
+	var err error
 	if b.PCRs, err = ParseIDs(f.PCRIDs); err != nil {
 		return Binding{}, fmt.Errorf("clevis.tpm2.pcr_ids: %w", err)
 	}
