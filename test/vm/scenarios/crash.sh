@@ -8,10 +8,10 @@ NQN=nqn.2024-01.io.example:crash
 IQN=iqn.2024-01.io.example:crash
 both_targets $NQN $IQN
 
-# crash_at POINT: the agent (stopped first) starts with the crash point
-# and dies at it.
+# crash_at POINT: the agent, stopped before the manifests changed (a
+# running agent would act on the change itself, before the crash point is
+# armed), starts with the crash point and dies at it.
 crash_at() {
-	agent_stop
 	agent_start VOLUMED_CRASH_AT=$1
 	agent_crashed 60
 	log "crashed at $1"
@@ -27,6 +27,7 @@ expect_count "controllers for $NQN after the restart" "$(nvme_ctrls $NQN)" 1
 check_rw $MNT/cn crash-nvme
 
 # Attach, iSCSI: logged in, not yet recorded; the NVMe volume stays put.
+agent_stop
 iscsi_manifest ci $IQN 0
 crash_at attach:after-kernel
 expect_count "sessions to $IQN after the crash" "$(iscsi_sessions $IQN)" 1
@@ -49,6 +50,7 @@ expect_count "mounts of cn" "$(awk -v p=$MNT/cn '$2 == p' /proc/mounts | wc -l)"
 # detach intent durable, the kernel not yet touched; the restart finishes
 # the teardown, after which COUNT (nvme_ctrls, iscsi_sessions) prints 0.
 detach_crash() {
+	agent_stop
 	rm_manifest $1
 	crash_at detach:after-intent
 	agent_up

@@ -46,6 +46,9 @@ header() { dd if=$IMG/$1.img bs=1M count=16 2>/dev/null | sha256sum | cut -d' ' 
 mapped() { [ -b /dev/mapper/volumed-$1 ]; }
 enc_state() { vstatus $1 2>/dev/null | sed -n 's/^      "state": "\(.*\)",*$/\1/p'; }
 
+# crash_at POINT: the agent, stopped before the manifests changed (a
+# running agent would act on the change itself, before the crash point is
+# armed), starts with the crash point and dies at it.
 crash_at() {
 	agent_stop
 	agent_start VOLUMED_CRASH_AT=$1
@@ -85,6 +88,7 @@ grep -q 'operation="open"' $VT_DIR/metrics && fail "the restarted agent ran an o
 # 3. Crashes in encrypt: before the header and after it, and between
 # open and mkfs. Each converges with one header (the intent's UUID),
 # written once.
+agent_stop
 enc_manifest cb good
 crash_at encrypt:after-intent
 [ "$(header cb)" = "$(dd if=/dev/zero bs=1M count=16 2>/dev/null | sha256sum | cut -d' ' -f1)" ] ||
@@ -96,6 +100,7 @@ agent_up
 ready 120 cb
 grep -q "^/dev/mapper/volumed-cb $MNT/cb ext4 " /proc/mounts || fail "cb's ext4 is not on its mapping: $(grep $MNT/cb /proc/mounts)"
 check_rw $MNT/cb crypt-cb
+agent_stop
 enc_manifest cc good
 crash_at encrypt:after-kernel
 before=$(header cc)
@@ -157,6 +162,7 @@ log "ca grown online: mapping 80 MiB, ext4 $before -> $(fssize) blocks"
 
 # 5. Crashes in close, with the manifests removed: the restart finishes
 # the teardown (unmounted, closed, detached).
+agent_stop
 rm_manifest cb
 crash_at close:after-intent
 mapped cb || fail "volumed-cb gone after a crash before the close"
@@ -164,6 +170,7 @@ mounted $MNT/cb && fail "$MNT/cb still mounted at the close"
 agent_up
 wait_until 60 gone cb || fail "cb still listed after the restart: $(vstatus cb)"
 mapped cb && fail "volumed-cb still open after cb went"
+agent_stop
 rm_manifest cc
 crash_at close:after-kernel
 agent_up
