@@ -140,7 +140,7 @@ func TestPowerCut(t *testing.T) {
 	tool := guestTool(t, "./test/os/powercut")
 	snap := cutSnapshot(t, img, key, tool)
 	window := cutAndCheck(t, img, snap, key, tool, 0, -1)
-	t.Logf("cut 0 at the end of the window: the agent mounted every volume %s after the writer started", window.Round(100*time.Millisecond))
+	t.Logf("cut 0 at the end of the window: the agent mounted every volume %s of qemu CPU after the writer started", window.Round(100*time.Millisecond))
 	delays := make([]time.Duration, cuts)
 	for i := range delays {
 		delays[i] = time.Duration(rng.Int64N(int64(window) * 11 / 10))
@@ -213,9 +213,13 @@ func cutSnapshot(t *testing.T, img *Image, key, tool string) *Snapshot {
 	return m.Boot(context.Background()).SaveWhenWaiting(t, "cut")
 }
 
-// cutAndCheck resumes a machine of the template, cuts its power delay
-// after the writer started (delay < 0: once every volume is mounted,
-// returning how long that took), boots it again and checks it.
+// cutAndCheck resumes a machine of the template, cuts its power once
+// qemu has used delay of CPU since the writer started (delay < 0: once
+// every volume is mounted, returning the CPU that took), boots it again
+// and checks it. CPU, not wall time: the window is measured while the
+// rest of the tier runs and the cuts come later, on a machine busier or
+// quieter; in wall time they would fall past the window's end (where the
+// work is done) or short of it.
 func cutAndCheck(t *testing.T, img *Image, snap *Snapshot, key, tool string, n int, delay time.Duration) time.Duration {
 	m := img.NewMachineFrom(t, fmt.Sprintf("cut%02d", n), snap)
 	ctx := context.Background()
@@ -224,14 +228,22 @@ func cutAndCheck(t *testing.T, img *Image, snap *Snapshot, key, tool string, n i
 	r.WaitFor(t, "OSTEST-KV phase starting", 5*time.Minute)
 	began := time.Now()
 	t.Logf("phase: writer started %s after qemu", began.Sub(booted).Round(100*time.Millisecond))
+	c0, err := r.CPU()
+	if err != nil {
+		t.Fatalf("qemu's CPU: %v", err)
+	}
 	if delay < 0 {
 		r.WaitFor(t, "OSTEST-KV phase all-mounted", 5*time.Minute)
-		delay = time.Since(began)
+		c1, err := r.CPU()
+		if err != nil {
+			t.Fatalf("qemu's CPU: %v", err)
+		}
+		delay = c1 - c0
 	} else {
-		time.Sleep(delay)
+		r.WaitCPU(t, c0+delay, 5*time.Minute)
 	}
 	r.Kill()
-	t.Logf("power cut %s after the writer started", delay.Round(10*time.Millisecond))
+	t.Logf("power cut after %s of qemu CPU (%s) since the writer started", delay.Round(10*time.Millisecond), time.Since(began).Round(10*time.Millisecond))
 
 	var expect strings.Builder
 	synced := 0
