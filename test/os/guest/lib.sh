@@ -46,6 +46,7 @@ wait_until() {
 }
 # vfield NAME FIELD: a top-level scalar of the volume's status (phase,
 # device, capacityBytes, ...), quotes stripped.
+# One sed, not three processes: each is about 0.2 s of emulated CPU.
 vfield() {
-	volumed status -o json "$1" 2>/dev/null | sed -n "s/^    \"$2\": \(.*\)/\1/p" | head -n 1 | sed 's/,$//; s/^"//; s/"$//'
+	volumed status -o json "$1" 2>/dev/null | sed -n -e "s/^    \"$2\": \(.*\)/\1/" -e 't found' -e 'd' -e ':found' -e 's/,$//; s/^"//; s/"$//; p; q'
 }
