@@ -105,3 +105,29 @@ func TestDeactivateRefusesAnOpenLV(t *testing.T) {
 		t.Errorf("Deactivate of an open LV = %v after %q, want ErrBusy and no command", err, f.calls)
 	}
 }
+
+// ByUUID is one lvs of every VG (it is read at each resync's drift
+// check of each LV): the LV of that VG and UUID, and not found, with no
+// error, for a UUID in another VG or a VG that is gone.
+func TestByUUID(t *testing.T) {
+	f := &fakeLVM{lvs: read(t, "lvs-inactive.json")}
+	tool := Tool{Runner: f}
+	ctx := context.Background()
+	lv, found, err := tool.ByUUID(ctx, "vgcap", "Wm4pQe-0aLz-Yc8r-Tn2v-5dHs-3kJw-Bq9C1d")
+	if err != nil || !found || lv.Name != "foreign" || lv.VG != "vgcap" {
+		t.Fatalf("ByUUID = %+v, %v, %v: want vgcap/foreign", lv, found, err)
+	}
+	want := [][]string{AllLVsArgs()}
+	if !reflect.DeepEqual(f.calls, want) {
+		t.Errorf("commands run:\n%q\nwant one lvs of every VG\n%q", f.calls, want)
+	}
+	for _, vg := range []string{"vgnone", "vgother"} {
+		if lv, found, err := tool.ByUUID(ctx, vg, "Wm4pQe-0aLz-Yc8r-Tn2v-5dHs-3kJw-Bq9C1d"); err != nil || found {
+			t.Errorf("ByUUID(%s) = %+v, %v, %v: want not found, no error", vg, lv, found, err)
+		}
+	}
+	f.fail = map[string]string{"lvs": "  Failed to read metadata."}
+	if _, _, err := tool.ByUUID(ctx, "vgcap", "x"); err == nil {
+		t.Error("ByUUID with lvs failing: no error")
+	}
+}

@@ -265,3 +265,21 @@ func TestDetach(t *testing.T) {
 		t.Errorf("Detach of an inactive LV = %v, want nothing to do", err)
 	}
 }
+
+// Verify, at every resync's drift check of each LV, reads one report
+// (lvs), not a vgs and an lvs.
+func TestVerifyRunsOneReport(t *testing.T) {
+	f := newFakeVG(t, lvmdrv.LV{VG: "vg0", Name: "data", UUID: "u1", Tags: []string{"volumed:data"}, Size: 64 << 20, Active: true})
+	a := f.attacher()
+	rec := store.Attachment{Kind: Name, Device: "/dev/dm-0", Identity: "lvm:vg0/u1", Owned: true}
+	if dev, ok, err := a.Verify(context.Background(), rec); !ok || err != nil || dev != "/dev/dm-0" {
+		t.Errorf("Verify = %q, %v, %v, want /dev/dm-0", dev, ok, err)
+	}
+	if !slices.Equal(f.calls, []string{"lvs"}) {
+		t.Errorf("commands run: %q, want one lvs", f.calls)
+	}
+	rec.Identity = "lvm:vg1/u1"
+	if _, ok, err := a.Verify(context.Background(), rec); ok || err != nil {
+		t.Errorf("Verify of an LV in a VG that is gone = %v, %v: want not there, no error", ok, err)
+	}
+}

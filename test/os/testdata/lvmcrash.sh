@@ -41,11 +41,13 @@ spec:
 EOF
 }
 
-cpdevs() { for s in CP1 CP2 CP3; do dev_of $s; done; }
+# The CP disks do not change during the chain: looked up once.
+CPDEVS=$(for s in CP1 CP2 CP3; do dev_of $s; done)
 # cpreport: the CP disks' PVs, every VG, vgcp's LVs, by UUID and tags.
 cpreport() {
 	{
-		pvs --reportformat json -o pv_name,pv_uuid,vg_name $(cpdevs) 2>/dev/null
+		# shellcheck disable=SC2086 # one device a word
+		pvs --reportformat json -o pv_name,pv_uuid,vg_name $CPDEVS 2>/dev/null
 		vgs --reportformat json -o vg_name,vg_uuid,vg_tags 2>/dev/null
 		lvs --reportformat json --units b --nosuffix -o lv_name,lv_uuid,lv_tags,lv_active,lv_size vgcp 2>/dev/null
 	} | tr -d '\n\t '
@@ -76,7 +78,7 @@ cprun() {
 }
 # cpnote POINT: what run cpn did and left.
 cpnote() {
-	log "run $cpn ($1) done"
+	phase "run $cpn ($1) done"
 	kv cp.$cpn.point "$1"
 	kv cp.$cpn.cmds "$(grep -E '^(pv|vg|lv)(create|extend|change|remove|reduce|convert|rename)' $CP/lvm.log |
 		awk '{ t = "-"; for (i = 1; i < NF; i++) if ($i == "--type") t = $(i + 1); printf "%s %s %s;", $1, t, $NF }')"
@@ -95,12 +97,15 @@ cpconverge() {
 	wait $pid
 	cpnote converge
 }
+# cpgrown, cpfgrown: the cheapest test first (each is a poll of
+# wait_until, and every process costs emulated CPU).
 cpgrown() {
-	[ "$(cpfield cp phase)" = Ready ] && [ "$(lvs --noheadings --units b --nosuffix -o lv_size vgcp/cp 2>/dev/null | tr -d ' ')" = 67108864 ] &&
-		[ "$(df -B1 --output=size /srv/cp | tail -n 1 | tr -d ' ')" -gt "$CPFS" ]
+	[ "$(df -B1 --output=size /srv/cp 2>/dev/null | tail -n 1 | tr -d ' ')" -gt "$CPFS" ] 2>/dev/null &&
+		[ "$(lvs --noheadings --units b --nosuffix -o lv_size vgcp/cp 2>/dev/null | tr -d ' ')" = 67108864 ] && [ "$(cpfield cp phase)" = Ready ]
 }
 
 cpstart=$(now)
+phase "crash points: start"
 kv cp.others.before "$(others)"
 # The image's volumed is stopped meanwhile (a stop detaches nothing): it
 # would answer each of the crash agent's uevents with a growth check of
@@ -150,15 +155,19 @@ cpfmanifest 'disk.serial == "CP4"'
 PATH=/usr/lib/ostest/cpbin:$PATH $CPBIN $CPARGS >>$CP/agent.log 2>&1 &
 pid=$!
 cpfready() { [ "$(cpfield cpf phase)" = Ready ]; }
+# volumed wait long-polls the agent (no polling); Ready is then checked.
+volumed wait --socket $CP/sock --timeout 240s cpf >/dev/null 2>&1
 wait_until 240 cpfready || fail "volume cpf not Ready: $(tail -n 15 $CP/agent.log)"
 CPFSIZE=$(cpfsize)
 CPFFS=$(cpffs)
+phase "cpf Ready"
 kv cpf.size1 "$CPFSIZE"
 kv cpf.free1 "$(cpffree)"
 cpfmanifest 'disk.serial == "CP4" || disk.serial == "CP5"'
 kill -HUP $pid
-cpfgrown() { [ "$(cpfsize)" -gt "$CPFSIZE" ] && [ "$(cpffs)" -gt "$CPFFS" ]; }
+cpfgrown() { [ "$(cpffs)" -gt "$CPFFS" ] 2>/dev/null && [ "$(cpfsize)" -gt "$CPFSIZE" ]; }
 wait_until 120 cpfgrown || { fail "volume cpf did not follow its VG: $(vgs vgcpf 2>&1 | tr "\n" " ")"; log_cmd tail -n 40 $CP/agent.log; }
+phase "cpf grown"
 kv cpf.size2 "$(cpfsize)"
 kv cpf.free2 "$(cpffree)"
 kv cpf.pvs "$(vgs --noheadings -o pv_count vgcpf | tr -d ' ')"
@@ -167,8 +176,10 @@ kill -TERM $pid
 wait $pid
 kv cp.others.after "$(others)"
 systemctl start volumed
+volumed wait data thin adopt --timeout 240s >/dev/null 2>&1
 sysready() { [ "$(vfield data phase)" = Ready ] && [ "$(vfield thin phase)" = Ready ] && [ "$(vfield adopt phase)" = Ready ]; }
 wait_until 240 sysready || fail "the image's volumed, started again, has not its volumes Ready: $(volumed status 2>&1 | tr '\n' ' ')"
+phase "the image's volumed Ready again"
 for v in data thin adopt; do kv cp.system.$v "$(vfield $v phase)"; done
 for vg in vgcp vgcpf; do
 	kv cp.leftover.$vg "$(journalctl -b -u volumed --no-pager -o cat -g "volume group $vg \(uuid" | grep -c 'named by no manifest')"
