@@ -80,8 +80,8 @@ cprun() {
 cpnote() {
 	phase "run $cpn ($1) done"
 	kv cp.$cpn.point "$1"
-	kv cp.$cpn.cmds "$(grep -E '^(pv|vg|lv)(create|extend|change|remove|reduce|convert|rename)' $CP/lvm.log |
-		awk '{ t = "-"; for (i = 1; i < NF; i++) if ($i == "--type") t = $(i + 1); printf "%s %s %s;", $1, t, $NF }')"
+	kv cp.$cpn.cmds "$(awk '/^(pv|vg|lv)(create|extend|change|remove|reduce|convert|rename)/ {
+		t = "-"; for (i = 1; i < NF; i++) if ($i == "--type") t = $(i + 1); printf "%s %s %s;", $1, t, $NF }' $CP/lvm.log)"
 	kv cp.$cpn.left "$(cpreport)"
 }
 # cpconverge WHAT CHECK: a plain run until CHECK holds, then stopped.
