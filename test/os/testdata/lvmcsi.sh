@@ -69,10 +69,14 @@ log "csi volume $id, context: $(echo $ctx)"
 kv csi.create.nolv "$(gone csi-pvc-a)"
 # shellcheck disable=SC2086 # the context: one KEY=VALUE a word
 target=$(staged "$id" pvc-a $ctx)
-kv csi.lv.segtype "$(lvf csi-pvc-a segtype)"
-kv csi.lv.pool "$(lvf csi-pvc-a pool_lv)"
-kv csi.lv.tags "$(lvf csi-pvc-a lv_tags)"
-kv csi.lv.size "$(lvf csi-pvc-a lv_size)"
+# One report for the four (each lvm2 run costs ~0.4 s of emulated CPU).
+IFS='|' read -r segtype pool tags size <<EOF
+$(lvs --noheadings --units b --nosuffix --separator '|' -o segtype,pool_lv,lv_tags,lv_size vgthin/csi-pvc-a 2>/dev/null | tr -d ' ')
+EOF
+kv csi.lv.segtype "$segtype"
+kv csi.lv.pool "$pool"
+kv csi.lv.tags "$tags"
+kv csi.lv.size "$size"
 phase "csi: pvc-a created, staged, published"
 kv csi.staged.fstype "$(findmnt -no FSTYPE "$KUBE/plugins/kubernetes.io/csi/volumed.io/pvc-a/globalmount")"
 head -c 1M /dev/urandom >"$target/payload" && sync "$target/payload"

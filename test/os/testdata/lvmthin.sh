@@ -38,10 +38,14 @@ check "volume thin Ready" volumed wait thin --timeout 5m
 check "volume grow Ready" volumed wait grow --timeout 3m
 phase "thin, grow Ready"
 kv thin.phase "$(vfield thin phase)"
-kv thin.segtype "$(lvfield thin segtype)"
-kv thin.pool "$(lvfield thin pool_lv)"
-kv thin.tags "$(lvfield thin lv_tags)"
-kv thin.size "$(lvfield thin lv_size)"
+# One report for the four (each lvm2 run costs ~0.4 s of emulated CPU).
+IFS='|' read -r segtype pool tags size <<EOF
+$(lvs --noheadings --units b --nosuffix --separator '|' -o segtype,pool_lv,lv_tags,lv_size vgthin/thin 2>&1 | tr -d ' ')
+EOF
+kv thin.segtype "$segtype"
+kv thin.pool "$pool"
+kv thin.tags "$tags"
+kv thin.size "$size"
 kv thin.fstype "$(findmnt -no FSTYPE /srv/thin)"
 log_cmd volumed status thin
 
