@@ -120,7 +120,8 @@ kv joined.lvsize "$(lvfield vgsel/data lv_size)"
 kv joined.phase "$(vfield data phase)"
 log_cmd journalctl -u volumed --no-pager -g 'block device added|grow' -n 20
 sed -i 's/size: 300Mi/size: 800Mi/' /etc/volumed/volumes.d/data.yaml
-grown() { [ "$(lvfield vgsel/data lv_size)" = 838860800 ] && [ "$(df -B1 --output=size /srv/data | tail -n 1 | tr -d ' ')" -gt "$FSBEFORE" ]; }
+# The filesystem's size first: cheaper than an lvs (each poll costs).
+grown() { [ "$(df -B1 --output=size /srv/data | tail -n 1 | tr -d ' ')" -gt "$FSBEFORE" ] && [ "$(lvfield vgsel/data lv_size)" = 838860800 ]; }
 wait_until 300 grown || fail "volume data not grown to 800Mi: $(lvs vgsel 2>&1 | tr '\n' ' ') $(volumed status -o json data | tr '\n' ' ')"
 phase "data grown"
 kv grow.lvsize "$(lvfield vgsel/data lv_size)"
