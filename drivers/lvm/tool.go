@@ -94,6 +94,13 @@ func LVsArgs(vg string) []string {
 	return append(AllLVsArgs(), vg)
 }
 
+// SourcesArgs lists the LVs of every volume group lvm2 sees, each
+// with its VG's fields (vgFields): Find's one report.
+func SourcesArgs() []string {
+	fields := append(slices.Clone(lvFields), slices.DeleteFunc(slices.Clone(vgFields), func(f string) bool { return f == "vg_name" })...)
+	return []string{"lvs", "--reportformat", "json", "--units", "b", "--nosuffix", "--binary", "-o", strings.Join(fields, ",")}
+}
+
 // AllLVsArgs lists the LVs of every volume group lvm2 sees.
 func AllLVsArgs() []string {
 	return []string{"lvs", "--reportformat", "json", "--units", "b", "--nosuffix", "--binary",
