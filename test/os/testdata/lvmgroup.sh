@@ -129,6 +129,9 @@ kv grow.fsafter "$(df -B1 --output=size /srv/data | tail -n 1 | tr -d ' ')"
 kv grow.pvcount "$(vgs --noheadings -o pv_count vgsel | tr -d ' ')"
 kv grow.pv "$(pvs --noheadings --separator : -o vg_name,pv_uuid "$vgd" 2>/dev/null | tr -d ' ')"
 kv grow.sum "$(sha256sum </srv/data/payload | cut -d' ' -f1)"
+# The growth's operation may still be ending: wait for the volume (a
+# long poll) before its phase is read (a run at host load 20 read "").
+volumed wait data --timeout 2m >/dev/null 2>&1
 kv grow.phase "$(vfield data phase)"
 log_cmd pvs -o pv_name,vg_name,pv_uuid
 log_cmd volumed status data
