@@ -62,6 +62,12 @@ wait_every() {
 }
 # vfield NAME FIELD: a top-level scalar of the volume's status (phase,
 # device, capacityBytes, ...), quotes stripped.
+# A status read that fails is made once more: at host load 20 one timed
+# out (10 s) now and then, and the empty value failed what it fed. One
+# sed, not a sed, a head and a sed (each process costs ~0.2 s of emulated
+# CPU, and this is a poll of many waits).
 vfield() {
-	volumed status -o json "$1" 2>/dev/null | sed -n "s/^    \"$2\": \(.*\)/\1/p" | head -n 1 | sed 's/,$//; s/^"//; s/"$//'
+	local out
+	out=$(volumed status -o json "$1" 2>/dev/null) || out=$(volumed status -o json "$1" 2>/dev/null)
+	printf '%s\n' "$out" | sed -n "/^    \"$2\": /{s///; s/,\$//; s/^\"//; s/\"\$//; p; q}"
 }

@@ -27,8 +27,9 @@ kv $b.data.fstype "$(findmnt -no FSTYPE /srv/data)"
 kv $b.data.fsuuid "$(findmnt -no UUID /srv/data)"
 kv $b.data.samedev "$(samedev /srv/data /dev/mapper/vgtest-data)"
 # One report for the four (each lvm2 run costs ~0.4 s of emulated CPU).
+row=$(lvs --noheadings --units b --nosuffix --separator '|' -o lv_tags,lv_uuid,segtype,lv_size vgtest/data 2>&1 | tr -d ' ')
 IFS='|' read -r tags lvuuid segtype size <<EOF
-$(lvs --noheadings --units b --nosuffix --separator '|' -o lv_tags,lv_uuid,segtype,lv_size vgtest/data 2>&1 | tr -d ' ')
+$row
 EOF
 kv $b.data.tags "$tags"
 kv $b.data.lvuuid "$lvuuid"
@@ -65,8 +66,9 @@ wait_until 120 has_error || fail "volume ext has no error: $(volumed status -o j
 phase "boot2: ext says why it waits"
 kv boot2.ext.phase "$(vfield ext phase)"
 kv boot2.ext.error "$(vfield ext lastError)"
+row=$(lvs --noheadings --separator '|' -o lv_active,lv_tags vgtest/shared 2>&1 | tr -d ' ')
 IFS='|' read -r active tags <<EOF
-$(lvs --noheadings --separator '|' -o lv_active,lv_tags vgtest/shared 2>&1 | tr -d ' ')
+$row
 EOF
 kv boot2.ext.active "$active"
 kv boot2.ext.tags "$tags"

@@ -70,8 +70,9 @@ kv csi.create.nolv "$(gone csi-pvc-a)"
 # shellcheck disable=SC2086 # the context: one KEY=VALUE a word
 target=$(staged "$id" pvc-a $ctx)
 # One report for the four (each lvm2 run costs ~0.4 s of emulated CPU).
+row=$(lvs --noheadings --units b --nosuffix --separator '|' -o segtype,pool_lv,lv_tags,lv_size vgthin/csi-pvc-a 2>/dev/null | tr -d ' ')
 IFS='|' read -r segtype pool tags size <<EOF
-$(lvs --noheadings --units b --nosuffix --separator '|' -o segtype,pool_lv,lv_tags,lv_size vgthin/csi-pvc-a 2>/dev/null | tr -d ' ')
+$row
 EOF
 kv csi.lv.segtype "$segtype"
 kv csi.lv.pool "$pool"

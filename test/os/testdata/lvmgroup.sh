@@ -43,15 +43,17 @@ kv $b.data.fstype "$(findmnt -no FSTYPE /srv/data)"
 kv $b.data.fsuuid "$(findmnt -no UUID /srv/data)"
 # One report for several values (each lvm2 run costs ~0.4 s of emulated
 # CPU).
+row=$(lvs --noheadings --units b --nosuffix --separator '|' -o lv_uuid,lv_size,lv_tags vgsel/data 2>&1 | tr -d ' ')
 IFS='|' read -r lvuuid size tags <<EOF
-$(lvs --noheadings --units b --nosuffix --separator '|' -o lv_uuid,lv_size,lv_tags vgsel/data 2>&1 | tr -d ' ')
+$row
 EOF
 kv $b.data.lvuuid "$lvuuid"
 kv $b.data.size "$size"
 kv $b.data.tags "$tags"
 kv $b.data.devices "$(lvs --noheadings -o devices vgsel/data | tr -d ' ' | tr ',' '\n' | grep -c .)"
+row=$(vgs --noheadings --units b --nosuffix --separator '|' -o vg_tags,vg_extent_size,pv_count vgsel | tr -d ' ')
 IFS='|' read -r tags extent pvcount <<EOF
-$(vgs --noheadings --units b --nosuffix --separator '|' -o vg_tags,vg_extent_size,pv_count vgsel | tr -d ' ')
+$row
 EOF
 kv $b.vg.tags "$tags"
 kv $b.vg.extent "$extent"
@@ -75,8 +77,9 @@ phase "$b: reports read"
 check "volume thin Ready" volumed wait thin --timeout 3m
 kv $b.thin.phase "$(vfield thin phase)"
 kv $b.thin.lv "$(lvs --noheadings --separator : -o lv_name,segtype,pool_lv,lv_tags vgsel/thin | tr -d ' ')"
+row=$(lvs --noheadings --units b --nosuffix --separator '|' -o lv_name,segtype,lv_tags,lv_size,lv_metadata_size vgsel/pool0 | tr -d ' ')
 IFS='|' read -r pname ptype ptags psize meta <<EOF
-$(lvs --noheadings --units b --nosuffix --separator '|' -o lv_name,segtype,lv_tags,lv_size,lv_metadata_size vgsel/pool0 | tr -d ' ')
+$row
 EOF
 kv $b.pool "$pname:$ptype:$ptags:$psize"
 kv $b.pool.meta "$meta"

@@ -51,15 +51,17 @@ if [ ! -e /var/lib/ostest/raid-phase2 ]; then
 	fi
 	phase "mirror, stripe, secret Ready"
 	# One report for the three (each lvm2 run costs ~0.4 s of emulated CPU).
+	row=$(lvs --noheadings --separator '|' -o segtype,lv_tags,devices vgraid/mirror 2>&1 | tr -d ' ')
 	IFS='|' read -r segtype tags devices <<EOF
-$(lvs --noheadings --separator '|' -o segtype,lv_tags,devices vgraid/mirror 2>&1 | tr -d ' ')
+$row
 EOF
 	kv mirror.segtype "$segtype"
 	kv mirror.tags "$tags"
 	kv mirror.legs "$(echo "$devices" | tr ',' '\n' | grep -c rimage)"
 	kv mirror.phase "$(vfield mirror phase)"
+	row=$(lvs --noheadings --separator '|' -o segtype,stripes vgraid/stripe 2>&1 | tr -d ' ')
 	IFS='|' read -r segtype stripes <<EOF
-$(lvs --noheadings --separator '|' -o segtype,stripes vgraid/stripe 2>&1 | tr -d ' ')
+$row
 EOF
 	kv stripe.segtype "$segtype"
 	kv stripe.stripes "$stripes"

@@ -39,8 +39,9 @@ check "volume grow Ready" volumed wait grow --timeout 3m
 phase "thin, grow Ready"
 kv thin.phase "$(vfield thin phase)"
 # One report for the four (each lvm2 run costs ~0.4 s of emulated CPU).
+row=$(lvs --noheadings --units b --nosuffix --separator '|' -o segtype,pool_lv,lv_tags,lv_size vgthin/thin 2>&1 | tr -d ' ')
 IFS='|' read -r segtype pool tags size <<EOF
-$(lvs --noheadings --units b --nosuffix --separator '|' -o segtype,pool_lv,lv_tags,lv_size vgthin/thin 2>&1 | tr -d ' ')
+$row
 EOF
 kv thin.segtype "$segtype"
 kv thin.pool "$pool"
