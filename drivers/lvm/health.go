@@ -3,6 +3,7 @@ package lvm
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -57,19 +58,12 @@ func Detail(s Source) string {
 	return b.String()
 }
 
-// Find reads the LV of VG vg with UUID uuid, its VG and its thin pool
-// (two reports, vgs and lvs); found is false when either is gone.
+// Find reads the LV of VG vg with UUID uuid, its VG and its thin pool:
+// one report (lvs of every VG, with each LV's VG's fields), as it runs at
+// every resync's health check of each LV; found is false when either
+// is gone.
 func (t Tool) Find(ctx context.Context, vg, uuid string) (s Source, found bool, err error) {
-	vgs, err := t.VGs(ctx)
-	if err != nil {
-		return s, false, err
-	}
-	i := indexVG(vgs, vg)
-	if i < 0 {
-		return s, false, nil
-	}
-	s.VG = vgs[i]
-	out, err := t.run(ctx, "list the LVs of volume group "+vg, LVsArgs(vg))
+	out, err := t.run(ctx, "list the LVs of every volume group", SourcesArgs())
 	if err != nil {
 		return s, false, err
 	}
@@ -77,15 +71,26 @@ func (t Tool) Find(ctx context.Context, vg, uuid string) (s Source, found bool, 
 	if err != nil {
 		return s, false, err
 	}
-	for _, lv := range lvs {
-		if lv.UUID == uuid {
-			s.LV, found = lv, true
-		}
+	rs, err := rows(out, "lv")
+	if err != nil {
+		return s, false, err
 	}
+	i := slices.IndexFunc(rs, func(r map[string]string) bool { return r["vg_name"] == vg && r["lv_uuid"] == uuid })
+	if i < 0 {
+		return s, false, nil
+	}
+	if s.VG, err = vgOfRow(rs[i], "lvs"); err != nil {
+		return s, false, err
+	}
+	j := slices.IndexFunc(lvs, func(lv LV) bool { return lv.VG == vg && lv.UUID == uuid })
+	if j < 0 {
+		return s, false, nil
+	}
+	s.LV = lvs[j]
 	for i := range lvs {
-		if found && s.LV.Pool != "" && lvs[i].Name == s.LV.Pool {
+		if lvs[i].VG == vg && s.LV.Pool != "" && lvs[i].Name == s.LV.Pool {
 			s.Pool = &lvs[i]
 		}
 	}
-	return s, found, nil
+	return s, true, nil
 }

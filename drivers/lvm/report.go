@@ -126,31 +126,40 @@ func ParseVGs(data []byte) ([]VG, error) {
 	}
 	out := make([]VG, 0, len(rs))
 	for _, r := range rs {
-		vg := VG{Name: r["vg_name"], UUID: r["vg_uuid"]}
-		var errs []error
-		vg.Size, errs = number(r, "vg_size", errs)
-		vg.Free, errs = number(r, "vg_free", errs)
-		vg.ExtentSize, errs = number(r, "vg_extent_size", errs)
-		if _, ok := r["vg_missing_pv_count"]; ok {
-			var n int64
-			n, errs = number(r, "vg_missing_pv_count", errs)
-			vg.MissingPVs = int(n)
-		}
-		vg.PVs = -1
-		if _, ok := r["pv_count"]; ok {
-			var n int64
-			n, errs = number(r, "pv_count", errs)
-			vg.PVs = int(n)
-		}
-		if len(errs) > 0 {
-			return nil, fmt.Errorf("VG %q in the vgs report: %w", vg.Name, errs[0])
-		}
-		if vg.Name == "" {
-			return nil, fmt.Errorf("vgs report: a row lacks vg_name: %v", r)
+		vg, err := vgOfRow(r, "vgs")
+		if err != nil {
+			return nil, err
 		}
 		out = append(out, vg)
 	}
 	return out, nil
+}
+
+// vgOfRow reads vgFields from a row of report (vgs, or an lvs asked
+// for its LVs' VGs too).
+func vgOfRow(r map[string]string, report string) (VG, error) {
+	vg := VG{Name: r["vg_name"], UUID: r["vg_uuid"], PVs: -1}
+	var errs []error
+	vg.Size, errs = number(r, "vg_size", errs)
+	vg.Free, errs = number(r, "vg_free", errs)
+	vg.ExtentSize, errs = number(r, "vg_extent_size", errs)
+	if _, ok := r["vg_missing_pv_count"]; ok {
+		var n int64
+		n, errs = number(r, "vg_missing_pv_count", errs)
+		vg.MissingPVs = int(n)
+	}
+	if _, ok := r["pv_count"]; ok {
+		var n int64
+		n, errs = number(r, "pv_count", errs)
+		vg.PVs = int(n)
+	}
+	if len(errs) > 0 {
+		return VG{}, fmt.Errorf("VG %q in the %s report: %w", vg.Name, report, errs[0])
+	}
+	if vg.Name == "" {
+		return VG{}, fmt.Errorf("%s report: a row lacks vg_name: %v", report, r)
+	}
+	return vg, nil
 }
 
 func number(r map[string]string, field string, errs []error) (int64, []error) {

@@ -94,6 +94,13 @@ func LVsArgs(vg string) []string {
 	return append(AllLVsArgs(), vg)
 }
 
+// SourcesArgs lists the LVs of every volume group lvm2 sees, each
+// with its VG's fields (vgFields): Find's one report.
+func SourcesArgs() []string {
+	fields := append(slices.Clone(lvFields), slices.DeleteFunc(slices.Clone(vgFields), func(f string) bool { return f == "vg_name" })...)
+	return []string{"lvs", "--reportformat", "json", "--units", "b", "--nosuffix", "--binary", "-o", strings.Join(fields, ",")}
+}
+
 // AllLVsArgs lists the LVs of every volume group lvm2 sees.
 func AllLVsArgs() []string {
 	return []string{"lvs", "--reportformat", "json", "--units", "b", "--nosuffix", "--binary",
@@ -167,15 +174,34 @@ func (t Tool) Group(ctx context.Context, vg string) (v VG, lvs []LV, found bool,
 // Tagged lists the LVs of every volume group that carry one volume's
 // tag (Owner), active or not: what volumed made, wherever it is now.
 func (t Tool) Tagged(ctx context.Context) ([]LV, error) {
-	out, err := t.run(ctx, "list the LVs of every volume group", AllLVsArgs())
-	if err != nil {
-		return nil, err
-	}
-	lvs, err := ParseLVs(out)
+	lvs, err := t.allLVs(ctx)
 	if err != nil {
 		return nil, err
 	}
 	return slices.DeleteFunc(lvs, func(lv LV) bool { return Owner(lv) == "" }), nil
+}
+
+// ByUUID reads the LV of VG vg with that UUID, or found is false: one
+// lvs of every VG (a VG that is gone is no error, as with VGs), not a
+// vgs and an lvs; it is read at every resync's drift check of each LV.
+func (t Tool) ByUUID(ctx context.Context, vg, uuid string) (lv LV, found bool, err error) {
+	lvs, err := t.allLVs(ctx)
+	if err != nil {
+		return LV{}, false, err
+	}
+	i := slices.IndexFunc(lvs, func(lv LV) bool { return lv.VG == vg && lv.UUID == uuid })
+	if i < 0 {
+		return LV{}, false, nil
+	}
+	return lvs[i], true, nil
+}
+
+func (t Tool) allLVs(ctx context.Context) ([]LV, error) {
+	out, err := t.run(ctx, "list the LVs of every volume group", AllLVsArgs())
+	if err != nil {
+		return nil, err
+	}
+	return ParseLVs(out)
 }
 
 func indexVG(vgs []VG, name string) int {

@@ -105,3 +105,63 @@ func TestDeactivateRefusesAnOpenLV(t *testing.T) {
 		t.Errorf("Deactivate of an open LV = %v after %q, want ErrBusy and no command", err, f.calls)
 	}
 }
+
+// ByUUID is one lvs of every VG (it is read at each resync's drift
+// check of each LV): the LV of that VG and UUID, and not found, with no
+// error, for a UUID in another VG or a VG that is gone.
+func TestByUUID(t *testing.T) {
+	f := &fakeLVM{lvs: read(t, "lvs-inactive.json")}
+	tool := Tool{Runner: f}
+	ctx := context.Background()
+	lv, found, err := tool.ByUUID(ctx, "vgcap", "Wm4pQe-0aLz-Yc8r-Tn2v-5dHs-3kJw-Bq9C1d")
+	if err != nil || !found || lv.Name != "foreign" || lv.VG != "vgcap" {
+		t.Fatalf("ByUUID = %+v, %v, %v: want vgcap/foreign", lv, found, err)
+	}
+	want := [][]string{AllLVsArgs()}
+	if !reflect.DeepEqual(f.calls, want) {
+		t.Errorf("commands run:\n%q\nwant one lvs of every VG\n%q", f.calls, want)
+	}
+	for _, vg := range []string{"vgnone", "vgother"} {
+		if lv, found, err := tool.ByUUID(ctx, vg, "Wm4pQe-0aLz-Yc8r-Tn2v-5dHs-3kJw-Bq9C1d"); err != nil || found {
+			t.Errorf("ByUUID(%s) = %+v, %v, %v: want not found, no error", vg, lv, found, err)
+		}
+	}
+	f.fail = map[string]string{"lvs": "  Failed to read metadata."}
+	if _, _, err := tool.ByUUID(ctx, "vgcap", "x"); err == nil {
+		t.Error("ByUUID with lvs failing: no error")
+	}
+}
+
+// Find is one lvs of every VG with each LV's VG's fields (it runs at
+// every resync's health check of each LV): the LV, its VG and its pool;
+// not found, with no error, for another VG's LV or a VG that is gone.
+func TestFindRunsOneReport(t *testing.T) {
+	f := &fakeLVM{lvs: []byte(`{"report": [{"lv": [
+		{"lv_name": "pool", "lv_uuid": "p1", "lv_tags": "", "lv_size": "134217728", "lv_active": "active", "lv_device_open": "0", "lv_kernel_major": "253", "lv_kernel_minor": "2", "segtype": "thin-pool", "vg_name": "vg0", "pool_lv": "", "data_percent": "91.00", "metadata_percent": "10.00",
+		 "vg_uuid": "g0", "vg_size": "536870912", "vg_free": "1048576", "vg_extent_size": "4194304", "vg_missing_pv_count": "1", "pv_count": "2"},
+		{"lv_name": "data", "lv_uuid": "u1", "lv_tags": "volumed:data", "lv_size": "268435456", "lv_active": "active", "lv_device_open": "1", "lv_kernel_major": "253", "lv_kernel_minor": "4", "segtype": "thin", "vg_name": "vg0", "pool_lv": "pool", "data_percent": "5.00", "metadata_percent": "",
+		 "vg_uuid": "g0", "vg_size": "536870912", "vg_free": "1048576", "vg_extent_size": "4194304", "vg_missing_pv_count": "1", "pv_count": "2"},
+		{"lv_name": "pool", "lv_uuid": "p9", "lv_tags": "", "lv_size": "8388608", "lv_active": "", "lv_device_open": "", "lv_kernel_major": "-1", "lv_kernel_minor": "-1", "segtype": "thin-pool", "vg_name": "vg9", "pool_lv": "", "data_percent": "", "metadata_percent": "",
+		 "vg_uuid": "g9", "vg_size": "67108864", "vg_free": "0", "vg_extent_size": "4194304", "vg_missing_pv_count": "0", "pv_count": "1"}
+	]}]}`)}
+	tool := Tool{Runner: f}
+	ctx := context.Background()
+	s, found, err := tool.Find(ctx, "vg0", "u1")
+	if err != nil || !found {
+		t.Fatalf("Find = %v, %v", found, err)
+	}
+	if s.LV.Name != "data" || s.VG.Name != "vg0" || s.VG.MissingPVs != 1 || s.VG.PVs != 2 || s.VG.Free != 1<<20 || s.Pool == nil || s.Pool.UUID != "p1" || s.Pool.Data != 91 {
+		t.Errorf("Find = %+v (pool %+v): want vg0/data, its VG missing 1 of 2 PVs, its pool p1 at 91%%", s, s.Pool)
+	}
+	if want := [][]string{SourcesArgs()}; !reflect.DeepEqual(f.calls, want) {
+		t.Errorf("commands run:\n%q\nwant one lvs\n%q", f.calls, want)
+	}
+	for _, vg := range []string{"vg9", "vgnone"} {
+		if _, found, err := tool.Find(ctx, vg, "u1"); found || err != nil {
+			t.Errorf("Find(%s, u1) = %v, %v: want not found, no error", vg, found, err)
+		}
+	}
+	if got := strings.Join(SourcesArgs(), " "); strings.Count(got, "vg_name") != 1 || !strings.Contains(got, "vg_missing_pv_count") {
+		t.Errorf("SourcesArgs = %q: want each field once, the VG's among them", got)
+	}
+}

@@ -145,16 +145,7 @@ func (a attacher) byIdentity(ctx context.Context, at store.Attachment) (lvmdrv.L
 	if err != nil {
 		return lvmdrv.LV{}, false, err
 	}
-	lvs, found, err := a.tool.LVs(ctx, vg)
-	if err != nil || !found {
-		return lvmdrv.LV{}, false, err
-	}
-	for _, lv := range lvs {
-		if lv.UUID == uuid {
-			return lv, true, nil
-		}
-	}
-	return lvmdrv.LV{}, false, nil
+	return a.tool.ByUUID(ctx, vg, uuid)
 }
 
 // Verify: the recorded LV is there and active. An inactive one (a

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -85,10 +86,11 @@ func (f *fakeVG) Run(_ context.Context, args []string) ([]byte, []byte, error) {
 		}
 		return args[i+1]
 	}
+	vg := map[string]string{"vg_name": f.name, "vg_uuid": "vgu", "vg_size": "1073741824", "vg_free": cmp.Or(f.free, "1073741824"), "vg_tags": f.vgTags, "vg_extent_size": "4194304",
+		"vg_missing_pv_count": strconv.Itoa(f.missing), "pv_count": strconv.Itoa(cmp.Or(f.pvs, 1))}
 	switch args[0] {
 	case "vgs":
-		return f.report("vg", []map[string]string{{"vg_name": f.name, "vg_uuid": "vgu", "vg_size": "1073741824", "vg_free": cmp.Or(f.free, "1073741824"), "vg_tags": f.vgTags, "vg_extent_size": "4194304",
-			"vg_missing_pv_count": strconv.Itoa(f.missing), "pv_count": strconv.Itoa(cmp.Or(f.pvs, 1))}}), nil, nil
+		return f.report("vg", []map[string]string{vg}), nil, nil
 	case "lvs":
 		var rows []map[string]string
 		for _, lv := range f.lvs {
@@ -99,10 +101,14 @@ func (f *fakeVG) Run(_ context.Context, args []string) ([]byte, []byte, error) {
 					open = "1"
 				}
 			}
-			rows = append(rows, map[string]string{"lv_name": lv.Name, "lv_uuid": lv.UUID, "lv_tags": strings.Join(lv.Tags, ","),
+			row := map[string]string{"lv_name": lv.Name, "lv_uuid": lv.UUID, "lv_tags": strings.Join(lv.Tags, ","),
 				"lv_size": strconv.FormatInt(lv.Size, 10), "lv_active": active, "lv_device_open": open,
 				"lv_kernel_major": major, "lv_kernel_minor": minor, "segtype": cmp.Or(lv.Segtype, "linear"), "vg_name": f.name,
-				"pool_lv": lv.Pool, "data_percent": pct(lv.Data), "metadata_percent": pct(lv.Metadata)})
+				"pool_lv": lv.Pool, "data_percent": pct(lv.Data), "metadata_percent": pct(lv.Metadata)}
+			if strings.Contains(strings.Join(args, " "), "vg_uuid") {
+				maps.Copy(row, vg) // the LV's VG's fields, asked of lvs
+			}
+			rows = append(rows, row)
 		}
 		return f.report("lv", rows), nil, nil
 	case "lvcreate":
@@ -263,5 +269,23 @@ func TestDetach(t *testing.T) {
 	}
 	if err := a.Detach(ctx, rec); err != nil {
 		t.Errorf("Detach of an inactive LV = %v, want nothing to do", err)
+	}
+}
+
+// Verify, at every resync's drift check of each LV, reads one report
+// (lvs), not a vgs and an lvs.
+func TestVerifyRunsOneReport(t *testing.T) {
+	f := newFakeVG(t, lvmdrv.LV{VG: "vg0", Name: "data", UUID: "u1", Tags: []string{"volumed:data"}, Size: 64 << 20, Active: true})
+	a := f.attacher()
+	rec := store.Attachment{Kind: Name, Device: "/dev/dm-0", Identity: "lvm:vg0/u1", Owned: true}
+	if dev, ok, err := a.Verify(context.Background(), rec); !ok || err != nil || dev != "/dev/dm-0" {
+		t.Errorf("Verify = %q, %v, %v, want /dev/dm-0", dev, ok, err)
+	}
+	if !slices.Equal(f.calls, []string{"lvs"}) {
+		t.Errorf("commands run: %q, want one lvs", f.calls)
+	}
+	rec.Identity = "lvm:vg1/u1"
+	if _, ok, err := a.Verify(context.Background(), rec); ok || err != nil {
+		t.Errorf("Verify of an LV in a VG that is gone = %v, %v: want not there, no error", ok, err)
 	}
 }

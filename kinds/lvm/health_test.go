@@ -64,6 +64,20 @@ func TestHealthThin(t *testing.T) {
 	}
 }
 
+// The health check runs at every resync for each LV: one report (lvs,
+// with its VG's fields), not a vgs and an lvs.
+func TestHealthRunsOneReport(t *testing.T) {
+	f := newFakeVG(t, lvmdrv.LV{VG: "vg0", Name: "data", UUID: "u1", Tags: []string{"volumed:data"}, Size: 64 << 20, Active: true})
+	f.missing, f.pvs = 1, 2
+	h, err := f.attacher().Health(context.Background(), data, store.Attachment{Kind: Name, Identity: "lvm:vg0/u1"})
+	if err != nil || h.Problem == nil || h.Problem.Reason != "PhysicalVolumeMissing" {
+		t.Errorf("Health with a PV missing = %+v, %v: want PhysicalVolumeMissing, from the lvs report's VG fields", h, err)
+	}
+	if !slices.Equal(f.calls, []string{"lvs"}) {
+		t.Errorf("the health check ran %q, want one lvs", f.calls)
+	}
+}
+
 // A linear LV has the VG's gauges and no pool's.
 func TestHealthLinear(t *testing.T) {
 	f := newFakeVG(t, lvmdrv.LV{VG: "vg0", Name: "data", UUID: "u1", Tags: []string{"volumed:data"}, Size: 64 << 20, Active: true})

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -57,22 +58,26 @@ func addLVMCrash(t *testing.T, m *Machine) {
 }
 
 // lvmRecorder stands in front of lvm on the crash agent's PATH: each
-// command, its vector on one line, then the real lvm.
+// command, its vector on one line, then the real lvm. No process of its
+// own but the shell (each costs ~0.2 s of emulated CPU, at every lvm2
+// command the agent runs); volumed's arguments hold no newline (lvm2's
+// names cannot, and a device it names in a filter may not).
 const lvmRecorder = `#!/bin/sh
-printf '%s\n' "$(printf '%s ' "$@" | tr '\n' ' ')" >>/run/cpcrash/lvm.log
+printf '%s\n' "$*" >>/run/cpcrash/lvm.log
 exec /usr/sbin/lvm "$@"
 `
 
 // lvmState is what a run left, by UUID and tags: the CP disks' PVs
-// (device -> "vg uuid"), the VGs tagged volumed:vgcp, vgcp's LVs.
+// (device -> "vg uuid"), the VGs on them tagged volumed:vgcp (the crash
+// agent's selector picks no other disk), vgcp's LVs.
 type lvmState struct {
 	PVs map[string]string
 	VGs []map[string]string
 	LVs []map[string]string
 }
 
-// parseLVMState reads cp.N.left: lvm2's pvs, vgs and lvs JSON reports
-// one after the other.
+// parseLVMState reads cp.N.left: lvm2's pvs (with each PV's VG) and lvs
+// JSON reports one after the other.
 func parseLVMState(s string) (lvmState, error) {
 	st := lvmState{PVs: map[string]string{}}
 	dec := json.NewDecoder(strings.NewReader(s))
@@ -88,10 +93,9 @@ func parseLVMState(s string) (lvmState, error) {
 		for _, r := range doc.Report {
 			for _, pv := range r["pv"] {
 				st.PVs[pv["pv_name"]] = pv["vg_name"] + " " + pv["pv_uuid"]
-			}
-			for _, vg := range r["vg"] {
-				if vg["vg_tags"] == lvmdrv.Tag("vgcp") {
-					st.VGs = append(st.VGs, vg)
+				known := slices.ContainsFunc(st.VGs, func(vg map[string]string) bool { return vg["vg_uuid"] == pv["vg_uuid"] })
+				if pv["vg_tags"] == lvmdrv.Tag("vgcp") && !known {
+					st.VGs = append(st.VGs, map[string]string{"vg_name": pv["vg_name"], "vg_uuid": pv["vg_uuid"], "vg_tags": pv["vg_tags"]})
 				}
 			}
 			st.LVs = append(st.LVs, r["lv"]...)
@@ -260,4 +264,23 @@ func checkLVMFollow(t *testing.T, r *Run) {
 			t.Errorf("the LV was %q bytes over one disk, %q over two: want it grown by the second disk's extents", r.KV("cpf.size1"), r.KV("cpf.size2"))
 		}
 	})
+}
+
+// parseLVMState, on the host: each VG tagged volumed:vgcp once, however
+// many of the CP disks' PVs it spans; an orphan PV kept with no VG.
+func TestParseLVMState(t *testing.T) {
+	left := `{"report":[{"pv":[{"pv_name":"/dev/vdg","pv_uuid":"p1","vg_name":"vgcp","vg_uuid":"v1","vg_tags":"volumed:vgcp"},` +
+		`{"pv_name":"/dev/vdh","pv_uuid":"p2","vg_name":"vgcp","vg_uuid":"v1","vg_tags":"volumed:vgcp"},` +
+		`{"pv_name":"/dev/vdi","pv_uuid":"p3","vg_name":"","vg_uuid":"","vg_tags":""}]}]}` +
+		`{"report":[{"lv":[{"lv_name":"cp","lv_uuid":"l1","lv_tags":"volumed:cp","lv_active":"active","lv_size":"33554432"}]}]}`
+	st, err := parseLVMState(left)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.VGs) != 1 || st.VGs[0]["vg_uuid"] != "v1" || st.PVs["/dev/vdi"] != " p3" || st.PVs["/dev/vdg"] != "vgcp p1" {
+		t.Errorf("parsed %s (VGs %v), want vgcp once over vdg and vdh, vdi an orphan", st, st.VGs)
+	}
+	if got := st.tagged(lvmdrv.Tag("cp")); !slices.Equal(got, []string{"l1"}) {
+		t.Errorf("LVs tagged volumed:cp: %v, want [l1]", got)
+	}
 }

@@ -25,7 +25,15 @@ const foreignUUID = "8e3b1c0a-7f4d-4a52-9c1e-2b6d0f3a5c71"
 // is active before volumed starts.
 const groupPrep = `#!/bin/sh
 . /usr/lib/ostest/lib.sh
-dev_of() { for d in /sys/block/vd*; do [ "$(cat "$d/serial" 2>/dev/null)" = "$1" ] && echo "/dev/${d##*/}"; done; }
+# dev_of SERIAL: the virtio disk of that serial, read by the shell (a
+# cat per disk cost ~0.2 s of emulated CPU each, at every look-up).
+dev_of() {
+	for d in /sys/block/vd*; do
+		ser=
+		read -r ser 2>/dev/null <"$d/serial"
+		[ "$ser" = "$1" ] && echo "/dev/${d##*/}"
+	done
+}
 if [ -e /var/lib/ostest/group-prep ]; then
 	kv prep.data.active "$(lvs --noheadings -o lv_active vgsel/data 2>&1 | tr -d ' ')"
 	exit 0

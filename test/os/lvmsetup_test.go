@@ -32,7 +32,9 @@ func addVGSetup(m *Machine, name, what, first, later string) {
 . /usr/lib/ostest/lib.sh
 serial_disk() {
 	for d in /sys/block/vd*; do
-		[ "$(cat "$d/serial" 2>/dev/null)" = "$1" ] && { echo "/dev/${d##*/}"; return 0; }
+		ser=
+		read -r ser 2>/dev/null <"$d/serial"
+		[ "$ser" = "$1" ] && { echo "/dev/${d##*/}"; return 0; }
 	done
 	fail "no disk with serial $1"
 	return 1

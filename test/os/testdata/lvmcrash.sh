@@ -14,8 +14,8 @@
 #
 # Per run: cp.N.point, cp.N.exit, cp.N.cmds (lvm2's writing commands, from
 # a wrapper in front of lvm on the agent's PATH: "op type last-arg;"),
-# cp.N.left (the pvs, vgs and lvs reports of what the run left, JSON, by
-# UUID and tags). cp.others.before/after: every other VG and LV.
+# cp.N.left (the pvs and lvs reports of what the run left, JSON, by UUID
+# and tags). cp.others.before/after: every other VG and LV.
 CP=/run/cpcrash
 CPBIN=/usr/lib/ostest/volumed-crash
 # The wrapper in front of lvm is /usr/lib/ostest/cpbin/lvm: /run is
@@ -41,12 +41,14 @@ spec:
 EOF
 }
 
-cpdevs() { for s in CP1 CP2 CP3; do dev_of $s; done; }
-# cpreport: the CP disks' PVs, every VG, vgcp's LVs, by UUID and tags.
+# The CP disks do not change during the chain: looked up once.
+CPDEVS=$(for s in CP1 CP2 CP3; do dev_of $s; done)
+# cpreport: the CP disks' PVs with their VGs (the only disks the crash
+# agent may put a VG on: its selector), vgcp's LVs, by UUID and tags.
 cpreport() {
 	{
-		pvs --reportformat json -o pv_name,pv_uuid,vg_name $(cpdevs) 2>/dev/null
-		vgs --reportformat json -o vg_name,vg_uuid,vg_tags 2>/dev/null
+		# shellcheck disable=SC2086 # one device a word
+		pvs --reportformat json -o pv_name,pv_uuid,vg_name,vg_uuid,vg_tags $CPDEVS 2>/dev/null
 		lvs --reportformat json --units b --nosuffix -o lv_name,lv_uuid,lv_tags,lv_active,lv_size vgcp 2>/dev/null
 	} | tr -d '\n\t '
 }
@@ -60,7 +62,11 @@ others() {
 }
 # cpfield VOLUME FIELD: vfield of the crash agent's volume.
 cpfield() { volumed status --socket $CP/sock -o json "$1" 2>/dev/null | sed -n "s/^    \"$2\": \(.*\)/\1/p" | head -n 1 | sed 's/,$//; s/^"//; s/"$//'; }
-CPARGS="run --config-dir $CP/conf --state-dir $CP/state --socket $CP/sock --metrics-address= --resync 20s"
+# The resync: 20 s where a run waits for its growth check (the grow
+# phase and the plain runs); the make phase's crash points all come in
+# the first attach, and a resync there was a dozen lvm2 runs wasted.
+CPRESYNC=20s
+CPARGS="run --config-dir $CP/conf --state-dir $CP/state --socket $CP/sock --metrics-address="
 
 cpn=0
 # cprun POINT: one run of the agent, SIGKILLed at POINT.
@@ -68,7 +74,7 @@ cprun() {
 	cpn=$((cpn + 1))
 	: >$CP/lvm.log
 	echo "=== run $cpn: $1" >>$CP/agent.log
-	PATH=/usr/lib/ostest/cpbin:$PATH VOLUMED_CRASH_AT=$1 timeout 240 $CPBIN $CPARGS >>$CP/agent.log 2>&1
+	PATH=/usr/lib/ostest/cpbin:$PATH VOLUMED_CRASH_AT=$1 timeout 240 $CPBIN $CPARGS --resync $CPRESYNC >>$CP/agent.log 2>&1
 	st=$?
 	kv cp.$cpn.exit $st
 	[ $st = 137 ] || fail "crash point $1: volumed exited $st, not SIGKILLed there: $(tail -n 15 $CP/agent.log)"
@@ -76,10 +82,14 @@ cprun() {
 }
 # cpnote POINT: what run cpn did and left.
 cpnote() {
-	log "run $cpn ($1) done"
+	phase "run $cpn ($1) done"
 	kv cp.$cpn.point "$1"
-	kv cp.$cpn.cmds "$(grep -E '^(pv|vg|lv)(create|extend|change|remove|reduce|convert|rename)' $CP/lvm.log |
-		awk '{ t = "-"; for (i = 1; i < NF; i++) if ($i == "--type") t = $(i + 1); printf "%s %s %s;", $1, t, $NF }')"
+	# The writing commands for the host; every command, counted, for the
+	# log (what a run of the agent costs in lvm2 runs).
+	kv cp.$cpn.cmds "$(awk -v con="$CONSOLE" '{ n[$1]++; all++ }
+		/^(pv|vg|lv)(create|extend|change|remove|reduce|convert|rename)/ {
+			t = "-"; for (i = 1; i < NF; i++) if ($i == "--type") t = $(i + 1); printf "%s %s %s;", $1, t, $NF }
+		END { s = ""; for (c in n) s = s " " c " " n[c]; printf "OSTEST-LOG run '$cpn': %d lvm2 commands:%s\n", all, s > con }' $CP/lvm.log)"
 	kv cp.$cpn.left "$(cpreport)"
 }
 # cpconverge WHAT CHECK: a plain run until CHECK holds, then stopped.
@@ -87,7 +97,7 @@ cpconverge() {
 	cpn=$((cpn + 1))
 	: >$CP/lvm.log
 	echo "=== run $cpn: converge" >>$CP/agent.log
-	PATH=/usr/lib/ostest/cpbin:$PATH $CPBIN $CPARGS >>$CP/agent.log 2>&1 &
+	PATH=/usr/lib/ostest/cpbin:$PATH $CPBIN $CPARGS --resync $CPRESYNC >>$CP/agent.log 2>&1 &
 	pid=$!
 	wait_until 240 "$2" || fail "volume cp not $1 after the crashes: $(volumed status --socket $CP/sock -o json cp 2>&1 | tr '\n' ' ') $(tail -n 15 $CP/agent.log)"
 	kv cp.$cpn.phase "$(cpfield cp phase)"
@@ -95,12 +105,15 @@ cpconverge() {
 	wait $pid
 	cpnote converge
 }
+# cpgrown, cpfgrown: the cheapest test first (each is a poll of
+# wait_until, and every process costs emulated CPU).
 cpgrown() {
-	[ "$(cpfield cp phase)" = Ready ] && [ "$(lvs --noheadings --units b --nosuffix -o lv_size vgcp/cp 2>/dev/null | tr -d ' ')" = 67108864 ] &&
-		[ "$(df -B1 --output=size /srv/cp | tail -n 1 | tr -d ' ')" -gt "$CPFS" ]
+	[ "$(df -B1 --output=size /srv/cp 2>/dev/null | tail -n 1 | tr -d ' ')" -gt "$CPFS" ] 2>/dev/null &&
+		[ "$(lvs --noheadings --units b --nosuffix -o lv_size vgcp/cp 2>/dev/null | tr -d ' ')" = 67108864 ] && [ "$(cpfield cp phase)" = Ready ]
 }
 
 cpstart=$(now)
+phase "crash points: start"
 kv cp.others.before "$(others)"
 # The image's volumed is stopped meanwhile (a stop detaches nothing): it
 # would answer each of the crash agent's uevents with a growth check of
@@ -108,6 +121,7 @@ kv cp.others.before "$(others)"
 # and named by none of its manifests, as leftovers, and changes nothing.
 systemctl stop volumed
 cpmanifest 32Mi 'disk.serial == "CP1" || disk.serial == "CP2"'
+CPRESYNC=10m
 for p in pvcreate:after-intent pvcreate:after-kernel vgcreate:after-intent vgcreate:after-kernel \
 	lvcreate-pool:after-intent lvcreate-pool:after-kernel lvcreate:after-intent lvcreate:after-kernel; do
 	cprun $p
@@ -117,6 +131,7 @@ done
 # growth check its start asked for came before the mount; the resync's,
 # 20 s here, finds the larger size.)
 cpmanifest 64Mi 'disk.serial in ["CP1", "CP2", "CP3"]'
+CPRESYNC=20s
 for p in vgextend:after-intent vgextend:after-kernel lvextend:after-intent lvextend:after-kernel; do
 	cprun $p
 	[ -n "$CPFS" ] || CPFS=$(df -B1 --output=size /srv/cp | tail -n 1 | tr -d ' ')
@@ -147,18 +162,22 @@ cpfsize() { lvs --noheadings --units b --nosuffix -o lv_size vgcpf/cpf 2>/dev/nu
 cpffree() { vgs --noheadings --units b --nosuffix -o vg_free vgcpf 2>/dev/null | tr -d ' '; }
 cpffs() { df -B1 --output=size /srv/cpf 2>/dev/null | tail -n 1 | tr -d ' '; }
 cpfmanifest 'disk.serial == "CP4"'
-PATH=/usr/lib/ostest/cpbin:$PATH $CPBIN $CPARGS >>$CP/agent.log 2>&1 &
+PATH=/usr/lib/ostest/cpbin:$PATH $CPBIN $CPARGS --resync $CPRESYNC >>$CP/agent.log 2>&1 &
 pid=$!
 cpfready() { [ "$(cpfield cpf phase)" = Ready ]; }
+# volumed wait long-polls the agent (no polling); Ready is then checked.
+volumed wait --socket $CP/sock --timeout 240s cpf >/dev/null 2>&1
 wait_until 240 cpfready || fail "volume cpf not Ready: $(tail -n 15 $CP/agent.log)"
 CPFSIZE=$(cpfsize)
 CPFFS=$(cpffs)
+phase "cpf Ready"
 kv cpf.size1 "$CPFSIZE"
 kv cpf.free1 "$(cpffree)"
 cpfmanifest 'disk.serial == "CP4" || disk.serial == "CP5"'
 kill -HUP $pid
-cpfgrown() { [ "$(cpfsize)" -gt "$CPFSIZE" ] && [ "$(cpffs)" -gt "$CPFFS" ]; }
+cpfgrown() { [ "$(cpffs)" -gt "$CPFFS" ] 2>/dev/null && [ "$(cpfsize)" -gt "$CPFSIZE" ]; }
 wait_until 120 cpfgrown || { fail "volume cpf did not follow its VG: $(vgs vgcpf 2>&1 | tr "\n" " ")"; log_cmd tail -n 40 $CP/agent.log; }
+phase "cpf grown"
 kv cpf.size2 "$(cpfsize)"
 kv cpf.free2 "$(cpffree)"
 kv cpf.pvs "$(vgs --noheadings -o pv_count vgcpf | tr -d ' ')"
@@ -167,8 +186,10 @@ kill -TERM $pid
 wait $pid
 kv cp.others.after "$(others)"
 systemctl start volumed
+volumed wait data thin adopt --timeout 240s >/dev/null 2>&1
 sysready() { [ "$(vfield data phase)" = Ready ] && [ "$(vfield thin phase)" = Ready ] && [ "$(vfield adopt phase)" = Ready ]; }
 wait_until 240 sysready || fail "the image's volumed, started again, has not its volumes Ready: $(volumed status 2>&1 | tr '\n' ' ')"
+phase "the image's volumed Ready again"
 for v in data thin adopt; do kv cp.system.$v "$(vfield $v phase)"; done
 for vg in vgcp vgcpf; do
 	kv cp.leftover.$vg "$(journalctl -b -u volumed --no-pager -o cat -g "volume group $vg \(uuid" | grep -c 'named by no manifest')"
