@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 
@@ -20,9 +21,36 @@ type startView struct {
 	holders    map[string]string             // identity -> the volume whose record holds it
 }
 
-// newStartView lists what carries our marker and who holds what.
-func (a *Agent) newStartView(ctx context.Context, mounts MountTable, recs map[string]*store.Volume) *startView {
-	kv := &startView{mounts: mounts, ownedLists: a.listOwned(ctx), strays: map[string]bool{}, holders: map[string]string{}}
+// kernelRead is what a start reads of the kernel for every volume at
+// once: the mount table and what carries our marker, by source kind.
+type kernelRead struct {
+	mounts MountTable
+	owned  map[string][]store.Attachment
+	err    error
+}
+
+func (a *Agent) readKernel(ctx context.Context) kernelRead {
+	mounts, err := a.cfg.Mounter.Mounts()
+	if err != nil {
+		return kernelRead{err: fmt.Errorf("read mount table: %w", err)}
+	}
+	return kernelRead{mounts: mounts, owned: a.listOwned(ctx)}
+}
+
+// readKernelAside is readKernel on a goroutine of its own, which start
+// waits for after reading the manifests: neither needs the other, and a
+// restart at 1000 volumes spent about as long in each, one after the
+// other, on one core (docs/performance.md). Nothing acts on the kernel
+// before start has both: no operation runs until the first pass.
+func (a *Agent) readKernelAside(ctx context.Context) <-chan kernelRead {
+	ch := make(chan kernelRead, 1)
+	go func() { ch <- a.readKernel(ctx) }()
+	return ch
+}
+
+// newStartView takes what carries our marker (owned) and who holds what.
+func (a *Agent) newStartView(owned map[string][]store.Attachment, mounts MountTable, recs map[string]*store.Volume) *startView {
+	kv := &startView{mounts: mounts, ownedLists: owned, strays: map[string]bool{}, holders: map[string]string{}}
 	for name, r := range recs {
 		if r.Attachment != nil {
 			kv.holders[r.Attachment.Identity] = name

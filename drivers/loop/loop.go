@@ -268,7 +268,8 @@ func Get(number int) (*Device, error) {
 	if number < 0 {
 		return nil, fmt.Errorf("loop device number %d out of range", number)
 	}
-	if _, err := os.Stat(sysPath(number, "loop")); errors.Is(err, os.ErrNotExist) {
+	var st unix.Stat_t
+	if err := unix.Stat(sysPath(number, "loop"), &st); errors.Is(err, unix.ENOENT) {
 		return nil, nil
 	}
 	// Holding the node open keeps the device bound (a concurrent
