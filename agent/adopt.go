@@ -19,6 +19,15 @@ type startView struct {
 	ownedLists map[string][]store.Attachment // what carries our marker, by source kind
 	strays     map[string]bool               // drivers with marked attachments no record names
 	holders    map[string]string             // identity -> the volume whose record holds it
+	// listed: the owned attachments by kind, device and identity; a
+	// scan of the lists for each volume was quadratic in the volumes.
+	listed map[ownedKey]bool
+}
+
+type ownedKey struct{ kind, device, identity string }
+
+func (kv *startView) isListed(at store.Attachment) bool {
+	return kv.listed[ownedKey{at.Kind, at.Device, at.Identity}]
 }
 
 // kernelRead is what a start reads of the kernel for every volume at
@@ -50,7 +59,7 @@ func (a *Agent) readKernelAside(ctx context.Context) <-chan kernelRead {
 
 // newStartView takes what carries our marker (owned) and who holds what.
 func (a *Agent) newStartView(owned map[string][]store.Attachment, mounts MountTable, recs map[string]*store.Volume) *startView {
-	kv := &startView{mounts: mounts, ownedLists: owned, strays: map[string]bool{}, holders: map[string]string{}}
+	kv := &startView{mounts: mounts, ownedLists: owned, strays: map[string]bool{}, holders: map[string]string{}, listed: map[ownedKey]bool{}}
 	for name, r := range recs {
 		if r.Attachment != nil {
 			kv.holders[r.Attachment.Identity] = name
@@ -58,6 +67,7 @@ func (a *Agent) newStartView(owned map[string][]store.Attachment, mounts MountTa
 	}
 	for kind, list := range kv.ownedLists {
 		for _, o := range list {
+			kv.listed[ownedKey{kind, o.Device, o.Identity}] = true
 			if kv.holders[o.Identity] == "" {
 				kv.strays[kind] = true
 			}
@@ -123,7 +133,7 @@ func (a *Agent) recordedAttachment(ctx context.Context, rec *store.Volume, kv *s
 	if rec == nil || rec.Attachment == nil {
 		return nil
 	}
-	if listed(kv.ownedLists[rec.Attachment.Kind], *rec.Attachment) {
+	if kv.isListed(*rec.Attachment) {
 		// Seen in the kernel by this start's one pass over it.
 		return rec.Attachment
 	}
