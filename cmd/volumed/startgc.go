@@ -36,15 +36,15 @@ const startGCWindow = time.Minute
 // raiseGCForStart sets the start's target and returns what puts the one
 // in force before back, once however often it is called, and at the
 // latest after startGCWindow.
-func raiseGCForStart() (restore func()) {
+func raiseGCForStart() func() {
 	prev := debug.SetGCPercent(startGCPercent)
 	if want := startGC(prev); want != startGCPercent {
 		debug.SetGCPercent(want)
 	}
 	var once sync.Once
-	restore = func() { once.Do(func() { debug.SetGCPercent(prev) }) }
-	late := time.AfterFunc(startGCWindow, restore)
-	return func() { late.Stop(); restore() }
+	put := func() { once.Do(func() { debug.SetGCPercent(prev) }) }
+	late := time.AfterFunc(startGCWindow, put)
+	return func() { late.Stop(); put() }
 }
 
 // atReady calls restore when the agent first says READY=1, before
