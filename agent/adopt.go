@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 
@@ -18,11 +19,47 @@ type startView struct {
 	ownedLists map[string][]store.Attachment // what carries our marker, by source kind
 	strays     map[string]bool               // drivers with marked attachments no record names
 	holders    map[string]string             // identity -> the volume whose record holds it
+	// listed: the owned attachments by kind, device and identity; a
+	// scan of the lists for each volume was quadratic in the volumes.
+	listed map[ownedKey]bool
 }
 
-// newStartView lists what carries our marker and who holds what.
-func (a *Agent) newStartView(ctx context.Context, mounts MountTable, recs map[string]*store.Volume) *startView {
-	kv := &startView{mounts: mounts, ownedLists: a.listOwned(ctx), strays: map[string]bool{}, holders: map[string]string{}}
+type ownedKey struct{ kind, device, identity string }
+
+func (kv *startView) isListed(at store.Attachment) bool {
+	return kv.listed[ownedKey{at.Kind, at.Device, at.Identity}]
+}
+
+// kernelRead is what a start reads of the kernel for every volume at
+// once: the mount table and what carries our marker, by source kind.
+type kernelRead struct {
+	mounts MountTable
+	owned  map[string][]store.Attachment
+	err    error
+}
+
+func (a *Agent) readKernel(ctx context.Context) kernelRead {
+	mounts, err := a.cfg.Mounter.Mounts()
+	if err != nil {
+		return kernelRead{err: fmt.Errorf("read mount table: %w", err)}
+	}
+	return kernelRead{mounts: mounts, owned: a.listOwned(ctx)}
+}
+
+// readKernelAside is readKernel on a goroutine of its own, which start
+// waits for after reading the manifests: neither needs the other, and a
+// restart at 1000 volumes spent about as long in each, one after the
+// other, on one core (docs/performance.md). Nothing acts on the kernel
+// before start has both: no operation runs until the first pass.
+func (a *Agent) readKernelAside(ctx context.Context) <-chan kernelRead {
+	ch := make(chan kernelRead, 1)
+	go func() { ch <- a.readKernel(ctx) }()
+	return ch
+}
+
+// newStartView takes what carries our marker (owned) and who holds what.
+func (a *Agent) newStartView(owned map[string][]store.Attachment, mounts MountTable, recs map[string]*store.Volume) *startView {
+	kv := &startView{mounts: mounts, ownedLists: owned, strays: map[string]bool{}, holders: map[string]string{}, listed: map[ownedKey]bool{}}
 	for name, r := range recs {
 		if r.Attachment != nil {
 			kv.holders[r.Attachment.Identity] = name
@@ -30,6 +67,7 @@ func (a *Agent) newStartView(ctx context.Context, mounts MountTable, recs map[st
 	}
 	for kind, list := range kv.ownedLists {
 		for _, o := range list {
+			kv.listed[ownedKey{kind, o.Device, o.Identity}] = true
 			if kv.holders[o.Identity] == "" {
 				kv.strays[kind] = true
 			}
@@ -95,7 +133,7 @@ func (a *Agent) recordedAttachment(ctx context.Context, rec *store.Volume, kv *s
 	if rec == nil || rec.Attachment == nil {
 		return nil
 	}
-	if listed(kv.ownedLists[rec.Attachment.Kind], *rec.Attachment) {
+	if kv.isListed(*rec.Attachment) {
 		// Seen in the kernel by this start's one pass over it.
 		return rec.Attachment
 	}

@@ -32,6 +32,7 @@ func (a *Agent) detect(ctx context.Context, mounts MountTable) {
 	spaces := map[string]dirSpace{}
 	recs := a.state.Snapshot()
 	a.checkSources(ctx, desired, recs)
+	counts := a.errorCounts(desired, recs)
 	for name, rec := range recs {
 		d := desired[name]
 		a.learnMounted(d, rec)
@@ -39,7 +40,7 @@ func (a *Agent) detect(ctx context.Context, mounts MountTable) {
 		a.apply(name, CondBackingChanged, p, err)
 		p, err = checkBackingSpace(d, rec, spaces)
 		a.apply(name, CondBackingFull, p, err)
-		p, err = a.checkFilesystem(d, rec, mounts)
+		p, err = a.checkFilesystem(d, rec, mounts, counts[name])
 		a.apply(name, CondFilesystemError, p, err)
 		if d.Wanted() {
 			// Wanted again: whatever blocked its teardown no longer matters.
@@ -102,14 +103,49 @@ func checkBackingSpace(d *Desired, rec *store.Volume, seen map[string]dirSpace) 
 		file, max(s.avail, 0), s.size, dir)}, nil
 }
 
+// fsChecked: the volume's filesystem is one checkFilesystem looks at,
+// mounted by the agent itself (not by a driver that stages).
+func (a *Agent) fsChecked(d *Desired, rec *store.Volume) bool {
+	if d == nil || d.Spec.Filesystem == nil || rec.Staging == nil || rec.Attachment == nil {
+		return false
+	}
+	_, staged := a.cfg.Attachers[rec.Attachment.Kind].(Stager)
+	return !staged
+}
+
+// errorCounts reads the error counter of every checked volume's
+// filesystem whose type keeps one, each type's in one batch: a listing
+// of what is mounted, then the counters on a few workers.
+func (a *Agent) errorCounts(desired map[string]*Desired, recs map[string]*store.Volume) map[string]filesystem.Counted {
+	byType := map[string][]string{}
+	for name, rec := range recs {
+		if d := desired[name]; a.fsChecked(d, rec) {
+			byType[d.Spec.Filesystem.Type] = append(byType[d.Spec.Filesystem.Type], name)
+		}
+	}
+	out := map[string]filesystem.Counted{}
+	for typ, names := range byType {
+		t, ok := filesystem.Of(typ)
+		if !ok || !t.ErrorCounters {
+			continue
+		}
+		devs := make([]string, len(names))
+		for i, n := range names {
+			devs[i] = blockDevice(recs[n])
+		}
+		for i, c := range t.ErrorCounts("", devs) {
+			out[names[i]] = c
+		}
+	}
+	return out
+}
+
 // checkFilesystem looks for a volume filesystem the kernel gave up on:
 // read-only although the manifest wants it writable (errors=remount-ro
-// after an error), or errors ext4 has recorded.
-func (a *Agent) checkFilesystem(d *Desired, rec *store.Volume, mounts MountTable) (*Problem, error) {
-	if d == nil || d.Spec.Filesystem == nil || rec.Staging == nil || rec.Attachment == nil {
-		return nil, nil
-	}
-	if _, staged := a.cfg.Attachers[rec.Attachment.Kind].(Stager); staged {
+// after an error), or errors ext4 has recorded (count, read by
+// errorCounts).
+func (a *Agent) checkFilesystem(d *Desired, rec *store.Volume, mounts MountTable, count filesystem.Counted) (*Problem, error) {
+	if !a.fsChecked(d, rec) {
 		return nil, nil
 	}
 	dev, fstype := blockDevice(rec), d.Spec.Filesystem.Type
@@ -128,17 +164,14 @@ func (a *Agent) checkFilesystem(d *Desired, rec *store.Volume, mounts MountTable
 			found = append(found, "the kernel made it read-only, so every write fails")
 		}
 	}
-	if t, ok := filesystem.Of(fstype); ok {
-		n, path, err := t.ErrorCount("", dev)
-		if err != nil {
-			return nil, err
+	if count.Err != nil {
+		return nil, count.Err
+	}
+	if count.N > 0 {
+		if reason == "" {
+			reason = "Errors"
 		}
-		if n > 0 {
-			if reason == "" {
-				reason = "Errors"
-			}
-			found = append(found, fmt.Sprintf("%s has recorded %d errors (%s)", t.Name, n, path))
-		}
+		found = append(found, fmt.Sprintf("%s has recorded %d errors (%s)", count.FS, count.N, count.Path))
 	}
 	if reason == "" {
 		return nil, nil

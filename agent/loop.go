@@ -131,9 +131,10 @@ func (a *Agent) Run(ctx context.Context) error {
 func (a *Agent) start(ctx context.Context) (*fsnotify.Watcher, error) {
 	watcher := a.watch()
 	start := a.cfg.Now()
+	kernel := a.readKernelAside(ctx)
 	a.loadManifests()
 	loaded := a.cfg.Now()
-	if err := a.reconstruct(ctx); err != nil {
+	if err := a.reconstructFrom(ctx, <-kernel); err != nil {
 		return watcher, fmt.Errorf("reconstruct actual state: %w", err)
 	}
 	close(a.startedc)

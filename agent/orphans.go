@@ -83,17 +83,6 @@ func (a *Agent) logLeftovers(ctx context.Context, desired map[string]*Desired) {
 	}
 }
 
-// listed: at is among the attachments the kernel shows as ours, on the
-// same device.
-func listed(owned []store.Attachment, at store.Attachment) bool {
-	for _, o := range owned {
-		if o.Device == at.Device && o.Identity == at.Identity {
-			return true
-		}
-	}
-	return false
-}
-
 func ownedAt(owned []store.Attachment, top *mountinfo.Info) (store.Attachment, bool) {
 	if top == nil {
 		return store.Attachment{}, false

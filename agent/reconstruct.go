@@ -20,6 +20,11 @@ import (
 // which wins where they disagree. Whatever is in place and right is
 // adopted, so nothing that is already right is redone.
 func (a *Agent) reconstruct(ctx context.Context) error {
+	return a.reconstructFrom(ctx, a.readKernel(ctx))
+}
+
+// reconstructFrom is reconstruct over what was read of the kernel (k).
+func (a *Agent) reconstructFrom(ctx context.Context, k kernelRead) error {
 	recs, intents, err := a.cfg.Store.Load()
 	if err != nil {
 		return err
@@ -27,16 +32,16 @@ func (a *Agent) reconstruct(ctx context.Context) error {
 	if err := a.idents.load(); err != nil {
 		return err
 	}
-	mounts, err := a.cfg.Mounter.Mounts()
-	if err != nil {
-		return fmt.Errorf("read mount table: %w", err)
+	if k.err != nil {
+		return k.err
 	}
+	mounts := k.mounts
 	desired := a.desiredSnapshot()
 	u := a.readIntents(intents, recs, desired)
 	names := volumeNames(recs, desired, u.leftovers)
 
 	a.state = a.newState()
-	kv := a.newStartView(ctx, mounts, recs)
+	kv := a.newStartView(k.owned, mounts, recs)
 	claimed := map[string]bool{} // identities of attachments some volume owns
 	for _, name := range names {
 		c := volumeClues{rec: recs[name], desired: desired[name], pending: u.pending[name],

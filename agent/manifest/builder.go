@@ -71,7 +71,7 @@ func NewBuilder(dirs []string, opts Options) *Builder {
 		cache:    newParseCache(),
 	}
 	if opts.CacheFile != "" {
-		b.cache.stored = readStored(opts.CacheFile, b.cache.schema(opts.Kinds))
+		b.cache.readStoredAside(opts.CacheFile, b.cache.schema(opts.Kinds))
 	}
 	return b
 }

@@ -25,6 +25,9 @@ type parseCache struct {
 	// out at its first look; restored counts those used.
 	stored   map[string]storedFile
 	restored int
+	// storedAside: the decode of what a previous run saved, under way
+	// (readStoredAside); nil once taken into stored.
+	storedAside <-chan map[string]storedFile
 	// decoded counts the files read and parsed, for the tests.
 	decoded int
 	key     string // schemaKey, once computed
@@ -115,6 +118,7 @@ func (c *parseCache) unchanged(path string, opts Options) (parsedFile, bool) {
 	}
 	id, known := identityOf(st)
 	c.mu.Lock()
+	c.takeStored()
 	e, hit := c.entries[path]
 	sf, saved := c.stored[path]
 	delete(c.stored, path)
@@ -154,7 +158,7 @@ func (c *parseCache) keep(paths []string) {
 		}
 	}
 	// What was saved of a file no longer there is of no further use.
-	c.stored = nil
+	c.stored, c.storedAside = nil, nil
 }
 
 // restore takes a file's parse from what a previous run saved, which the
@@ -170,6 +174,27 @@ func (c *parseCache) restore(path string, sf storedFile, opts Options) (cachedPa
 	c.entries[path] = e
 	c.restored++
 	return e, true
+}
+
+// readStoredAside decodes what a previous run saved on a goroutine of
+// its own, which the first look at a file waits for: the decode was
+// the largest part of an agent's set-up at 1000 manifests
+// (docs/performance.md), and the state file is opened, the firmware
+// read and the sockets served meanwhile, on the other core. The
+// goroutine reads one file and ends; the parse cache owns its result.
+func (c *parseCache) readStoredAside(path, schema string) {
+	ch := make(chan map[string]storedFile, 1)
+	c.storedAside = ch
+	go func() { ch <- readStored(path, schema) }()
+}
+
+// takeStored waits for the decode readStoredAside began, if any; c.mu
+// is held.
+func (c *parseCache) takeStored() {
+	if c.storedAside != nil {
+		c.stored = <-c.storedAside
+		c.storedAside = nil
+	}
 }
 
 // storable is every clean file's parse, in its stored form.

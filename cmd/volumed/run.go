@@ -142,6 +142,8 @@ const manifestCacheFile = "manifest-cache.json"
 
 func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	began := time.Now()
+	restoreGC := raiseGCForStart()
+	defer restoreGC()
 	f, err := parseRunFlags(args, stderr)
 	if err != nil {
 		return err
@@ -179,6 +181,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	}()
 	host, boot := loadFirmware(f.firmwareRoot, log)
 	notify, wd := systemd(log)
+	notify = atReady(notify, restoreGC)
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

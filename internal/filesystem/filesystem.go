@@ -9,14 +9,8 @@
 package filesystem
 
 import (
-	"errors"
-	"fmt"
-	"io/fs"
-	"path/filepath"
 	"slices"
 	"strings"
-
-	"github.com/volumed/volumed/internal/sysfs"
 )
 
 // Default is the type a volume gets where one is not said (a CSI volume
@@ -220,28 +214,4 @@ func (t Type) Programs() []Program {
 		out[i].Why = strings.Join(verbs[i], " and ") + " " + what
 	}
 	return out
-}
-
-// ErrorCount reads how many errors the kernel has met on the filesystem
-// of this type mounted from dev, which it keeps in the superblock and
-// shows in sysfs (below root, "" for /sys) under the device's kernel
-// name; path is the attribute, for a message. 0 when the type keeps no
-// such count or nothing of it is mounted from dev.
-func (t Type) ErrorCount(root, dev string) (n int64, path string, err error) {
-	if !t.ErrorCounters {
-		return 0, "", nil
-	}
-	name, err := sysfs.Name(root, dev)
-	if err != nil {
-		name = filepath.Base(dev) // not a block device node: as named
-	}
-	path = filepath.Join(sysfs.RootOr(root), "fs", t.Name, name, "errors_count")
-	n, err = sysfs.Count(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return 0, path, nil
-	}
-	if err != nil {
-		return 0, path, fmt.Errorf("%s error count of %s: %w", t.Name, dev, err)
-	}
-	return n, path, nil
 }

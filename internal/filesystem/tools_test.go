@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -109,6 +110,45 @@ func TestErrorCount(t *testing.T) {
 	if _, _, err := ext4.ErrorCount(root, node); err == nil || !strings.Contains(err.Error(), "ext4 error count of "+node) {
 		t.Errorf("ext4 ErrorCount of a bad count: %v", err)
 	}
+	testErrorCounts(t, root, node, counter)
+}
+
+// ErrorCounts answers for each device in its order, what ErrorCount
+// would: a device whose kernel name the type's directory does not list
+// (nothing of the type mounted from it) counts none, and a bad count is
+// that device's error alone.
+func testErrorCounts(t *testing.T, root, node, counter string) {
+	ext4, _ := filesystem.Lookup("ext4")
+	xfs, _ := filesystem.Lookup("xfs")
+	other := filepath.Join(t.TempDir(), "loop-unmounted") // not a node: taken as named
+	if err := os.WriteFile(counter, []byte("3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := ext4.ErrorCounts(root, []string{other, node, other})
+	if len(got) != 3 || got[1].N != 3 || got[1].Path != counter || got[1].FS != "ext4" || got[1].Err != nil {
+		t.Fatalf("ErrorCounts = %+v; want 3 from %s second", got, counter)
+	}
+	for _, i := range []int{0, 2} {
+		if got[i].N != 0 || got[i].Err != nil {
+			t.Errorf("ErrorCounts of a device with nothing mounted = %+v, want 0", got[i])
+		}
+	}
+	if got := xfs.ErrorCounts(root, []string{node}); got[0].N != 0 || got[0].Err != nil {
+		t.Errorf("xfs ErrorCounts = %+v; xfs keeps no count", got[0])
+	}
+	if err := os.WriteFile(counter, []byte("many\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got = ext4.ErrorCounts(root, []string{node, other})
+	if got[0].Err == nil || !strings.Contains(got[0].Err.Error(), "ext4 error count of "+node) || got[1].Err != nil {
+		t.Errorf("ErrorCounts with a bad count: %+v", got)
+	}
+	if err := os.RemoveAll(filepath.Join(root, "fs", "ext4")); err != nil {
+		t.Fatal(err)
+	}
+	if got := ext4.ErrorCounts(root, []string{node}); got[0].N != 0 || got[0].Err != nil {
+		t.Errorf("ErrorCounts with no ext4 mounted at all = %+v, want 0", got[0])
+	}
 }
 
 // On the real kernel, a mounted ext4's count is where ErrorCount reads
@@ -122,7 +162,7 @@ func TestErrorCountOfAMountedExt4(t *testing.T) {
 		t.Fatalf("mkfs.ext4: %v: %s", err, out)
 	}
 	mnt := t.TempDir()
-	if err := unix.Mount(dev, mnt, "ext4", 0, ""); err != nil {
+	if err := unix.Mount(dev, mnt, "ext4", 0, "errors=continue"); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) }()
@@ -130,5 +170,23 @@ func TestErrorCountOfAMountedExt4(t *testing.T) {
 	n, path, err := ext4.ErrorCount("", dev)
 	if _, serr := os.Stat(path); err != nil || n != 0 || serr != nil {
 		t.Errorf("ErrorCount of a new ext4 = %d, %q (%v), %v; want 0 from an attribute that exists", n, path, serr, err)
+	}
+	// An error the kernel records (errors=continue keeps it mounted
+	// read-write) is what both read, the batch from its one listing.
+	trigger := filepath.Join(filepath.Dir(path), "trigger_fs_error")
+	if err := os.WriteFile(trigger, []byte("volumed test\n"), 0o200); err != nil {
+		t.Fatalf("force an ext4 error (kernel without %s?): %v", trigger, err)
+	}
+	// With errors=continue the kernel writes the count into the
+	// superblock from a worker, a moment after the error.
+	deadline := time.Now().Add(30 * time.Second)
+	for n, _, err := ext4.ErrorCount("", dev); n < 1; n, _, err = ext4.ErrorCount("", dev) {
+		if err != nil || time.Now().After(deadline) {
+			t.Fatalf("ErrorCount after a forced error = %d, %v; want at least 1", n, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := ext4.ErrorCounts("", []string{dev}); got[0].N < 1 || got[0].Path != path || got[0].Err != nil {
+		t.Errorf("ErrorCounts after a forced error = %+v; want at least 1 from %s", got[0], path)
 	}
 }

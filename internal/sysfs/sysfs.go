@@ -7,10 +7,10 @@ package sysfs
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -71,19 +71,55 @@ func read(dir string, elem []string) (string, error) {
 	return string(b), err
 }
 
-// readBytes reads at most limit bytes of the attribute.
+// readBytes reads at most limit bytes of the attribute. It reads with
+// the bare system calls: an os.File registers a sysfs file with the
+// poller (kernfs files are pollable) and leaves a cleanup for the
+// collector, which doubled what a read of one attribute cost, and a
+// restart reads a few per volume (docs/performance.md).
 func readBytes(dir string, elem []string, limit int64) ([]byte, error) {
 	p := filepath.Join(append([]string{dir}, elem...)...)
-	f, err := os.Open(p)
+	fd, err := openRead(p)
 	if err != nil {
-		return nil, err
+		return nil, &os.PathError{Op: "open", Path: p, Err: err}
 	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, limit))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", p, err)
+	defer unix.Close(fd)
+	b := make([]byte, 0, min(limit, firstRead))
+	for int64(len(b)) < limit {
+		if len(b) == cap(b) {
+			b = slices.Grow(b, int(min(int64(cap(b)), limit-int64(len(b)))))
+		}
+		n, err := readOnce(fd, b[len(b):cap(b)])
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", p, err)
+		}
+		if n == 0 {
+			break
+		}
+		b = b[:len(b)+n]
 	}
 	return b, nil
+}
+
+// firstRead fits almost every attribute (a count, a name, a path) in
+// one read; a longer one grows the buffer.
+const firstRead = 256
+
+func openRead(p string) (int, error) {
+	for {
+		fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != unix.EINTR {
+			return fd, err
+		}
+	}
+}
+
+func readOnce(fd int, b []byte) (int, error) {
+	for {
+		n, err := unix.Read(fd, b)
+		if err != unix.EINTR {
+			return n, err
+		}
+	}
 }
 
 // AttrOr is Attr, "" when the attribute cannot be read: for what is

@@ -33,6 +33,8 @@ func main() {
 	bin := flag.String("bin", "bin/volumed", "volumed binary")
 	agentArgs := flag.String("agent-args", "", "more arguments for volumed run, space-separated (e.g. --parallel 64)")
 	perfDir := flag.String("perf", "", "record the restart and the edits with perf into this directory (the binary unstripped)")
+	restarts := flag.Int("restarts", 0, "restart the agent this many times more and print the median (with -compare, each binary in turn)")
+	compare := flag.String("compare", "", "another volumed binary whose restarts -restarts alternates with -bin's")
 	flag.Parse()
 	if os.Getenv("VOLUMED_BENCH_NS") == "" {
 		if os.Geteuid() != 0 {
@@ -96,6 +98,16 @@ func main() {
 	restart := b.startAndWaitReady()
 	prof.stop()
 	fmt.Printf("restart to all Ready with %d volumes in place: %v (target <= 20 ms at 100, 100 ms at 1000; includes process start); agent CPU %v\n", *n, restart.Round(time.Millisecond), time.Duration(b.cpuNanos()).Round(time.Millisecond))
+
+	if *restarts > 0 {
+		bins := []string{exe}
+		if *compare != "" {
+			other, err := filepath.Abs(*compare)
+			check(err)
+			bins = append(bins, other)
+		}
+		b.restarts(*restarts, bins)
+	}
 
 	prof.start("edit")
 	b.editOne(images, 5)
