@@ -50,6 +50,17 @@ timed() {
 	return $rc
 }
 fs_uuid() { blkid -p -s UUID -o value "$1"; }
+# line_with FILE TEXT: the first line of FILE that contains TEXT, false if
+# none: grep -m1 read by the shell (a process is ~0.2 s of emulated CPU,
+# and the loops that time volumed status read its output every second).
+line_with() {
+	while IFS= read -r l; do
+		case $l in *"$2"*) printf '%s\n' "$l"; return 0 ;; esac
+	done <"$1"
+	return 1
+}
+# uptime_s: whole seconds of uptime, read by the shell.
+uptime_s() { local up; read -r up _ </proc/uptime; echo "${up%.*}"; }
 `
 
 // faultMachine is a machine of the base image with faultLib in it.
