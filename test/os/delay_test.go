@@ -51,14 +51,14 @@ for i in 1 2 3; do ms=$(timed volumed status -o json); [ "$ms" -gt "$base" ] && 
 kv status.base "$base"
 cp /usr/lib/ostest/slow.yaml /etc/volumed/volumes.d/slow.yaml
 max=0 n=0 says=""
-end=$(( $(cut -d. -f1 /proc/uptime) + 120 ))
-while [ "$(cut -d. -f1 /proc/uptime)" -lt $end ]; do
+end=$(( $(uptime_s) + 120 ))
+while [ "$(uptime_s)" -lt $end ]; do
 	ms=$(timed volumed status -o json) || fail "status failed: $(head -c 300 /tmp/timed.out)"
 	n=$((n + 1)); [ "$ms" -gt "$max" ] && max=$ms
-	grep -q '"name": "fast"' /tmp/timed.out || fail "status -o json lost the volume fast"
+	line_with /tmp/timed.out '"name": "fast"' >/dev/null || fail "status -o json lost the volume fast"
 	ms=$(timed volumed status slow)
 	[ "$ms" -gt "$max" ] && max=$ms
-	line=$(grep -m1 "timed out" /tmp/timed.out)
+	line=$(line_with /tmp/timed.out "timed out")
 	if [ -n "$line" ]; then says=$line; break; fi
 	sleep 1
 done

@@ -99,12 +99,12 @@ dm_swap statedm "$(flakey statedm)"
 rm /etc/volumed/volumes.d/b.yaml
 sed 's/\ba\b/c/g' /etc/volumed/volumes.d/a.yaml >/etc/volumed/volumes.d/c.yaml
 seen=""
-end=$(( $(cut -d. -f1 /proc/uptime) + 60 ))
-while [ "$(cut -d. -f1 /proc/uptime)" -lt $end ]; do
+end=$(( $(uptime_s) + 60 ))
+while [ "$(uptime_s)" -lt $end ]; do
 	ms=$(timed volumed status -o json) || fail "status failed under the fault: $(cat /tmp/timed.out | head -c 500)"
 	[ "$ms" -lt 5000 ] || fail "volumed status took $ms ms while the state directory failed"
 	[ "$ms" -gt "${max:-0}" ] && max=$ms
-	if grep -q '"StateNotRecorded"' /tmp/timed.out; then
+	if line_with /tmp/timed.out '"StateNotRecorded"' >/dev/null; then
 		seen=yes
 		kv notrecorded.says "$(grep -A2 '"StateNotRecorded"' /tmp/timed.out | grep message | head -n 1 | tr ' ' '_' | head -c 300)"
 		break

@@ -39,8 +39,7 @@ func TestUpgrade(t *testing.T) {
 	if out, err := r.Monitor("info status"); err != nil || !strings.Contains(out, "running") {
 		t.Errorf("monitor: info status = %q, %v; want running", out, err)
 	}
-	r.WaitDone(t, "upgrade", bootTimeout+3*time.Minute)
-	r.Wait(t, shutdownTimeout)
+	r.Finish(t, "upgrade", bootTimeout+3*time.Minute)
 	r.CheckGuest(t)
 	if got := r.KV("version.before"); !strings.Contains(got, baseVersion) {
 		t.Errorf("before the upgrade volumed version says %q, want %s", got, baseVersion)

@@ -71,3 +71,38 @@ vfield() {
 	out=$(volumed status -o json "$1" 2>/dev/null) || out=$(volumed status -o json "$1" 2>/dev/null)
 	printf '%s\n' "$out" | sed -n "/^    \"$2\": /{s///; s/,\$//; s/^\"//; s/\"\$//; p; q}"
 }
+# vfields FIELDS NAME...: a line "NAME VALUE" for each volume named and
+# each of its top-level scalars matching FIELDS (an awk regular expression
+# of field names: phase, "phase|lastError"), in the order of the status:
+# vfield for many volumes at the price of two processes.
+vfields() {
+	local f=$1
+	shift
+	volumed status -o json "$@" 2>/dev/null | awk -v f="^    \"($f)\": " '
+		/^    "name": / { n = $2; gsub(/[",]/, "", n) }
+		match($0, f) { v = substr($0, RLENGTH + 1); sub(/,$/, "", v); gsub(/^"|"$/, "", v); print n, v }'
+}
+# mounted PATH: PATH is a mount point (mountpoint -q), read by the shell
+# from mountinfo, no process.
+mounted() {
+	local _a _b _c _d mp _rest
+	while read -r _a _b _c _d mp _rest; do
+		[ "$mp" = "$1" ] && return 0
+	done </proc/self/mountinfo
+	return 1
+}
+# vjson NAME...: a line "NAME JSON" for each volume named, JSON its
+# `volumed status -o json NAME` (an array of the one volume) on one line:
+# many volumes' status for two processes.
+vjson() {
+	volumed status -o json "$@" 2>/dev/null | awk '
+		/^  \{/ { o = ""; n = "" }
+		/^    "name": / { n = $2; gsub(/[",]/, "", n) }
+		{ s = $0; sub(/^ +/, "", s); o = o s }
+		/^  \}/ { sub(/,$/, "", o); print n, "[" o "]" }'
+}
+# agent_id: the agent's PID and restart count, from one systemctl; a
+# crash or a restart changes it.
+agent_id() {
+	systemctl show -p MainPID -p NRestarts volumed.service | { id=""; while read -r l; do id="$id${id:+/}$l"; done; echo "$id"; }
+}

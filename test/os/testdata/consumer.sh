@@ -6,9 +6,9 @@
 . /usr/lib/ostest/lib.sh
 name=$1
 shift
+vfields phase "$@" | while read -r v p; do kv "$name.start.$v" "$p"; done
 for v in "$@"; do
-	kv "$name.start.$v" "$(vfield $v phase)"
-	mountpoint -q /srv/$v || fail "$name started with /srv/$v not mounted"
+	mounted /srv/$v || fail "$name started with /srv/$v not mounted"
 done
 log "consumer $name started"
 n=3

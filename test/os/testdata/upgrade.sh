@@ -5,11 +5,15 @@ VOLS="data logs isc nvm"
 systemctl is-system-running --wait >/dev/null
 check "volumes Ready before the upgrade" volumed wait $VOLS --timeout 2m
 # mountinfo: mount ID, parent, major:minor, root, mount point, options...
-mounts() { for v in $VOLS; do grep " /srv/$v " /proc/self/mountinfo; done; }
+# One grep for all (a process is about 0.2 s of the emulated CPU).
+mounts() { grep -E " /srv/(data|logs|isc|nvm) " /proc/self/mountinfo; }
+# ids MOUNTINFO: mount ID and mount point of each line, for the log.
+ids() { printf '%s\n' "$1" | while read -r id _ _ _ mp _; do printf '%s %s ' "$id" "$mp"; done; }
 before=$(mounts)
-log "mounts before: $(echo "$before" | cut -d' ' -f1,5 | tr '\n' ' ')"
-pid_before=$(systemctl show -P MainPID volumed.service)
-consumers_before=$(systemctl show -P MainPID local-consumer.service net-consumer.service | tr '\n' ' ')
+log "mounts before: $(ids "$before")"
+# shellcheck disable=SC2046
+set -- $(systemctl show -P MainPID volumed.service local-consumer.service net-consumer.service)
+pid_before=$1 consumers_before="$2 $3"
 kv version.before "$(volumed version)"
 cursor=$(journalctl -n 0 --show-cursor | sed -n 's/^-- cursor: //p')
 
@@ -21,15 +25,20 @@ pid_after=$(systemctl show -P MainPID volumed.service)
 kv agent.restarted "$([ "$pid_before" != "$pid_after" ] && echo yes || echo no)"
 kv agent.binary "$(readlink /proc/$pid_after/exe)"
 check "volumes Ready after the upgrade" volumed wait $VOLS --timeout 2m
-for v in $VOLS; do kv "after.phase.$v" "$(vfield $v phase)"; done
+vfields phase $VOLS | while read -r v p; do kv "after.phase.$v" "$p"; done
 after=$(mounts)
-log "mounts after: $(echo "$after" | cut -d' ' -f1,5 | tr '\n' ' ')"
+log "mounts after: $(ids "$after")"
 [ "$before" = "$after" ] || fail "mountinfo of the volumes changed: before [$before] after [$after]"
-consumers_after=$(systemctl show -P MainPID local-consumer.service net-consumer.service | tr '\n' ' ')
+# shellcheck disable=SC2046
+set -- $(systemctl show -P MainPID local-consumer.service net-consumer.service)
+consumers_after="$1 $2"
 [ "$consumers_before" = "$consumers_after" ] || fail "consumers restarted: $consumers_before -> $consumers_after"
-# What systemd did to the units during the upgrade.
-journalctl --after-cursor="$cursor" -o cat _PID=1 | grep -E "volumed|srv-|consumer" | while read -r l; do log "pid1: $l"; done
-journalctl --after-cursor="$cursor" -o cat _PID=1 | grep -E "Stopping volumed-network|Unmounting srv-|Stopping (local|net)-consumer" |
-	while read -r l; do fail "during the upgrade: $l"; done
+# What systemd did to the units during the upgrade (the journal read once).
+journalctl --after-cursor="$cursor" -o cat _PID=1 | grep -E "volumed|srv-|consumer" | while read -r l; do
+	log "pid1: $l"
+	case $l in
+	*"Stopping volumed-network"* | *"Unmounting srv-"* | *"Stopping local-consumer"* | *"Stopping net-consumer"*) fail "during the upgrade: $l" ;;
+	esac
+done
+# The host cuts the power: the shutdown is TestLifecycle's.
 done_step upgrade
-systemctl poweroff
