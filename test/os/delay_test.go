@@ -24,8 +24,8 @@ func TestDelayedVolume(t *testing.T) {
 	r := m.Boot(ctx)
 	r.Finish(t, "delay", 10*time.Minute)
 	r.CheckGuest(t)
-	t.Logf("status under a %s ms disk: slowest of %s answers %s ms (%s ms with nothing slow before, %s ms after); the volume said: %s",
-		r.KV("delay.ms"), r.KV("status.n"), r.KV("status.max"), r.KV("status.base"), r.KV("status.after"), r.KV("slow.says"))
+	t.Logf("status under a %s ms disk: slowest of %s answers %s ms, %s of them late (%s ms with nothing slow before, %s ms after); the volume said: %s",
+		r.KV("delay.ms"), r.KV("status.n"), r.KV("status.max"), r.KV("status.late"), r.KV("status.base"), r.KV("status.after"), r.KV("slow.says"))
 	if r.KV("status.n") == "" {
 		t.Fatal("the guest measured no status call")
 	}
@@ -50,14 +50,14 @@ base=0
 for i in 1 2 3; do ms=$(timed volumed status -o json); [ "$ms" -gt "$base" ] && base=$ms; done
 kv status.base "$base"
 cp /usr/lib/ostest/slow.yaml /etc/volumed/volumes.d/slow.yaml
-max=0 n=0 says=""
+max=0 n=0 says="" times=""
 end=$(( $(uptime_s) + 120 ))
 while [ "$(uptime_s)" -lt $end ]; do
 	ms=$(timed volumed status -o json) || fail "status failed: $(head -c 300 /tmp/timed.out)"
-	n=$((n + 1)); [ "$ms" -gt "$max" ] && max=$ms
+	n=$((n + 1)); [ "$ms" -gt "$max" ] && max=$ms; times="$times $ms"
 	line_with /tmp/timed.out '"name": "fast"' >/dev/null || fail "status -o json lost the volume fast"
 	ms=$(timed volumed status slow)
-	[ "$ms" -gt "$max" ] && max=$ms
+	n=$((n + 1)); [ "$ms" -gt "$max" ] && max=$ms; times="$times $ms"
 	line=$(line_with /tmp/timed.out "timed out")
 	if [ -n "$line" ]; then says=$line; break; fi
 	sleep 1
@@ -73,7 +73,12 @@ for i in 1 2 3; do ms=$(timed volumed status -o json); [ "$ms" -gt "$after" ] &&
 kv status.after "$after"
 [ "$after" -gt "$base" ] && base=$after
 # At once: within one I/O of the slow disk of what it costs with nothing
-# slow.
-[ "$max" -lt $((base + DELAY)) ] || fail "volumed status took $max ms while a volume's disk was slow ($base ms with nothing slow)"
+# slow. A call that waited on the disk would be late every time; one late
+# call among them is the host's load (a guest stalled 2 s under load 14
+# once, in a run whose other calls took at most 0.9 s).
+late=0
+for ms in $times; do [ "$ms" -lt $((base + DELAY)) ] || late=$((late + 1)); done
+kv status.late "$late"
+[ "$late" -le 1 ] || fail "volumed status took $DELAY ms more than with nothing slow ($base ms) in $late of $n calls while a volume's disk was slow:$times"
 done_step delay
 `
