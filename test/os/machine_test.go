@@ -195,9 +195,10 @@ func (m *Machine) seed() (string, error) {
 // sharing its emulated CPU, and the mitigations of speculation attacks
 // are paid for on every system call under TCG (a power cut's check boot:
 // 32.3 s with them off against 34.3 s on). More options saved about 5 %
-// of a boot, but a check boot with them hung mounting its root: they are
-// out until that is understood (docs/performance.md, "The OS tier's
-// cost").
+// of a boot; a check boot with them hung mounting its root, and later one
+// without them (bootPastRoot), so they were not its cause, but they stay
+// out until a full run of the tier has them again (docs/performance.md,
+// "The OS tier's cost").
 const guestCmdline = "mitigations=off"
 
 // qemuArgs is the command line of the next boot.
