@@ -256,15 +256,18 @@ func cutAndCheck(t *testing.T, img *Image, snap *Snapshot, key, tool string, n i
 			synced += c
 		}
 	}
-	cutFiles(m, key, tool)
-	m.AddFile("/usr/lib/ostest/checkboot", 0o644, "")
-	m.AddFile("/usr/lib/ostest/expect", 0o644, expect.String())
-	// One volumed wait for all eleven, not eleven volumed-wait@ units:
-	// each is a process of about 0.3 s of emulated CPU, and the units'
-	// ordering is TestLifecycle's to check.
-	m.AddTest("check", "", fmt.Sprintf("VOLUMES='%s'\nLOOPS=%d\n", strings.Join(cutAll, " "), len(cutLoops)+2)+cutCheck)
+	// The seed goes with one boot: a boot again gets it again.
+	prepare := func() {
+		cutFiles(m, key, tool)
+		m.AddFile("/usr/lib/ostest/checkboot", 0o644, "")
+		m.AddFile("/usr/lib/ostest/expect", 0o644, expect.String())
+		// One volumed wait for all eleven, not eleven volumed-wait@ units:
+		// each is a process of about 0.3 s of emulated CPU, and the units'
+		// ordering is TestLifecycle's to check.
+		m.AddTest("check", "", fmt.Sprintf("VOLUMES='%s'\nLOOPS=%d\n", strings.Join(cutAll, " "), len(cutLoops)+2)+cutCheck)
+	}
 	rebooted := time.Now()
-	r2 := bootPastRoot(t, m)
+	r2 := bootPastRoot(t, m, prepare)
 	r2.Finish(t, "check", 6*time.Minute)
 	t.Logf("phase: check boot checked in %s", time.Since(rebooted).Round(100*time.Millisecond))
 	r2.CheckGuest(t)
@@ -292,9 +295,10 @@ const rootHang = "blocked for more than"
 // precheck. A boot that hangs in the kernel before that is cut again and
 // booted once more (to the disk, one more power cut, during the root's
 // journal replay); the test fails if the second hangs too.
-func bootPastRoot(t *testing.T, m *Machine) *Run {
+func bootPastRoot(t *testing.T, m *Machine, prepare func()) *Run {
 	t.Helper()
 	for try := 1; ; try++ {
+		prepare()
 		r := m.Boot(context.Background())
 		for waited := time.Duration(0); waited < 6*time.Minute; waited += 20 * time.Second {
 			if _, err := r.waitLine("OSTEST-KV phase precheck", 20*time.Second); err == nil {
