@@ -178,7 +178,13 @@ func buildImage(ctx context.Context, root, dir, deb string) error {
 		return err
 	}
 	here := filepath.Join(root, "test/os")
-	cmd := exec.CommandContext(ctx, filepath.Join(here, "build-image.sh"), tmp, deb, strings.Join(Packages, ","), filepath.Join(here, "guest"))
+	init := filepath.Join(tmp, "init")
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", init, "./test/os/guest")
+	build.Dir, build.Env = root, append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("build the initramfs's init: %w\n%s", err, out)
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(here, "build-image.sh"), tmp, deb, strings.Join(Packages, ","), filepath.Join(here, "guest"), init)
 	cmd.Env = append(os.Environ(), "PATH="+os.Getenv("PATH")+":/usr/sbin:/sbin")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		os.RemoveAll(tmp)

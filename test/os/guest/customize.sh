@@ -35,6 +35,16 @@ for u in getty@tty1.service serial-getty@ttyS0.service systemd-timesyncd.service
 	systemd-update-utmp.service systemd-update-utmp-runlevel.service; do
 	ln -sf /dev/null "$root/etc/systemd/system/$u"
 done
+# The same for systemd's generators that have nothing to do here (each a
+# process at every boot, about 0.2 s of emulated CPU): the fstab and
+# cryptsetup generators stay, TestUdevInTheLoop checks what they do.
+mkdir -p "$root/etc/systemd/system-generators"
+for g in systemd-debug-generator systemd-getty-generator systemd-gpt-auto-generator \
+	systemd-hibernate-resume-generator systemd-integritysetup-generator \
+	systemd-veritysetup-generator systemd-rc-local-generator systemd-run-generator \
+	systemd-system-update-generator systemd-sysv-generator; do
+	ln -sf /dev/null "$root/etc/systemd/system-generators/$g"
+done
 # ifupdown is there for TestLifecycle's network, which its unit asks for
 # (Wants=networking.service); every other boot would run ifup and its
 # hook scripts for the loopback, which systemd brings up by itself.
