@@ -24,12 +24,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/volumed/volumed/internal/fanout"
 	"github.com/volumed/volumed/internal/keyed"
 	"github.com/volumed/volumed/internal/safepath"
 	"github.com/volumed/volumed/internal/sysfs"
@@ -374,22 +374,7 @@ func List() ([]Device, error) {
 	}
 	devs := make([]*Device, len(nums))
 	errs := make([]error, len(nums))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(listWorkers, len(nums)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				devs[i], errs[i] = getListed(nums[i])
-			}
-		}()
-	}
-	for i := range nums {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+	fanout.Each(len(nums), listWorkers, func(i int) { devs[i], errs[i] = getListed(nums[i]) })
 	var out []Device
 	for i, d := range devs {
 		if errs[i] != nil {

@@ -6,8 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sync"
 
+	"github.com/volumed/volumed/internal/fanout"
 	"github.com/volumed/volumed/internal/sysfs"
 )
 
@@ -52,22 +52,7 @@ func (t Type) ErrorCounts(root string, devs []string) []Counted {
 		}
 		return out
 	}
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(countWorkers, len(devs)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				out[i] = t.count(root, devs[i], mounted)
-			}
-		}()
-	}
-	for i := range devs {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+	fanout.Each(len(devs), countWorkers, func(i int) { out[i] = t.count(root, devs[i], mounted) })
 	return out
 }
 
