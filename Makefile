@@ -8,49 +8,40 @@ ifneq ($(findstring /,$(GO)),)
 export PATH := $(patsubst %/,%,$(dir $(GO))):$(PATH)
 endif
 
-.PHONY: build deps test test-race test-vms os-image os-tier fuzz-beside test-vm test-os bench bench-boot lint demo clean fuzz
+.PHONY: build deps test test-race test-vms os-image os-tier test-vm test-os bench bench-boot lint demo clean fuzz
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/volumed ./cmd/volumed
 
 # Everything: unit tests, real-kernel tests of each package, end-to-end
 # tests of the binary (with crash points compiled in), the VM tests of
-# the network drivers (test/vm), the real-OS tier (test/os), lint, and a
-# short run of every fuzzer. All but the VM and OS tests run under the
-# race detector (which needs cgo), and so does the agent the e2e tests
-# build; the VM and OS tests check what ships, a static binary built
-# without it.
+# the network drivers (test/vm), the real-OS tier (test/os) and lint. All
+# but the VM and OS tests run under the race detector (which needs cgo),
+# and so does the agent the e2e tests build; the VM and OS tests check
+# what ships, a static binary built without it. Every fuzz target's seed
+# corpus and saved inputs (testdata/fuzz) run as tests; the fuzzing itself
+# is make fuzz: even a short pass, most of it building the instrumented
+# binaries, costs more CPU than the 25-minute bound can spare
+# (docs/performance.md, "Round 3 of the tier's cost").
 # After deps, a test whose tool is missing fails instead of skipping
 # (VOLUMED_DEPS, internal/testtool).
 # The race packages, the VM tests and the OS image's build run side by
 # side (each one's output is printed when it ends): the first wait on the
 # kernel, the second computes (qemu without KVM), the third mostly waits
 # on apt and dpkg. The OS tier takes both cores after them, its image
-# built, with the fuzzers beside it.
+# built.
 test: deps lint
 	$(MAKE) --no-print-directory -j3 --output-sync=target test-race test-vms os-image
-	$(MAKE) --no-print-directory -j2 --output-sync=target os-tier fuzz-beside
+	$(MAKE) --no-print-directory os-tier
 
-# The OS tier's guests leave a core idle now and then (a test between its
-# boots, the tier's last boots); the fuzzers beside it, at a lower
-# priority, take those moments and otherwise about a tenth of the CPU,
-# well inside fuzz.sh's bound per target. -parallel 4: three VMs run at
-# once whatever it says (test/os's slots); more tests in flight keep a
-# test's host-side work (a replay, a package build) from holding a slot
-# idle. The tier is bound by emulated CPU: it prints what each test's
-# VMs cost (bin/os-tier-cpu.txt), pass or fail.
+# -parallel 4: three VMs run at once whatever it says (test/os's slots);
+# more tests in flight keep a test's host-side work (a replay, a package
+# build) from holding a slot idle. The tier is bound by emulated CPU: it
+# prints what each test's VMs cost (bin/os-tier-cpu.txt), pass or fail.
 os-tier:
 	@mkdir -p bin; rm -f bin/os-tier-cpu.txt
 	VOLUMED_DEPS=1 VOLUMED_OS_CPU_REPORT=$(CURDIR)/bin/os-tier-cpu.txt $(GO) test -count=1 -parallel 4 -timeout 50m ./test/os/; \
 	  s=$$?; cat bin/os-tier-cpu.txt 2>/dev/null; exit $$s
-# make test's fuzzing is a short pass (make fuzz runs FUZZTIME each):
-# 10,000 executions a target. From a cold build cache most of its CPU is
-# building the instrumented test binaries (see docs/performance.md, "The
-# OS tier's cost"); the executions beyond that are what the 25-minute
-# bound can spare.
-TEST_FUZZTIME ?= 10000x
-fuzz-beside:
-	nice -n 10 $(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)
 
 # GOMAXPROCS=4 runs four tests (and packages) at once on 2 cores: the e2e
 # tests wait on the kernel (mkfs, fsync, timers) far more than they
