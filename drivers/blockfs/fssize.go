@@ -30,11 +30,7 @@ func superblockBytes(device, fstype string) (int64, error) {
 		if err != nil || binary.LittleEndian.Uint16(sb[0x38:]) != 0xEF53 {
 			return 0, err
 		}
-		blocks := uint64(binary.LittleEndian.Uint32(sb[0x4:]))
-		if binary.LittleEndian.Uint32(sb[0x60:])&0x80 != 0 { // INCOMPAT_64BIT
-			blocks |= uint64(binary.LittleEndian.Uint32(sb[0x150:])) << 32
-		}
-		return int64(blocks << (10 + binary.LittleEndian.Uint32(sb[0x18:]))), nil
+		return extBytes(sb), nil
 	case "xfs":
 		sb, err := read(0, 16)
 		if err != nil || !bytes.Equal(sb[:4], []byte("XFSB")) {
@@ -49,4 +45,13 @@ func superblockBytes(device, fstype string) (int64, error) {
 		return int64(binary.LittleEndian.Uint64(sb[0x70:])), nil
 	}
 	return 0, nil
+}
+
+// extBytes is the size an ext2/3/4 superblock says its filesystem spans.
+func extBytes(sb []byte) int64 {
+	blocks := uint64(binary.LittleEndian.Uint32(sb[0x4:]))
+	if binary.LittleEndian.Uint32(sb[0x60:])&0x80 != 0 { // INCOMPAT_64BIT
+		blocks |= uint64(binary.LittleEndian.Uint32(sb[0x150:])) << 32
+	}
+	return int64(blocks << (10 + binary.LittleEndian.Uint32(sb[0x18:])))
 }

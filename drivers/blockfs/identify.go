@@ -25,9 +25,19 @@ type Info struct {
 	Bytes int64
 }
 
-// Inspect reads the filesystem UUID of device (blkid -p, the superblock
-// itself, never the udev cache) and whether it was ever mounted.
+// Inspect reads the filesystem UUID of device (the superblock itself,
+// never the udev cache) and whether it was ever mounted: an ext2/3/4
+// that the probe finds alone is read here (inspectExt), anything else by
+// `blkid -p`.
 func Inspect(ctx context.Context, device string) (Info, error) {
+	if info, ok, err := inspectExt(device); err != nil || ok {
+		return info, err
+	}
+	return inspectBlkid(ctx, device)
+}
+
+// inspectBlkid is Inspect by `blkid -p`.
+func inspectBlkid(ctx context.Context, device string) (Info, error) {
 	out, code, err := blkidExport(ctx, "blkid", device)
 	if err != nil {
 		return Info{}, fmt.Errorf("%s: %w", device, err)
@@ -62,8 +72,7 @@ func Inspect(ctx context.Context, device string) (Info, error) {
 }
 
 // extEverMounted reads the ext superblock's mount count and last mount
-// time: mke2fs leaves both zero, the kernel sets them at the first
-// read-write mount.
+// time.
 func extEverMounted(device string) (bool, error) {
 	f, err := os.Open(device)
 	if err != nil {
@@ -77,9 +86,15 @@ func extEverMounted(device string) (bool, error) {
 	if binary.LittleEndian.Uint16(sb[0x38:]) != 0xEF53 {
 		return false, fmt.Errorf("read superblock of %s: no ext magic", device)
 	}
+	return extMounted(sb), nil
+}
+
+// extMounted: mke2fs leaves the mount count and last mount time zero,
+// the kernel sets them at the first read-write mount.
+func extMounted(sb []byte) bool {
 	mtime := binary.LittleEndian.Uint32(sb[0x2C:])
 	count := binary.LittleEndian.Uint16(sb[0x34:])
-	return mtime != 0 || count != 0, nil
+	return mtime != 0 || count != 0
 }
 
 // CheckResult is a read-only checker's verdict.

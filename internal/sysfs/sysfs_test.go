@@ -176,3 +176,19 @@ func TestPartitionsAndHolders(t *testing.T) {
 		t.Error("Partitions of a missing directory: no error")
 	}
 }
+
+// A disk's partitions are its own subdirectories: a link it holds (bdi,
+// subsystem, device) leads elsewhere, even to another disk's partition.
+func TestPartitionsAreNoLinks(t *testing.T) {
+	dir := tree(t, map[string]string{
+		"sda/sda1/partition": "1\n",
+		"sdb/sdb1/partition": "1\n",
+	})
+	if err := os.Symlink(filepath.Join(dir, "sdb", "sdb1"), filepath.Join(dir, "sda", "device")); err != nil {
+		t.Fatal(err)
+	}
+	parts, err := Partitions(filepath.Join(dir, "sda"))
+	if err != nil || !slices.Equal(parts, []string{"sda1"}) {
+		t.Errorf("Partitions = %q, %v; want sda1 alone", parts, err)
+	}
+}

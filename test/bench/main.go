@@ -70,30 +70,31 @@ func main() {
 
 	b := &agentRun{exe: exe, work: work, n: *n, args: strings.Fields(*agentArgs)}
 	b.writeManifests(images)
+	prof := &profiler{dir: *perfDir, comm: filepath.Base(exe)[:min(15, len(filepath.Base(exe)))]}
+	prof.start("start")
 	up := b.startAndWaitReady()
+	prof.stop()
 	upCPU := time.Duration(b.cpuNanos())
-	rss := b.rssKiB()
+	mem := b.rss()
 	m := b.metricValues()
 	commits, commitSecs := int64(m["volumed_state_commit_duration_seconds_count"]), m["volumed_state_commit_duration_seconds_sum"]
-	fmt.Printf("agent cold start to all Ready: %v  ratio %.2fx (target <= 1.5x); agent CPU %v\n", up.Round(time.Millisecond), float64(up)/float64(floorUp), upCPU.Round(time.Millisecond))
-	fmt.Printf("agent RSS with %d volumes, at Ready: %.1f MiB (target <= 25 MiB at 100, 40 MiB at 1000); Go heap in use %.1f MiB, stacks %.1f MiB, %d goroutines\n", *n, float64(rss)/1024,
+	fmt.Printf("agent cold start to all Ready: %v  ratio %.2fx (target <= 1.5x); agent CPU %v, its child processes' %v\n", up.Round(time.Millisecond), float64(up)/float64(floorUp), upCPU.Round(time.Millisecond), time.Duration(b.childTicks()*int64(time.Second)/clockTicks()))
+	fmt.Printf("agent RSS with %d volumes, at Ready: %v (target <= 25 MiB at 100, 40 MiB at 1000); Go heap in use %.1f MiB, stacks %.1f MiB, %d goroutines\n", *n, mem,
 		m["go_memstats_heap_inuse_bytes"]/(1<<20), m["go_memstats_stack_inuse_bytes"]/(1<<20), int(m["go_goroutines"]))
 	fmt.Printf("durable commits (fsyncs) to converge: %d, %.2f per volume, %.1f ms each, %.0f%% of the start spent committing\n",
 		commits, float64(commits)/float64(*n), 1000*commitSecs/float64(max(commits, 1)), 100*commitSecs/up.Seconds())
 
-	cpu0 := b.cpuTicks()
+	cpu0 := b.cpuNanos()
 	time.Sleep(*idle)
-	cpu := b.cpuTicks() - cpu0
-	fmt.Printf("agent CPU over %v idle: %d ms\n", *idle, cpu*1000/clockTicks())
+	fmt.Printf("agent CPU over %v idle: %v\n", *idle, time.Duration(b.cpuNanos()-cpu0).Round(time.Microsecond))
 	// Read before the scrape, whose own garbage (a series per volume and
 	// phase) would be counted otherwise.
-	rss = b.rssKiB()
+	mem = b.rss()
 	m = b.metricValues()
-	fmt.Printf("agent RSS after the idle period: %.1f MiB; Go heap in use %.1f MiB, stacks %.1f MiB (after a first scrape)\n", float64(rss)/1024,
+	fmt.Printf("agent RSS after the idle period: %v; Go heap in use %.1f MiB, stacks %.1f MiB (after a first scrape)\n", mem,
 		m["go_memstats_heap_inuse_bytes"]/(1<<20), m["go_memstats_stack_inuse_bytes"]/(1<<20))
 
 	b.stop()
-	prof := &profiler{dir: *perfDir, comm: filepath.Base(exe)[:min(15, len(filepath.Base(exe)))]}
 	prof.start("restart")
 	restart := b.startAndWaitReady()
 	prof.stop()
@@ -113,8 +114,12 @@ func main() {
 	b.editOne(images, 5)
 	prof.stop()
 
+	prof.start("teardown")
+	cpuDown := b.cpuNanos()
 	down := b.removeAllAndWaitDetached(images)
-	fmt.Printf("agent remove all manifests to all loop devices gone: %v  ratio %.2fx (target <= 2x)\n", down.Round(time.Millisecond), float64(down)/float64(floorDown))
+	cpuDown = b.cpuNanos() - cpuDown
+	prof.stop()
+	fmt.Printf("agent remove all manifests to all loop devices gone: %v  ratio %.2fx (target <= 2x); agent CPU %v\n", down.Round(time.Millisecond), float64(down)/float64(floorDown), time.Duration(cpuDown).Round(time.Millisecond))
 	b.stop()
 
 	blankCost(work, 1<<30, 5)
@@ -312,26 +317,46 @@ func (b *agentRun) stop() {
 	_ = b.cmd.Wait()
 }
 
-func (b *agentRun) rssKiB() int64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", b.cmd.Process.Pid))
-	check(err)
-	for _, line := range strings.Split(string(data), "\n") {
-		if strings.HasPrefix(line, "VmRSS:") {
-			f := strings.Fields(line)
-			v, _ := strconv.ParseInt(f[1], 10, 64)
-			return v
-		}
-	}
-	return 0
+// rss is the agent's resident memory in KiB: all of it, and its
+// anonymous (heap, stacks) and file-backed (the binary's pages) parts.
+type rss struct{ all, anon, file int64 }
+
+func (r rss) String() string {
+	return fmt.Sprintf("%.1f MiB (anonymous %.1f, file-backed %.1f)", float64(r.all)/1024, float64(r.anon)/1024, float64(r.file)/1024)
 }
 
-func (b *agentRun) cpuTicks() int64 {
+func (b *agentRun) rss() rss {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", b.cmd.Process.Pid))
+	check(err)
+	var r rss
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		v, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "VmRSS:":
+			r.all = v
+		case "RssAnon:":
+			r.anon = v
+		case "RssFile:":
+			r.file = v
+		}
+	}
+	return r
+}
+
+// childTicks is the CPU of the agent's child processes that have ended
+// (blkid, mkfs, ...): theirs is the agent's work too, on the same cores.
+// /proc/PID/stat's cutime and cstime, after the command's name.
+func (b *agentRun) childTicks() int64 {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", b.cmd.Process.Pid))
 	check(err)
 	s := string(data)
 	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
+	u, _ := strconv.ParseInt(f[13], 10, 64)
+	st, _ := strconv.ParseInt(f[14], 10, 64)
 	return u + st
 }
 
