@@ -215,7 +215,7 @@ func IsPartition(dir string) bool {
 // Partitions lists the kernel names of the partitions of the whole disk
 // at dir (its subdirectories that are partitions), sorted. Only its
 // directories are asked: a disk's directory holds some twenty
-// attributes and links, and a stat of each was a tenth of the agent's
+// attributes and links, and a stat of each was a large share of the agent's
 // CPU tearing down 1000 loop volumes (docs/performance.md, round 5).
 func Partitions(dir string) ([]string, error) {
 	ents, err := os.ReadDir(dir)
