@@ -3,7 +3,6 @@ package blockfs
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -14,20 +13,10 @@ import (
 // debugfs request on it.
 func extImage(t *testing.T, args []string, debugfs ...string) string {
 	t.Helper()
-	img := filepath.Join(t.TempDir(), "img")
-	if err := os.WriteFile(img, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(img, 16<<20); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("mkfs.ext4", append(append([]string{"-q", "-F"}, args...), img)...).CombinedOutput(); err != nil {
-		t.Fatalf("mkfs.ext4 %v: %v: %s", args, err, out)
-	}
+	img := image(t, "img", 16*mib)
+	runCmd(t, "", "mkfs.ext4", append(append([]string{"-q", "-F"}, args...), img)...)
 	for _, req := range debugfs {
-		if out, err := exec.Command("debugfs", "-w", "-R", req, img).CombinedOutput(); err != nil {
-			t.Fatalf("debugfs %s: %v: %s", req, err, out)
-		}
+		runCmd(t, "", "debugfs", "-w", "-R", req, img)
 	}
 	return img
 }
