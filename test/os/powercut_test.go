@@ -291,28 +291,39 @@ func cutAndCheck(t *testing.T, img *Image, snap *Snapshot, key, tool string, n i
 // under load, before any of volumed's code runs).
 const rootHang = "blocked for more than"
 
-// bootPastRoot boots m for its check and waits until userspace runs the
-// precheck. A boot that hangs in the kernel before that is cut again and
-// booted once more (to the disk, one more power cut, during the root's
-// journal replay); the test fails if the second hangs too.
+// bootPastRoot boots m for its check. A boot that hangs in the kernel
+// before userspace runs the precheck is cut again and booted once more
+// (to the disk, one more power cut, during the root's journal replay);
+// the test fails if the second hangs too.
 func bootPastRoot(t *testing.T, m *Machine, prepare func()) *Run {
 	t.Helper()
 	for try := 1; ; try++ {
 		prepare()
 		r := m.Boot(context.Background())
-		for waited := time.Duration(0); waited < 6*time.Minute; waited += 20 * time.Second {
-			if _, err := r.waitLine("OSTEST-KV phase precheck", 20*time.Second); err == nil {
-				return r
-			}
-			if try < 2 && len(r.Lines(rootHang)) > 0 {
-				break
-			}
-		}
-		if try >= 2 || len(r.Lines(rootHang)) == 0 {
-			return r // its Finish fails with the console's tail
+		if try == 2 || !hungBeforeUserspace(r, 6*time.Minute, 20*time.Second) {
+			return r // a boot that neither hung nor checked fails in its Finish, with the console's tail
 		}
 		t.Logf("%s: the check boot hung in the kernel before userspace (%s); cut and booted again",
 			m.Name, strings.TrimSpace(r.Lines(rootHang)[0]))
 		r.Kill()
 	}
+}
+
+// precheckMark is the first line of a check boot's userspace
+// (cutPrecheckUnit).
+const precheckMark = "OSTEST-KV phase precheck"
+
+// hungBeforeUserspace waits up to within for the precheck's mark, looking
+// every poll for the kernel's report of a hung task: true when that report
+// came and the mark did not.
+func hungBeforeUserspace(r *Run, within, poll time.Duration) bool {
+	for waited := time.Duration(0); waited < within; waited += poll {
+		if _, err := r.waitLine(precheckMark, poll); err == nil {
+			return false
+		}
+		if len(r.Lines(rootHang)) > 0 {
+			return true
+		}
+	}
+	return false
 }
