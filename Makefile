@@ -25,13 +25,14 @@ build:
 # (docs/performance.md, "Round 3 of the tier's cost").
 # After deps, a test whose tool is missing fails instead of skipping
 # (VOLUMED_DEPS, internal/testtool).
-# The race packages, the VM tests and the OS image's build run side by
-# side (each one's output is printed when it ends): the first wait on the
-# kernel, the second computes (qemu without KVM), the third mostly waits
-# on apt and dpkg. The OS tier takes both cores after them, its image
-# built.
-test: deps lint
-	$(MAKE) --no-print-directory -j3 --output-sync=target test-race test-vms os-image
+# Lint, the race packages, the VM tests and the OS image's build run side
+# by side (each one's output is printed when it ends): deadcode, most of a
+# warm lint, is one thread; the race packages wait on the kernel; the VM
+# tests compute (qemu without KVM); the image mostly waits on apt and
+# dpkg. A lint failure fails make test once they have all ended. The OS
+# tier takes both cores after them, its image built.
+test: deps
+	$(MAKE) --no-print-directory -j4 --output-sync=target lint test-race test-vms os-image
 	$(MAKE) --no-print-directory os-tier
 
 # -parallel 4: three VMs run at once whatever it says (test/os's slots);
