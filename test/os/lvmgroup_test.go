@@ -97,6 +97,7 @@ func TestLVMGroup(t *testing.T) {
 	hotAdd(t, r2, m.Dir, "VGD")
 	r2.WaitDone(t, "grown", bootTimeout)
 	r2.WaitDone(t, "crash", 2*bootTimeout) // 13 starts of volumed, 12 of them killed
+	r2.WaitDone(t, "gauges", bootTimeout)
 	r2.Wait(t, shutdownTimeout)
 
 	checkFirstBoot(t, r1, r2, dataDisk)

@@ -22,8 +22,9 @@ CPBIN=/usr/lib/ostest/volumed-crash
 # noexec, and Go's exec skips what access(X_OK) refuses.
 mkdir -p $CP/conf $CP/state
 
+# Written aside and renamed in: a running agent watches the directory.
 cpmanifest() {
-	cat >$CP/conf/cp.yaml <<EOF
+	cat >$CP/cp.yaml.new <<EOF
 apiVersion: volumed/v1
 kind: Volume
 metadata: {name: cp}
@@ -39,18 +40,29 @@ spec:
   filesystem: {type: ext4, grow: true}
   mounts: [{path: /srv/cp}]
 EOF
+	mv $CP/cp.yaml.new $CP/conf/cp.yaml
 }
 
+# dev_of and fsbytes are lvmgroup.sh's, which sources this.
 # The CP disks do not change during the chain: looked up once.
 CPDEVS=$(for s in CP1 CP2 CP3; do dev_of $s; done)
 # cpreport: the CP disks' PVs with their VGs (the only disks the crash
-# agent may put a VG on: its selector), vgcp's LVs, by UUID and tags.
+# agent may put a VG on: its selector), vgcp's LVs, by UUID and tags, on
+# one line: the shell splits the JSON at its spaces and joins it with
+# one (no tr, a process at each of the 13 runs; names and tags hold no
+# space or wildcard).
 cpreport() {
-	{
-		# shellcheck disable=SC2086 # one device a word
+	local out
+	# shellcheck disable=SC2086 # one device a word
+	out=$(
 		pvs --reportformat json -o pv_name,pv_uuid,vg_name,vg_uuid,vg_tags $CPDEVS 2>/dev/null
 		lvs --reportformat json --units b --nosuffix -o lv_name,lv_uuid,lv_tags,lv_active,lv_size vgcp 2>/dev/null
-	} | tr -d '\n\t '
+	)
+	set -f
+	# shellcheck disable=SC2086
+	set -- $out
+	set +f
+	printf '%s' "$*"
 }
 # others: every VG and LV but vgcp's and vgcpf's, for "nothing foreign
 # touched".
@@ -60,21 +72,27 @@ others() {
 		lvs --reportformat json --units b --nosuffix -o lv_uuid,lv_tags,lv_size,lv_active -S 'vg_name!=vgcp && vg_name!=vgcpf'
 	} 2>&1 | tr -d '\n\t '
 }
-# cpfield VOLUME FIELD: vfield of the crash agent's volume.
-cpfield() { volumed status --socket $CP/sock -o json "$1" 2>/dev/null | sed -n "s/^    \"$2\": \(.*\)/\1/p" | head -n 1 | sed 's/,$//; s/^"//; s/"$//'; }
-# The resync: 20 s where a run waits for its growth check (the grow
-# phase and the plain runs); the make phase's crash points all come in
-# the first attach, and a resync there was a dozen lvm2 runs wasted.
-CPRESYNC=20s
+# cpfield VOLUME FIELD: vfield of the crash agent's volume (one sed).
+cpfield() { volumed status --socket $CP/sock -o json "$1" 2>/dev/null | sed -n "/^    \"$2\": /{s///; s/,\$//; s/^\"//; s/\"\$//; p; q}"; }
+# The resync: none in the chain of cp (10 min): each run reaches its
+# crash point in the work of its start or, run 9, in the growth check
+# its manifest change asks for; a resync there was a dozen lvm2 runs
+# wasted, every 20 s. 20 s for cpf, whose VG takes the disk its manifest
+# change picks only at a resync.
+CPRESYNC=10m
 CPARGS="run --config-dir $CP/conf --state-dir $CP/state --socket $CP/sock --metrics-address="
 
 cpn=0
-# cprun POINT: one run of the agent, SIGKILLed at POINT.
+# cprun POINT [THEN]: one run of the agent, SIGKILLed at POINT; THEN, a
+# function, runs beside it and brings the run to that point.
 cprun() {
 	cpn=$((cpn + 1))
 	: >$CP/lvm.log
 	echo "=== run $cpn: $1" >>$CP/agent.log
-	PATH=/usr/lib/ostest/cpbin:$PATH VOLUMED_CRASH_AT=$1 timeout 240 $CPBIN $CPARGS --resync $CPRESYNC >>$CP/agent.log 2>&1
+	PATH=/usr/lib/ostest/cpbin:$PATH VOLUMED_CRASH_AT=$1 timeout 240 $CPBIN $CPARGS --resync $CPRESYNC >>$CP/agent.log 2>&1 &
+	pid=$!
+	[ -z "$2" ] || $2
+	wait $pid
 	st=$?
 	kv cp.$cpn.exit $st
 	[ $st = 137 ] || fail "crash point $1: volumed exited $st, not SIGKILLed there: $(tail -n 15 $CP/agent.log)"
@@ -108,7 +126,7 @@ cpconverge() {
 # cpgrown, cpfgrown: the cheapest test first (each is a poll of
 # wait_until, and every process costs emulated CPU).
 cpgrown() {
-	[ "$(df -B1 --output=size /srv/cp 2>/dev/null | tail -n 1 | tr -d ' ')" -gt "$CPFS" ] 2>/dev/null &&
+	[ "$(fsbytes /srv/cp)" -gt "$CPFS" ] 2>/dev/null &&
 		[ "$(lvs --noheadings --units b --nosuffix -o lv_size vgcp/cp 2>/dev/null | tr -d ' ')" = 67108864 ] && [ "$(cpfield cp phase)" = Ready ]
 }
 
@@ -121,24 +139,30 @@ kv cp.others.before "$(others)"
 # and named by none of its manifests, as leftovers, and changes nothing.
 systemctl stop volumed
 cpmanifest 32Mi 'disk.serial == "CP1" || disk.serial == "CP2"'
-CPRESYNC=10m
 for p in pvcreate:after-intent pvcreate:after-kernel vgcreate:after-intent vgcreate:after-kernel \
 	lvcreate-pool:after-intent lvcreate-pool:after-kernel lvcreate:after-intent lvcreate:after-kernel; do
 	cprun $p
 done
 # No plain run between the phases: the next run formats and mounts the
-# LV the last crash left, then grows it and is killed in that. (The
-# growth check its start asked for came before the mount; the resync's,
-# 20 s here, finds the larger size.)
-cpmanifest 64Mi 'disk.serial in ["CP1", "CP2", "CP3"]'
-CPRESYNC=20s
-for p in vgextend:after-intent vgextend:after-kernel lvextend:after-intent lvextend:after-kernel; do
+# LV the last crash left (Ready at 32 MiB); then the manifest picks CP3
+# and asks for 64 MiB, and the growth check that change asks for grows
+# it, killed in that. (Started on the larger manifest, the run grew it
+# only at its resync: the growth check of its start came before the
+# mount.)
+cpready() { [ "$(cpfield cp phase)" = Ready ]; }
+cpgrowphase() {
+	volumed wait --socket $CP/sock --timeout 240s cp >/dev/null 2>&1
+	wait_until 240 cpready || fail "volume cp not Ready at 32 MiB: $(tail -n 15 $CP/agent.log)"
+	CPFS=$(fsbytes /srv/cp)
+	cpmanifest 64Mi 'disk.serial in ["CP1", "CP2", "CP3"]'
+}
+cprun vgextend:after-intent cpgrowphase
+for p in vgextend:after-kernel lvextend:after-intent lvextend:after-kernel; do
 	cprun $p
-	[ -n "$CPFS" ] || CPFS=$(df -B1 --output=size /srv/cp | tail -n 1 | tr -d ' ')
 done
 kv cp.fs.before "$CPFS"
 cpconverge grown cpgrown
-kv cp.fs.after "$(df -B1 --output=size /srv/cp | tail -n 1 | tr -d ' ')"
+kv cp.fs.after "$(fsbytes /srv/cp)"
 
 # source.lvm.grow: the LV cpf follows vgcpf, made over CP4; CP5 is then
 # picked (the manifest re-read on SIGHUP) and joins the VG, whose new
@@ -160,7 +184,8 @@ EOF
 }
 cpfsize() { lvs --noheadings --units b --nosuffix -o lv_size vgcpf/cpf 2>/dev/null | tr -d ' '; }
 cpffree() { vgs --noheadings --units b --nosuffix -o vg_free vgcpf 2>/dev/null | tr -d ' '; }
-cpffs() { df -B1 --output=size /srv/cpf 2>/dev/null | tail -n 1 | tr -d ' '; }
+cpffs() { fsbytes /srv/cpf; }
+CPRESYNC=20s
 cpfmanifest 'disk.serial == "CP4"'
 PATH=/usr/lib/ostest/cpbin:$PATH $CPBIN $CPARGS --resync $CPRESYNC >>$CP/agent.log 2>&1 &
 pid=$!
@@ -187,12 +212,20 @@ wait $pid
 kv cp.others.after "$(others)"
 systemctl start volumed
 volumed wait data thin adopt --timeout 240s >/dev/null 2>&1
-sysready() { [ "$(vfield data phase)" = Ready ] && [ "$(vfield thin phase)" = Ready ] && [ "$(vfield adopt phase)" = Ready ]; }
+# The three phases from one status read ("NAME PHASE" lines).
+sysready() {
+	SYS=$(vfields phase data thin adopt)
+	for v in data thin adopt; do
+		case $SYS in *"$v Ready"*) ;; *) return 1 ;; esac
+	done
+}
 wait_until 240 sysready || fail "the image's volumed, started again, has not its volumes Ready: $(volumed status 2>&1 | tr '\n' ' ')"
 phase "the image's volumed Ready again"
-for v in data thin adopt; do kv cp.system.$v "$(vfield $v phase)"; done
+printf '%s\n' "$SYS" | while read -r v p; do kv cp.system.$v "$p"; done
+# One read of the journal for both VGs.
+left=$(journalctl -b -u volumed --no-pager -o cat -g 'named by no manifest')
 for vg in vgcp vgcpf; do
-	kv cp.leftover.$vg "$(journalctl -b -u volumed --no-pager -o cat -g "volume group $vg \(uuid" | grep -c 'named by no manifest')"
+	kv cp.leftover.$vg "$(printf '%s\n' "$left" | grep -c "volume group $vg (uuid")"
 done
 kv cp.guest.seconds "$(awk -v a="$cpstart" -v b="$(now)" 'BEGIN { print b - a }')"
 log_cmd lvs -o lv_name,lv_uuid,lv_tags,lv_size,segtype vgcp

@@ -25,6 +25,21 @@ dev_of() {
 	done
 }
 lvfield() { lvs --noheadings --units b --nosuffix -o "$2" "$1" 2>&1 | tr -d ' '; }
+# fsbytes PATH: the size of the filesystem mounted there in bytes (df's
+# size: its blocks times their size), from one stat (df, tail and tr were
+# three processes, at every poll).
+fsbytes() {
+	# shellcheck disable=SC2046 # two numbers, two words
+	set -- $(stat -f -c '%b %S' "$1" 2>/dev/null)
+	[ -n "$2" ] && echo $(($1 * $2))
+}
+# pvcount: vgsel's PV count, the spaces lvm2 pads it with split off by the
+# shell.
+pvcount() {
+	# shellcheck disable=SC2046
+	set -- $(vgs --noheadings -o pv_count vgsel 2>/dev/null)
+	echo "$1"
+}
 
 phase "$b: start"
 if ! volumed wait data --timeout 4m >/dev/null 2>&1; then
@@ -90,7 +105,7 @@ if [ "$phase" = 1 ]; then
 	kv boot1.adopt.fsuuid "$(findmnt -no UUID /srv/adopt)"
 	kv boot1.foreign.tags "$(vgs --noheadings -o vg_tags vgforeign | tr -d ' ')"
 	kv boot1.foreign.lvs "$(lvs --noheadings -o lv_name vgforeign | tr -d ' ' | sort | tr '\n' ',')"
-	head -c 4M /dev/urandom >/srv/data/payload
+	head -c 1M /dev/urandom >/srv/data/payload
 	sync /srv/data/payload
 	kv boot1.sum "$(sha256sum </srv/data/payload | cut -d' ' -f1)"
 	phase "boot1: done"
@@ -105,7 +120,7 @@ kv boot2.sum "$(sha256sum </srv/data/payload | cut -d' ' -f1)"
 # The host hot-adds the blank SCSI disk VGD; the manifest then asks for
 # more than the VG holds (744 MiB over VGA, VGB, VGC): volumed's grow adds
 # VGD to the VG, extends the LV and grows its filesystem, mounted.
-FSBEFORE=$(df -B1 --output=size /srv/data | tail -n 1 | tr -d ' ')
+FSBEFORE=$(fsbytes /srv/data)
 kv grow.fsbefore "$FSBEFORE"
 done_step boot2
 hot() { lsblk -dno SERIAL | grep -qx VGD; }
@@ -115,21 +130,21 @@ kv grow.disk "$vgd"
 phase "VGD there"
 # The disk's uevent alone, the manifest unchanged and the volume Ready:
 # volumed takes it into the VG (grow: true) under a grow operation.
-joined() { [ "$(vgs --noheadings -o pv_count vgsel | tr -d ' ')" = 4 ] && [ "$(vfield data phase)" = Ready ]; }
+joined() { [ "$(pvcount)" = 4 ] && [ "$(vfield data phase)" = Ready ]; }
 wait_until 240 joined || fail "the hot-added disk VGD never joined vgsel: $(vgs vgsel 2>&1 | tr '\n' ' ') $(volumed status -o json data | tr '\n' ' ')"
 phase "VGD joined"
-kv joined.pvcount "$(vgs --noheadings -o pv_count vgsel | tr -d ' ')"
+kv joined.pvcount "$(pvcount)"
 kv joined.lvsize "$(lvfield vgsel/data lv_size)"
 kv joined.phase "$(vfield data phase)"
 log_cmd journalctl -u volumed --no-pager -g 'block device added|grow' -n 20
 sed -i 's/size: 300Mi/size: 800Mi/' /etc/volumed/volumes.d/data.yaml
 # The filesystem's size first: cheaper than an lvs (each poll costs).
-grown() { [ "$(df -B1 --output=size /srv/data | tail -n 1 | tr -d ' ')" -gt "$FSBEFORE" ] && [ "$(lvfield vgsel/data lv_size)" = 838860800 ]; }
+grown() { [ "$(fsbytes /srv/data)" -gt "$FSBEFORE" ] && [ "$(lvfield vgsel/data lv_size)" = 838860800 ]; }
 wait_until 300 grown || fail "volume data not grown to 800Mi: $(lvs vgsel 2>&1 | tr '\n' ' ') $(volumed status -o json data | tr '\n' ' ')"
 phase "data grown"
 kv grow.lvsize "$(lvfield vgsel/data lv_size)"
-kv grow.fsafter "$(df -B1 --output=size /srv/data | tail -n 1 | tr -d ' ')"
-kv grow.pvcount "$(vgs --noheadings -o pv_count vgsel | tr -d ' ')"
+kv grow.fsafter "$(fsbytes /srv/data)"
+kv grow.pvcount "$(pvcount)"
 kv grow.pv "$(pvs --noheadings --separator : -o vg_name,pv_uuid "$vgd" 2>/dev/null | tr -d ' ')"
 kv grow.sum "$(sha256sum </srv/data/payload | cut -d' ' -f1)"
 # The growth's operation may still be ending: wait for the volume (a
@@ -138,15 +153,19 @@ volumed wait data --timeout 2m >/dev/null 2>&1
 kv grow.phase "$(vfield data phase)"
 log_cmd pvs -o pv_name,vg_name,pv_uuid
 log_cmd volumed status data
-# For the closing note of issue 24: the status and the LVM gauges.
+done_step grown
+# The crash points of the LVM operations, on spare disks (TestLVMGroup's
+# second boot seeds the script and a crashpoints build of volumed).
+. /usr/lib/ostest/lvmcrash.sh
+# For the closing note of issue 24: the status and the LVM gauges, after
+# the chain, which started the image's volumed again: its start-up
+# health check sets the gauges (before the chain they came only at the
+# first resync, a minute after the boot's start, waited for in polls).
 metrics() { bash -c 'exec 3<>/dev/tcp/127.0.0.1/9760 && printf "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n" >&3 && cat <&3' 2>/dev/null; }
 pool_gauge() { metrics | grep -q '^volumed_lvm_thinpool_data_percent'; }
 wait_every 6 150 pool_gauge || say "OSTEST-LOG no thin pool gauge yet"
 phase "pool gauge there"
 log_cmd volumed status
 metrics | grep '^volumed_lvm_' | while IFS= read -r l; do say "OSTEST-LOG $l"; done
-done_step grown
-# The crash points of the LVM operations, on spare disks (TestLVMGroup's
-# second boot seeds the script and a crashpoints build of volumed).
-. /usr/lib/ostest/lvmcrash.sh
+done_step gauges
 systemctl poweroff

@@ -18,10 +18,19 @@
 #   secret: an encrypted lvm volume (LUKS2 with a key file), formatted,
 #           mounted, the same after the reboot.
 lvfield() { lvs --noheadings --units b --nosuffix -o "$2" "$1" 2>&1 | tr -d ' '; }
-status_has() { volumed status -o json "$1" 2>/dev/null | grep -q "$2"; }
-# cond_reason NAME TYPE: the reason of the volume's condition TYPE.
+# status_has NAME TEXT: the volume's status holds TEXT; one process a
+# poll, the match made by the shell.
+status_has() {
+	case $(volumed status -o json "$1" 2>/dev/null) in *"$2"*) return 0 ;; esac
+	return 1
+}
+# cond_reason NAME TYPE: the reason of the volume's condition TYPE (a
+# condition's "reason" line follows its "type" line); two processes a
+# poll.
 cond_reason() {
-	volumed status -o json "$1" 2>/dev/null | tr -d '\n' | grep -o "\"type\": \"$2\", *\"reason\": \"[A-Za-z]*\"" | sed 's/.*"reason": "//; s/"$//'
+	volumed status -o json "$1" 2>/dev/null | awk -v t="\"$2\"," '
+		$1 == "\"type\":" { ty = $2 }
+		$1 == "\"reason\":" && ty == t { r = $2; gsub(/[",]/, "", r); print r; exit }'
 }
 metrics() { bash -c 'exec 3<>/dev/tcp/127.0.0.1/9760 && printf "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n" >&3 && cat <&3' 2>/dev/null; }
 sum() { sha256sum <"$1" | cut -d' ' -f1; }
@@ -67,10 +76,10 @@ EOF
 	kv stripe.stripes "$stripes"
 	kv stripe.phase "$(vfield stripe phase)"
 	kv stripe.fstype "$(findmnt -no FSTYPE /srv/stripe)"
-	head -c 4M /dev/urandom >/srv/mirror/payload
+	head -c 1M /dev/urandom >/srv/mirror/payload
 	sync /srv/mirror/payload
 	kv mirror.sum "$(sum /srv/mirror/payload)"
-	head -c 4M /dev/urandom >/srv/secret/payload
+	head -c 1M /dev/urandom >/srv/secret/payload
 	sync /srv/secret/payload
 	kv boot1.secret.sum "$(sum /srv/secret/payload)"
 	kv boot1.secret.fsuuid "$(findmnt -no UUID /srv/secret)"
@@ -104,7 +113,7 @@ kv boot2.secret.phase "$(vfield secret phase)"
 # stripe: torn down (deactivated) before its PV goes.
 mkdir -p /root/held
 mv /etc/volumed/volumes.d/stripe.yaml /root/held/
-gone() { ! findmnt /srv/stripe >/dev/null && [ -z "$(lvfield vgraid/stripe lv_active)" ]; }
+gone() { ! mounted /srv/stripe && [ -z "$(lvfield vgraid/stripe lv_active)" ]; }
 wait_until 180 gone || fail "volume stripe not torn down: $(volumed status) $(lvfield vgraid/stripe lv_active)"
 
 phase "stripe torn down"

@@ -12,9 +12,20 @@
 FIELDS=lv_name,lv_uuid,lv_tags,lv_size,lv_active,lv_device_open,lv_kernel_major,lv_kernel_minor,segtype,vg_name,pool_lv,data_percent,metadata_percent
 VGFIELDS=vg_name,vg_uuid,vg_size,vg_free,vg_extent_size,vg_missing_pv_count
 lvfield() { lvs --noheadings --units b --nosuffix -o "$2" "vgthin/$1" 2>&1 | tr -d ' '; }
-fssize() { df -B1 --output=size "$1" | tail -n 1 | tr -d ' '; }
+# fssize PATH: the size of the filesystem mounted there in bytes (df's
+# size: its blocks times their size), from one stat.
+fssize() {
+	# shellcheck disable=SC2046 # two numbers, two words
+	set -- $(stat -f -c '%b %S' "$1" 2>/dev/null)
+	[ -n "$2" ] && echo $(($1 * $2))
+}
 mountid() { awk -v p="$1" '$5 == p { print $1 }' /proc/self/mountinfo | tail -n 1; }
-status_has() { volumed status -o json "$1" 2>/dev/null | grep -q "$2"; }
+# status_has NAME TEXT: the volume's status holds TEXT; one process a
+# poll, the match made by the shell.
+status_has() {
+	case $(volumed status -o json "$1" 2>/dev/null) in *"$2"*) return 0 ;; esac
+	return 1
+}
 metrics() { bash -c 'exec 3<>/dev/tcp/127.0.0.1/9760 && printf "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n" >&3 && cat <&3' 2>/dev/null; }
 metric_has() { metrics | grep -q "^$1"; }
 setsize() { sed -i "s/size: [0-9]*Mi/size: $1/" /etc/volumed/volumes.d/grow.yaml; }
@@ -22,7 +33,8 @@ setsize() { sed -i "s/size: [0-9]*Mi/size: $1/" /etc/volumed/volumes.d/grow.yaml
 if [ -e /var/lib/ostest/thin-phase2 ]; then
 	phase "boot2: start"
 	check "volume grow Ready after the power cut" volumed wait grow --timeout 5m
-	cutgrown() { [ "$(fssize /srv/grow)" -gt "$(cat /var/lib/ostest/thin-phase2)" ]; }
+	read -r cutfs </var/lib/ostest/thin-phase2
+	cutgrown() { [ "$(fssize /srv/grow)" -gt "$cutfs" ]; }
 	# The growth check of volumed's start comes before the mount: the
 	# filesystem is grown at the resync's (once a minute): a poll every 6 s.
 	wait_every 6 180 cutgrown || fail "the filesystem of grow not grown after the power cut: $(fssize /srv/grow)"
@@ -51,14 +63,15 @@ kv thin.fstype "$(findmnt -no FSTYPE /srv/thin)"
 log_cmd volumed status thin
 
 # grow: 32 MiB to 64 MiB, online.
-head -c 4M /dev/urandom >/srv/grow/payload
+head -c 1M /dev/urandom >/srv/grow/payload
 sync /srv/grow/payload
 kv grow.before.sum "$(sha256sum </srv/grow/payload | cut -d' ' -f1)"
 kv grow.before.mountid "$(mountid /srv/grow)"
 kv grow.before.lvsize "$(lvfield grow lv_size)"
 before=$(fssize /srv/grow)
 setsize 64Mi
-grown() { [ "$(lvfield grow lv_size)" = 67108864 ] && [ "$(fssize /srv/grow)" -gt "$before" ]; }
+# The filesystem's size first: one process, where the LV's is two.
+grown() { [ "$(fssize /srv/grow)" -gt "$before" ] && [ "$(lvfield grow lv_size)" = 67108864 ]; }
 wait_until 180 grown || fail "volume grow not grown: LV $(lvfield grow lv_size), fs $(fssize /srv/grow) (was $before): $(volumed status -o json grow)"
 phase "grown"
 kv grow.lvsize "$(lvfield grow lv_size)"
