@@ -60,6 +60,12 @@ rm -f "$root/etc/systemd/system/multi-user.target.wants/networking.service" \
 # ifupdown-pre waits for udev to settle before networking.service: whole
 # seconds under TCG, for hotplug interfaces the guest does not have.
 
+# Modules udev's coldplug would load for devices of the emulated machine
+# that no test uses: KVM (qemu64 shows SVM), the PIIX IDE controller's ATA
+# drivers, the PS/2 port's raw device, evdev and fw_cfg's sysfs files.
+printf 'blacklist %s\n' kvm kvm_amd kvm_intel irqbypass ata_piix ata_generic libata \
+	serio_raw evdev qemu_fw_cfg >"$root/etc/modprobe.d/ostest.conf"
+
 # Debian's initramfs is not built (build-image.sh diverts update-initramfs
 # while the packages install): the guests boot guest/initramfs.go. The
 # real one is put back for what an operator's host would run.
