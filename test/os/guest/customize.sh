@@ -3,6 +3,11 @@
 set -euo pipefail
 root=$1 deb=$2 guest=$3
 
+# dpkg's defaults back (mmdebstrap leaves build-image.sh's --dpkgopt in
+# the root): the package gets its manual pages, and a test's dpkg -i
+# syncs what it writes, as on a host.
+rm "$root/etc/dpkg/dpkg.cfg.d/99mmdebstrap"
+
 # The package, installed as an operator would (its postinst enables the
 # units; no systemd runs here, so nothing starts).
 cp "$deb" "$root/tmp/volumed.deb"
