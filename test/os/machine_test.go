@@ -194,12 +194,13 @@ func (m *Machine) seed() (string, error) {
 // guestCmdline: a guest has nothing to defend against the other process
 // sharing its emulated CPU, and the mitigations of speculation attacks
 // are paid for on every system call under TCG (a power cut's check boot:
-// 32.3 s with them off against 34.3 s on). More options saved about 5 %
-// of a boot; a check boot with them hung mounting its root, and later one
-// without them (bootPastRoot), so they were not its cause, but they stay
-// out until a full run of the tier has them again (docs/performance.md,
-// "The OS tier's cost").
-const guestCmdline = "mitigations=off"
+// 32.3 s with them off against 34.3 s on). cryptomgr.notests skips the
+// kernel's self-tests of its crypto algorithms, CPU work at every boot.
+// no_timer_check: on a busy host the kernel's check of the IO-APIC timer
+// can see no tick in its delay loop and panic ("IO-APIC + timer doesn't
+// work!"). tsc=reliable and audit=0 gained nothing measurable
+// (docs/performance.md, "Round 4 of the tier's cost").
+const guestCmdline = "mitigations=off cryptomgr.notests no_timer_check"
 
 // qemuArgs is the command line of the next boot.
 func (m *Machine) qemuArgs(seed, monSock string) []string {

@@ -3,6 +3,11 @@
 set -euo pipefail
 root=$1 deb=$2 guest=$3
 
+# dpkg's defaults back (mmdebstrap leaves build-image.sh's --dpkgopt in
+# the root): the package gets its manual pages, and a test's dpkg -i
+# syncs what it writes, as on a host.
+rm "$root/etc/dpkg/dpkg.cfg.d/99mmdebstrap"
+
 # The package, installed as an operator would (its postinst enables the
 # units; no systemd runs here, so nothing starts).
 cp "$deb" "$root/tmp/volumed.deb"
@@ -22,7 +27,10 @@ printf '[Journal]\nStorage=persistent\nRateLimitBurst=0\n' >"$root/etc/systemd/j
 # What no test needs and every boot would pay for under TCG: logins,
 # clock sync, periodic jobs, LVM's monitoring (lvm2 is there for its tools),
 # binfmt, hugepages, POSIX queues, debugfs and tracefs, fuse, utmp (each
-# about a second of the one emulated CPU per boot).
+# about a second of the one emulated CPU per boot); /run/nologin (no
+# logins), the random seed (virtio-rng seeds the kernel), system users
+# (the packages' scripts made them) and the root's remount (the initramfs
+# mounts it read-write and fstab has no line for it).
 for u in getty@tty1.service serial-getty@ttyS0.service systemd-timesyncd.service \
 	apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer e2scrub_reap.service \
 	fstrim.timer man-db.timer dpkg-db-backup.timer systemd-tmpfiles-clean.timer \
@@ -32,7 +40,9 @@ for u in getty@tty1.service serial-getty@ttyS0.service systemd-timesyncd.service
 	systemd-binfmt.service proc-sys-fs-binfmt_misc.automount dev-hugepages.mount \
 	dev-mqueue.mount sys-kernel-debug.mount sys-kernel-tracing.mount \
 	modprobe@fuse.service sys-fs-fuse-connections.mount \
-	systemd-update-utmp.service systemd-update-utmp-runlevel.service; do
+	systemd-update-utmp.service systemd-update-utmp-runlevel.service \
+	systemd-user-sessions.service systemd-random-seed.service systemd-sysusers.service \
+	systemd-remount-fs.service; do
 	ln -sf /dev/null "$root/etc/systemd/system/$u"
 done
 # The same for systemd's generators that have nothing to do here (each a
@@ -55,12 +65,17 @@ rm -f "$root/etc/systemd/system/multi-user.target.wants/networking.service" \
 # ifupdown-pre waits for udev to settle before networking.service: whole
 # seconds under TCG, for hotplug interfaces the guest does not have.
 
-# A small initramfs: the root is ext4 (built in) on virtio. Debian's
-# MODULES=most image is 20 MB and loads raid6 and btrfs on every boot.
-echo MODULES=list >"$root/etc/initramfs-tools/conf.d/ostest"
-printf 'virtio_pci\nvirtio_blk\n' >>"$root/etc/initramfs-tools/modules"
-rm -f "$root/usr/share/initramfs-tools/hooks/btrfs" "$root/usr/share/initramfs-tools/scripts/local-premount/btrfs"
-chroot "$root" update-initramfs -u -k all
+# Modules udev's coldplug would load for devices of the emulated machine
+# that no test uses: KVM (qemu64 shows SVM), the PIIX IDE controller's ATA
+# drivers, the PS/2 port's raw device, evdev and fw_cfg's sysfs files.
+printf 'blacklist %s\n' kvm kvm_amd kvm_intel irqbypass ata_piix ata_generic libata \
+	serio_raw evdev qemu_fw_cfg >"$root/etc/modprobe.d/ostest.conf"
+
+# Debian's initramfs is not built (build-image.sh diverts update-initramfs
+# while the packages install): the guests boot guest/initramfs.go. The
+# real one is put back for what an operator's host would run.
+rm "$root/usr/sbin/update-initramfs"
+chroot "$root" dpkg-divert --quiet --local --rename --remove /usr/sbin/update-initramfs
 
 # open-iscsi's units stay as Debian ships them (an operator's host has
 # them): its boot-time logins and shutdown logouts run beside volumed's.
