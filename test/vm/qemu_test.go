@@ -50,6 +50,7 @@ type result struct {
 
 // console follows a VM's console output line by line.
 type console struct {
+	cpu     time.Duration // qemu's user and system time, once it exited
 	booted  bool
 	done    bool
 	results map[string]*result
@@ -233,6 +234,9 @@ func boot(ctx context.Context, cfg bootConfig, plan vmPlan, onResult func(*resul
 		con.feed(sc.Text())
 	}
 	werr := cmd.Wait()
+	if cmd.ProcessState != nil {
+		con.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
 	switch {
 	case ctx.Err() != nil:
 		return con, fmt.Errorf("VM %d killed after %s (the boot allowance plus its scenarios' timeouts)", plan.id, limit)

@@ -12,6 +12,7 @@
 //	VOLUMED_VM_PARALLEL   VMs booted at once (default: 2 on 2+ CPUs)
 //	VOLUMED_VM_BINARY     a volumed to test instead of building one (crash points needed)
 //	VOLUMED_VM_ACCEL      tcg (default) or kvm
+//	VOLUMED_VM_KEEP       keep the console logs (<cache>/logs) when all passed
 package vm
 
 import (
@@ -303,7 +304,7 @@ func TestVM(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if !t.Failed() {
+		if !t.Failed() && os.Getenv("VOLUMED_VM_KEEP") == "" {
 			os.RemoveAll(logDir)
 		}
 	})
@@ -345,7 +346,12 @@ func bootAndReport(ctx context.Context, t *testing.T, cfg bootConfig, ss []scena
 		for i, s := range o.plan.scenarios {
 			names[i] = s.name
 		}
-		t.Logf("vm%d (%s): %s wall", o.plan.id, strings.Join(names, ","), o.took.Round(100*time.Millisecond))
+		var cpu time.Duration
+		if o.con != nil {
+			cpu = o.con.cpu
+		}
+		t.Logf("vm%d (%s): %s wall, qemu CPU %.1f s", o.plan.id, strings.Join(names, ","),
+			o.took.Round(100*time.Millisecond), cpu.Seconds())
 		if o.err != nil {
 			t.Errorf("%v; console tail:\n%s", o.err, tail(o.plan.log, 40))
 		}
