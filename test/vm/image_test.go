@@ -3,7 +3,6 @@ package vm
 import (
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"debug/elf"
@@ -20,7 +19,7 @@ import (
 
 // baseVersion is part of the base image's cache key: bump it when what
 // goes into the image changes in a way its inputs' hash cannot see.
-const baseVersion = "vm-base-5"
+const baseVersion = "vm-base-6"
 
 // The Debian packages the VM is made of; they are downloaded, never
 // installed. linux-image-amd64 is only the metapackage: the versioned
@@ -394,7 +393,7 @@ func baseImage(ctx context.Context, cache string, k *kernelFiles) (string, error
 	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(cache, "base-"+in.key+".cpio.gz")
+	out := filepath.Join(cache, "base-"+in.key+".cpio")
 	if _, err := os.Stat(out); err == nil {
 		return out, nil
 	}
@@ -408,8 +407,7 @@ func baseImage(ctx context.Context, cache string, k *kernelFiles) (string, error
 	}
 
 	var buf bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
-	c := newCPIO(zw)
+	c := newCPIO(&buf)
 	for _, d := range []string{"bin", "sbin", "usr/bin", "usr/sbin", "usr/local/sbin", "proc", "sys", "dev", "run", "tmp", "w",
 		"etc/iscsi", "var/lib/iscsi", "var/lock", "lib64", "lib/x86_64-linux-gnu", "usr/lib/x86_64-linux-gnu"} {
 		c.dir(d)
@@ -471,10 +469,7 @@ func baseImage(ctx context.Context, cache string, k *kernelFiles) (string, error
 	if err := c.close(); err != nil {
 		return "", err
 	}
-	if err := zw.Close(); err != nil {
-		return "", err
-	}
-	old, _ := filepath.Glob(filepath.Join(cache, "base-*.cpio.gz"))
+	old, _ := filepath.Glob(filepath.Join(cache, "base-*.cpio*"))
 	for _, o := range old {
 		os.Remove(o)
 	}

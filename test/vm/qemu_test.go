@@ -21,17 +21,21 @@ import (
 // The guest speaks to the harness in console lines (see guest/init):
 //
 //	VMTEST-BOOTED <uptime>
+//	VMTEST-NEXT
 //	VMTEST-BEGIN <scenario>
 //	VMTEST-RESULT <scenario> PASS|FAIL <seconds> [detail]
 //	VMTEST-DONE
 //	VMTEST-HOST <monitor command>
 //
 // Anything else between BEGIN and RESULT belongs to that scenario.
+// VMTEST-NEXT asks for the next scenario: the host answers on the
+// console's input with NAME:TIMEOUT, or - when none is left.
 // VMTEST-HOST asks the host to run an HMP command on the VM's monitor
 // (block_resize, drive_add, device_add: what happens to a real server's
 // disks from outside); the guest sees it done by polling for its effect.
 const (
 	markBooted = "VMTEST-BOOTED"
+	markNext   = "VMTEST-NEXT"
 	markBegin  = "VMTEST-BEGIN "
 	markResult = "VMTEST-RESULT "
 	markDone   = "VMTEST-DONE"
@@ -50,6 +54,7 @@ type result struct {
 
 // console follows a VM's console output line by line.
 type console struct {
+	cpu     time.Duration // qemu's user and system time, once it exited
 	booted  bool
 	done    bool
 	results map[string]*result
@@ -58,6 +63,8 @@ type console struct {
 	onResult func(*result)
 	// onHost runs a VMTEST-HOST request.
 	onHost func(cmd string)
+	// onNext answers a VMTEST-NEXT; onDone ends the VM.
+	onNext, onDone func()
 }
 
 func newConsole() *console { return &console{results: map[string]*result{}} }
@@ -80,6 +87,13 @@ func (c *console) feed(line string) {
 		c.booted = true
 	case strings.HasPrefix(msg, markDone):
 		c.done = true
+		if c.onDone != nil {
+			c.onDone()
+		}
+	case strings.HasPrefix(msg, markNext):
+		if c.onNext != nil {
+			c.onNext()
+		}
 	case strings.HasPrefix(msg, markHost):
 		if c.cur != nil {
 			c.cur.lines = append(c.cur.lines, line)
@@ -131,13 +145,12 @@ func parseResult(s string) (*result, bool) {
 	return r, true
 }
 
-// vmPlan is one VM boot: the scenarios it runs, in order.
+// vmPlan is one VM boot; it runs the scenarios q hands it.
 type vmPlan struct {
-	id        int
-	scenarios []scenario
-	disks     bool
-	tpm       bool   // attach a software TPM2
-	log       string // console log file
+	id    int
+	disks bool
+	tpm   bool   // attach a software TPM2
+	log   string // console log file
 }
 
 // bootConfig is what every boot shares.
@@ -151,28 +164,32 @@ type bootConfig struct {
 }
 
 // bootAllowance covers qemu start, kernel boot and module loading, with
-// room for a loaded CI machine; scenario time is on top of it.
-const bootAllowance = 2 * time.Minute
+// room for a loaded CI machine. A VM may end up running every scenario
+// (when the others die), so its limit is bootAllowance plus each one's
+// timeout and resetAllowance for the reset after it.
+const (
+	bootAllowance  = 2 * time.Minute
+	resetAllowance = 15 * time.Second
+)
 
-// boot runs one VM to its end and returns what its console said. The
-// console is written to plan.log as it comes.
-func boot(ctx context.Context, cfg bootConfig, plan vmPlan, onResult func(*result)) (*console, error) {
-	limit := bootAllowance
-	var list []string
-	for _, s := range plan.scenarios {
-		limit += s.timeout + 15*time.Second // + the reset after it
-		list = append(list, fmt.Sprintf("%s:%d", s.name, int(s.timeout.Seconds())))
-	}
+// boot runs one VM to its end, handing it scenarios from q as it asks,
+// and returns what its console said. The console is written to plan.log
+// as it comes.
+func boot(ctx context.Context, cfg bootConfig, plan vmPlan, q *queue, onResult func(*result)) (*console, error) {
+	limit := bootAllowance + q.budget(resetAllowance)
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 
+	// no_timer_check: on a busy host the kernel's check that the timer
+	// interrupt comes through the IO-APIC can miss its window and panic
+	// the boot ("IO-APIC + timer doesn't work!").
 	args := []string{
 		"-accel", cfg.accel, "-cpu", cpuFor(cfg.accel), "-m", strconv.Itoa(cfg.memMB), "-smp", strconv.Itoa(cfg.smp),
 		"-nodefaults", "-nographic", "-no-reboot", "-serial", "stdio",
 		"-uuid", fmt.Sprintf("6f0c2a3e-5b1d-4c8e-9a7f-%012x", plan.id),
 		"-kernel", cfg.kernel, "-initrd", cfg.initrd,
-		"-append", "console=ttyS0 panic=-1 loglevel=4 mitigations=off vmtest.vm=" + strconv.Itoa(plan.id) +
-			" vmtest.scenarios=" + strings.Join(list, ",") + tpmCmdline(plan.tpm),
+		"-append", "console=ttyS0 panic=-1 loglevel=4 mitigations=off no_timer_check vmtest.vm=" + strconv.Itoa(plan.id) +
+			tpmCmdline(plan.tpm),
 	}
 	monSock := filepath.Join(cfg.diskDir, fmt.Sprintf("vm%d.mon", plan.id))
 	if len(monSock) > 100 {
@@ -219,6 +236,10 @@ func boot(ctx context.Context, cfg bootConfig, plan vmPlan, onResult func(*resul
 		return nil, err
 	}
 	cmd.Stderr = cmd.Stdout
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start qemu: %w", err)
 	}
@@ -227,19 +248,35 @@ func boot(ctx context.Context, cfg bootConfig, plan vmPlan, onResult func(*resul
 	mon := &monitor{sock: monSock, diskDir: cfg.diskDir, id: plan.id, log: lw}
 	defer mon.close()
 	con.onHost = mon.run
+	con.onNext = func() {
+		answer := "-"
+		if s, ok := q.take(plan.id); ok {
+			answer = fmt.Sprintf("%s:%d", s.name, int(s.timeout.Seconds()))
+		}
+		fmt.Fprintf(lw, "# host: next %s\n", answer)
+		if _, err := io.WriteString(in, answer+"\n"); err != nil {
+			fmt.Fprintf(lw, "# host: console write: %v\n", err)
+		}
+	}
+	// The guest has nothing left to do once it said so; its own
+	// power-off is only the fallback.
+	con.onDone = func() { mon.run("quit") }
 	sc := bufio.NewScanner(io.TeeReader(out, lw))
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
 	for sc.Scan() {
 		con.feed(sc.Text())
 	}
 	werr := cmd.Wait()
+	if cmd.ProcessState != nil {
+		con.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
 	switch {
 	case ctx.Err() != nil:
-		return con, fmt.Errorf("VM %d killed after %s (the boot allowance plus its scenarios' timeouts)", plan.id, limit)
+		return con, fmt.Errorf("VM %d killed after %s (the boot allowance plus every scenario's timeout)", plan.id, limit)
 	case !con.booted:
 		return con, fmt.Errorf("VM %d never reached its /init (qemu: %v)", plan.id, werr)
 	case !con.done:
-		return con, fmt.Errorf("VM %d ended before running all its scenarios (qemu: %v)", plan.id, werr)
+		return con, fmt.Errorf("VM %d ended before it said %s (qemu: %v)", plan.id, markDone, werr)
 	}
 	return con, nil
 }
@@ -512,8 +549,12 @@ func TestConsoleParsing(t *testing.T) {
 			t.Errorf("hmpLine(%q) = %q, want %q", in, got, want)
 		}
 	}
+	var nexts, dones int
+	c.onNext = func() { nexts++ }
+	c.onDone = func() { dones++ }
+	c.feed("[   5.2] kworker VMTEST-NEXT\r")
 	c.feed("VMTEST-DONE")
-	if !c.done {
-		t.Error("VMTEST-DONE not seen")
+	if !c.done || nexts != 1 || dones != 1 {
+		t.Errorf("done=%v, %d VMTEST-NEXT and %d VMTEST-DONE answered; want true, 1, 1", c.done, nexts, dones)
 	}
 }

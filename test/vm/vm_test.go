@@ -7,17 +7,18 @@
 //
 // Knobs (environment):
 //
-//	VOLUMED_VM_CACHE      downloads, extracted kernel, base image (default <repo>/.cache/vm)
+//	VOLUMED_VM_CACHE      downloads, extracted kernel, base image, what each scenario
+//	                      took when it last passed (default <repo>/.cache/vm)
 //	VOLUMED_VM_SCENARIOS  comma-separated subset to run (default: all)
 //	VOLUMED_VM_PARALLEL   VMs booted at once (default: 2 on 2+ CPUs)
 //	VOLUMED_VM_BINARY     a volumed to test instead of building one (crash points needed)
 //	VOLUMED_VM_ACCEL      tcg (default) or kvm
+//	VOLUMED_VM_KEEP       keep the console logs (<cache>/logs) when all passed
 package vm
 
 import (
 	"bytes"
 	"cmp"
-	"compress/gzip"
 	"context"
 	"fmt"
 	"os"
@@ -116,42 +117,6 @@ func selectScenarios(all []scenario, only string) ([]scenario, error) {
 	return out, nil
 }
 
-// split spreads scenarios over n VMs, longest timeout first onto the
-// least loaded VM; each VM keeps the scenarios' original order.
-func split(ss []scenario, n int) [][]scenario {
-	n = max(1, min(n, len(ss)))
-	type load struct {
-		total time.Duration
-		idx   []int
-	}
-	loads := make([]load, n)
-	order := make([]int, len(ss))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(ss[b].timeout, ss[a].timeout) })
-	for _, i := range order {
-		j := 0
-		for k := range loads {
-			if loads[k].total < loads[j].total {
-				j = k
-			}
-		}
-		loads[j].total += ss[i].timeout
-		loads[j].idx = append(loads[j].idx, i)
-	}
-	var out [][]scenario
-	for _, l := range loads {
-		slices.Sort(l.idx)
-		var group []scenario
-		for _, i := range l.idx {
-			group = append(group, ss[i])
-		}
-		out = append(out, group)
-	}
-	return out
-}
-
 // buildVolumed builds the static binary with crash points compiled in.
 func buildVolumed(ctx context.Context, root, dir string) (string, error) {
 	if p := os.Getenv("VOLUMED_VM_BINARY"); p != "" {
@@ -191,8 +156,7 @@ func buildHelpers(ctx context.Context, root, dir string) (map[string]string, err
 // archives into one root, this one last.
 func overlay(guestDir string, ss []scenario, volumed string, helpers map[string]string) ([]byte, error) {
 	var buf bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
-	c := newCPIO(zw)
+	c := newCPIO(&buf)
 	c.copyFile("init", filepath.Join(guestDir, "init"), 0o755)
 	c.copyFile("vmtest/lib.sh", filepath.Join(guestDir, "lib.sh"), 0o644)
 	for _, s := range ss {
@@ -203,9 +167,6 @@ func overlay(guestDir string, ss []scenario, volumed string, helpers map[string]
 		c.copyFile("usr/local/bin/"+name, helpers[name], 0o755)
 	}
 	if err := c.close(); err != nil {
-		return nil, err
-	}
-	if err := zw.Close(); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
@@ -272,7 +233,7 @@ func TestVM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	initrd := filepath.Join(tmp, "initramfs.cpio.gz")
+	initrd := filepath.Join(tmp, "initramfs.cpio")
 	if err := os.WriteFile(initrd, append(baseBytes, ov...), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -288,10 +249,10 @@ func TestVM(t *testing.T) {
 			t.Fatalf("VOLUMED_VM_PARALLEL=%q: want a positive number", v)
 		}
 	}
-	groups := split(ss, parallel)
+	vms := max(1, min(parallel, len(ss)))
 	cfg := bootConfig{
 		kernel: k.boot, initrd: initrd, accel: cmp.Or(os.Getenv("VOLUMED_VM_ACCEL"), "tcg"),
-		smp: max(1, min(2, runtime.NumCPU()/len(groups))), memMB: 1024, diskDir: tmp,
+		smp: max(1, min(2, runtime.NumCPU()/vms)), memMB: 1024, diskDir: tmp,
 	}
 	// Console logs are kept when something failed, one dir per run: runs
 	// may share the cache.
@@ -303,11 +264,11 @@ func TestVM(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if !t.Failed() {
+		if !t.Failed() && os.Getenv("VOLUMED_VM_KEEP") == "" {
 			os.RemoveAll(logDir)
 		}
 	})
-	bootAndReport(ctx, t, cfg, ss, groups, logDir)
+	bootAndReport(ctx, t, cfg, ss, vms, logDir, cache)
 }
 
 // needTPM: some scenario of ss wants the VM to have a TPM.
@@ -315,24 +276,27 @@ func needTPM(ss []scenario) bool {
 	return slices.ContainsFunc(ss, func(s scenario) bool { return s.tpm })
 }
 
-// bootAndReport boots a VM for each group of scenarios, in parallel, and
-// reports every scenario of ss as a subtest.
-func bootAndReport(ctx context.Context, t *testing.T, cfg bootConfig, ss []scenario, groups [][]scenario, logDir string) {
+// bootAndReport boots vms VMs at once, which share out the scenarios of
+// ss as each asks for its next one, and reports every scenario as a
+// subtest. Every VM can run every scenario: each has the disks and the
+// TPM if any scenario wants them.
+func bootAndReport(ctx context.Context, t *testing.T, cfg bootConfig, ss []scenario, vms int, logDir, cache string) {
 	type outcome struct {
 		plan vmPlan
 		con  *console
 		err  error
 		took time.Duration
 	}
-	outcomes := make([]outcome, len(groups))
+	q := newQueue(ss, readDurations(durationsPath(cache)))
+	outcomes := make([]outcome, vms)
 	var wg sync.WaitGroup
-	for i, g := range groups {
-		plan := vmPlan{id: i, scenarios: g, log: filepath.Join(logDir, fmt.Sprintf("console-%d.log", i))}
-		plan.disks = slices.ContainsFunc(g, func(s scenario) bool { return s.disks })
-		plan.tpm = needTPM(g)
+	for i := range vms {
+		plan := vmPlan{id: i, log: filepath.Join(logDir, fmt.Sprintf("console-%d.log", i))}
+		plan.disks = slices.ContainsFunc(ss, func(s scenario) bool { return s.disks })
+		plan.tpm = needTPM(ss)
 		wg.Go(func() {
 			t0 := time.Now()
-			con, err := boot(ctx, cfg, plan, func(r *result) {
+			con, err := boot(ctx, cfg, plan, q, func(r *result) {
 				t.Logf("vm%d: %s %s in %.1fs %s", plan.id, r.name, passFail(r.passed), r.seconds, r.detail)
 			})
 			outcomes[i] = outcome{plan: plan, con: con, err: err, took: time.Since(t0)}
@@ -340,20 +304,40 @@ func bootAndReport(ctx context.Context, t *testing.T, cfg bootConfig, ss []scena
 	}
 	wg.Wait()
 
+	passed := map[string]float64{}
 	for _, o := range outcomes {
-		names := make([]string, len(o.plan.scenarios))
-		for i, s := range o.plan.scenarios {
-			names[i] = s.name
+		if o.con != nil {
+			for name, r := range o.con.results {
+				if r.passed {
+					passed[name] = r.seconds
+				}
+			}
 		}
-		t.Logf("vm%d (%s): %s wall", o.plan.id, strings.Join(names, ","), o.took.Round(100*time.Millisecond))
+	}
+	if err := recordDurations(cache, passed); err != nil {
+		t.Logf("the scenarios' durations were not kept (the next run hands them out by timeout): %v", err)
+	}
+	for _, o := range outcomes {
+		names := q.takenBy(o.plan.id)
+		var cpu time.Duration
+		if o.con != nil {
+			cpu = o.con.cpu
+		}
+		t.Logf("vm%d (%s): %s wall, qemu CPU %.1f s", o.plan.id, strings.Join(names, ","),
+			o.took.Round(100*time.Millisecond), cpu.Seconds())
 		if o.err != nil {
 			t.Errorf("%v; console tail:\n%s", o.err, tail(o.plan.log, 40))
 		}
 	}
 	for _, s := range ss {
-		o := outcomes[slices.IndexFunc(outcomes, func(o outcome) bool {
-			return slices.ContainsFunc(o.plan.scenarios, func(p scenario) bool { return p.name == s.name })
-		})]
+		vm, ok := q.ranOn(s.name)
+		if !ok {
+			t.Run(s.name, func(t *testing.T) {
+				t.Fatal("no VM took this scenario: every VM ended before it was handed out")
+			})
+			continue
+		}
+		o := outcomes[vm]
 		t.Run(s.name, func(t *testing.T) {
 			var r *result
 			if o.con != nil {
@@ -393,27 +377,4 @@ func lastLines(lines []string, n int) string {
 		lines = append([]string{fmt.Sprintf("... (%d lines before)", len(lines)-n)}, lines[len(lines)-n:]...)
 	}
 	return strings.Join(lines, "\n")
-}
-
-func TestSplit(t *testing.T) {
-	ss := []scenario{
-		{name: "a", timeout: 60 * time.Second}, {name: "b", timeout: 240 * time.Second},
-		{name: "c", timeout: 90 * time.Second}, {name: "d", timeout: 150 * time.Second},
-	}
-	got := split(ss, 2)
-	var desc []string
-	for _, g := range got {
-		var names []string
-		for _, s := range g {
-			names = append(names, s.name)
-		}
-		desc = append(desc, strings.Join(names, ""))
-	}
-	// b (240) on one VM, d+c (240) on the other, then a on the first.
-	if want := []string{"ab", "cd"}; !slices.Equal(desc, want) {
-		t.Errorf("split = %v, want %v (balanced by timeout, original order kept)", desc, want)
-	}
-	if got := split(ss[:1], 4); len(got) != 1 {
-		t.Errorf("one scenario over 4 VMs gives %d groups, want 1", len(got))
-	}
 }
