@@ -8,7 +8,7 @@ ifneq ($(findstring /,$(GO)),)
 export PATH := $(patsubst %/,%,$(dir $(GO))):$(PATH)
 endif
 
-.PHONY: build deps test test-race test-vms os-image os-tier test-vm test-os bench bench-boot lint demo clean fuzz
+.PHONY: build deps test test-race test-vms lint-then-vms os-image os-tier test-vm test-os bench bench-boot lint demo clean fuzz
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/volumed ./cmd/volumed
@@ -25,14 +25,17 @@ build:
 # (docs/performance.md, "Round 3 of the tier's cost").
 # After deps, a test whose tool is missing fails instead of skipping
 # (VOLUMED_DEPS, internal/testtool).
-# Lint, the race packages, the VM tests and the OS image's build run side
-# by side (each one's output is printed when it ends): deadcode, most of a
-# warm lint, is one thread; the race packages wait on the kernel; the VM
-# tests compute (qemu without KVM); the image mostly waits on apt and
-# dpkg. A lint failure fails make test once they have all ended. The OS
-# tier takes both cores after them, its image built.
+# Lint and then the VM tests, the race packages, and the OS image's build
+# run side by side (each one's output is printed when it ends): deadcode,
+# most of a warm lint, is one thread; the race packages wait on the
+# kernel; the VM tests compute (qemu without KVM); the image mostly waits
+# on apt and dpkg. The VM tests come after lint, not beside it: a guest
+# booted beside golangci-lint and the race build keeps time badly (its
+# clock ran about 3 times the host's), and its scenarios' time limits
+# ran out early. A lint failure fails make test once the others have
+# ended. The OS tier takes both cores after them, its image built.
 test: deps
-	$(MAKE) --no-print-directory -j4 --output-sync=target lint test-race test-vms os-image
+	$(MAKE) --no-print-directory -j3 --output-sync=target lint-then-vms test-race os-image
 	$(MAKE) --no-print-directory os-tier
 
 # -parallel 4: three VMs run at once whatever it says (test/os's slots);
@@ -52,6 +55,10 @@ os-tier:
 RACE_PKGS = $(shell $(GO) list ./... | grep -v -e '/test/vm$$' -e '/test/os$$')
 test-race:
 	GOMAXPROCS=4 VOLUMED_DEPS=1 CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 30m $(RACE_PKGS)
+
+lint-then-vms:
+	$(MAKE) --no-print-directory lint
+	$(MAKE) --no-print-directory test-vms
 
 test-vms:
 	VOLUMED_DEPS=1 $(GO) test -count=1 -timeout 30m ./test/vm/
