@@ -35,12 +35,11 @@ demo_pkgs="e2fsprogs:mkfs.ext4 xfsprogs:mkfs.xfs btrfs-progs:mkfs.btrfs mount:lo
 # attaches to qemu (swtpm-tools brings swtpm_setup, which the package's own
 # setup wants). lvm2: the tests of volumed wipe write an LVM label with
 # pvcreate (it needs no device-mapper for that). mmdebstrap, qemu-utils:
-# test/os builds a Debian image and boots copy-on-write overlays of it (qemu-img);
-# lz4: it unpacks the image's kernel to boot it by PVH.
+# test/os builds a Debian image and boots copy-on-write overlays of it (qemu-img).
 test_pkgs="$demo_pkgs dosfstools:mkfs.vfat fdisk:sfdisk gdisk:sgdisk prometheus:prometheus rpm:rpm
   systemd:systemd-analyze qemu-system-x86:qemu-system-x86_64 busybox-static:busybox kmod:modprobe
   iproute2:ip python3:python3 man-db:man zsh:zsh cryptsetup-bin:cryptsetup swtpm:swtpm
-  swtpm-tools:swtpm_setup lvm2:pvcreate mmdebstrap:mmdebstrap qemu-utils:qemu-img lz4:lz4"
+  swtpm-tools:swtpm_setup lvm2:pvcreate mmdebstrap:mmdebstrap qemu-utils:qemu-img"
 # tang-common, clevis-luks: drivers/tang and drivers/luks bind keys to a real
 # tangd (/usr/libexec/tangd, run per connection by the test) and check that
 # Clevis opens what volumed bound and the reverse (clevis-luks brings clevis,

@@ -92,7 +92,7 @@ func (m *machine) aptLog() string {
 
 var allTestPackages = []string{"e2fsprogs", "xfsprogs", "btrfs-progs", "mount", "dosfstools", "fdisk", "gdisk",
 	"prometheus", "rpm", "systemd", "qemu-system-x86", "busybox-static", "kmod", "iproute2", "python3", "man-db", "zsh", "cryptsetup-bin",
-	"swtpm", "swtpm-tools", "lvm2", "mmdebstrap", "qemu-utils", "lz4", "qemu-system-common",
+	"swtpm", "swtpm-tools", "lvm2", "mmdebstrap", "qemu-utils", "qemu-system-common",
 	"tang-common", "clevis-luks", "clevis-tpm2", "tpm2-tools"}
 
 func without(list []string, drop ...string) []string {

@@ -129,7 +129,6 @@ var tools = []Tool{
 	{"qemu-img", "qemu-utils", Deps},
 	{"qemu-storage-daemon", "qemu-system-common", Deps},
 	{"mmdebstrap", "mmdebstrap", Deps},
-	{"lz4", "lz4", Deps},
 	{"go", "", Prerequisite},
 	{"make", "make", Prerequisite},
 	{"perf", "linux-perf", OnRequest},

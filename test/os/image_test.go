@@ -81,7 +81,6 @@ func Base(t testing.TB) *Image {
 	for _, tool := range [][2]string{
 		{"mmdebstrap", "mmdebstrap"}, {"qemu-system-x86_64", "qemu-system-x86"}, {"qemu-img", "qemu-utils"},
 		{"mkfs.ext4", "e2fsprogs"}, {"e2fsck", "e2fsprogs"}, {"debugfs", "e2fsprogs"}, {"journalctl", "systemd"},
-		{"lz4", "lz4"},
 	} {
 		if _, err := lookTool(tool[0]); err != nil {
 			testtool.Missing(t, tool[0], "Debian package "+tool[1]+", see scripts/deps.sh", err)
@@ -138,7 +137,7 @@ func buildBase() (*Image, error) {
 	cache := cmp.Or(os.Getenv("VOLUMED_OS_CACHE"), filepath.Join(root, ".cache/os"))
 	img.Key = key
 	img.Dir = filepath.Join(cache, "base-"+key[:16])
-	img.Kernel, img.Initrd, img.Disk = filepath.Join(img.Dir, "vmlinux"), filepath.Join(img.Dir, "initrd"), filepath.Join(img.Dir, "disk.img")
+	img.Kernel, img.Initrd, img.Disk = filepath.Join(img.Dir, "vmlinuz"), filepath.Join(img.Dir, "initrd"), filepath.Join(img.Dir, "disk.img")
 	err = withLock(cache, func() error {
 		prune(cache, img.Dir)
 		done := filepath.Join(img.Dir, ".done")
