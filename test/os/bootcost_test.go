@@ -127,8 +127,11 @@ spec:
 		unit = "Requires=bench-wait.service\nAfter=bench-wait.service"
 	default:
 		var fstab strings.Builder
+		// The loop driver is a module in Debian's kernel: a mount unit
+		// is not ordered after its loading by itself, and with the
+		// image's remount-fs masked the mounts came first and failed.
 		for _, v := range vols {
-			fmt.Fprintf(&fstab, "/var/lib/ostest/%s.img /srv/%s ext4 loop 0 0\n", v, v)
+			fmt.Fprintf(&fstab, "/var/lib/ostest/%s.img /srv/%s ext4 loop,x-systemd.requires=modprobe@loop.service 0 0\n", v, v)
 		}
 		m.AddFile("/usr/lib/ostest/bench/fstab", 0o644, fstab.String())
 		unit = "After=local-fs.target\nRequiresMountsFor=" + strings.Join(mounts, " ")
