@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/volumed/volumed/internal/durable"
 )
 
 // handOutOrder is the order the VMs are given scenarios in: longest
@@ -149,11 +151,7 @@ func recordDurations(cache string, passed map[string]float64) error {
 		for n, d := range passed {
 			took[n] = d
 		}
-		tmp := path + ".tmp"
-		if err := os.WriteFile(tmp, formatDurations(took), 0o644); err != nil {
-			return err
-		}
-		return os.Rename(tmp, path)
+		return durable.WriteFile(path, formatDurations(took), 0o644)
 	})
 }
 
