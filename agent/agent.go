@@ -70,6 +70,11 @@ type Wake struct {
 	// event is about: Verify and Grow then concern only a volume on it,
 	// so the events of devices that are not ours cost nothing.
 	Device string
+	// Event, when set, is the block device's event the wake is for:
+	// a volume whose attach stated what it waits for retries only when
+	// the event could bring it (decide.Concerns). A wake without one
+	// (a link up, lost events) retries every waiting volume of Drivers.
+	Event *DeviceEvent
 }
 
 // Agent is one running volumed. Each concern keeps its own state behind
@@ -100,6 +105,7 @@ type Agent struct {
 	sessions *ownedSessions
 	history  *history
 	notes    choiceNotes
+	waits    waits
 	sources  sourceHealth
 	systemd  *systemdStatus
 	waiters  statusWatch

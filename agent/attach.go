@@ -63,6 +63,7 @@ func (a *Agent) opAttach(ctx context.Context, d *Desired) error {
 	if p, known := activationProblem(d.Name, err); known {
 		a.apply(d.Name, CondActivationFailed, p, nil)
 	}
+	a.waits.attached(d.Name, err)
 	return err
 }
 
@@ -106,7 +107,9 @@ func (a *Agent) refuseInUse(att Attacher, name string, f Found) error {
 	}
 	a.apply(name, CondInUse, p, nil)
 	if p != nil {
-		return errors.New(p.Message)
+		// Its holder going (a dm table removed, a mapping closed) may
+		// free it; a device appearing cannot.
+		return &Waiting{For: Awaited{Release: true}, Err: errors.New(p.Message)}
 	}
 	return nil
 }

@@ -308,6 +308,7 @@ func (a *Agent) forgetGone(names []string, desired map[string]*Desired, actual m
 		}
 		if _, busy := a.exec.Running(name); !busy {
 			a.history.forget(name)
+			a.waits.forget(name)
 			a.formats.forgetRefused(name)
 			a.conds.Forget(name)
 		}

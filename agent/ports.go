@@ -135,6 +135,18 @@ type NotActivated struct {
 func (e *NotActivated) Error() string { return e.Err.Error() }
 func (e *NotActivated) Unwrap() error { return e.Err }
 
+// Waiting is an Attach error of a source that is not there yet, saying
+// what could bring it (decide.Awaited): a kernel event about anything
+// else leaves the volume to its backoff (decide.Concerns), so devices
+// coming and going, volumed's own among them, do not each retry it.
+type Waiting struct {
+	For Awaited
+	Err error
+}
+
+func (e *Waiting) Error() string { return e.Err.Error() }
+func (e *Waiting) Unwrap() error { return e.Err }
+
 // Stager is implemented by sources that are not block devices (a host
 // directory, a tmpfs): it puts the source at the staging path itself
 // instead of a probe, format and mount.

@@ -23,6 +23,10 @@ type (
 	LUKSHeader = decide.LUKSHeader
 	// BindOptions are the flags a publish applies to its bind mount.
 	BindOptions = decide.BindOptions
+	// DeviceEvent is a block device's kernel event and its facts.
+	DeviceEvent = decide.DeviceEvent
+	// Awaited is what could bring a volume whose attach waits.
+	Awaited = decide.Awaited
 )
 
 // Operation names, as they appear in intents, logs and metrics.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/volumed/volumed/agent/decide"
 	"github.com/volumed/volumed/store"
 )
 
@@ -22,9 +23,13 @@ func (a *Agent) wake(ctx context.Context, w Wake) bool {
 	// with every attach and detach, and copying every record for each
 	// was a tenth of the agent's CPU bringing a thousand volumes up.
 	var retried []string
+	ev := a.eventFacts(w.Event)
 	for n, d := range a.desiredSnapshot() {
 		if !d.Wanted() || !slices.Contains(w.Drivers, d.Kind) {
 			continue
+		}
+		if ev != nil && !decide.Concerns(*ev, a.waits.of(n)) {
+			continue // nothing it waits for: its backoff stands
 		}
 		if rec := a.state.Get(n); rec != nil && rec.Staging != nil && len(rec.Targets) == len(d.Targets) {
 			continue // converged: nothing to retry
@@ -118,6 +123,17 @@ func partitionOf(part, disk string) bool {
 		}
 	}
 	return true
+}
+
+// eventFacts completes a device event's facts with the agent's own: a
+// device a record holds is volumed's.
+func (a *Agent) eventFacts(ev *DeviceEvent) *DeviceEvent {
+	if ev == nil {
+		return nil
+	}
+	e := *ev
+	e.Ours = e.Ours || a.holdsDevice(e.Name)
+	return &e
 }
 
 func (a *Agent) holdsDevice(name string) bool {

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -98,5 +99,66 @@ func TestWakeOnDiskAddAsksJoiners(t *testing.T) {
 	all, _, volumes := a.growth.take()
 	if all || !volumes["lv"] || volumes["img"] {
 		t.Fatalf("growth check asked for all=%v volumes=%v, want lv alone", all, volumes)
+	}
+}
+
+// waitingSource is a source whose disk never comes: its Attach waits,
+// stating what for (nil: unstated).
+type waitingSource struct {
+	*fakeTarget
+	awaits *Awaited
+}
+
+func (w waitingSource) Find(context.Context, *Desired) ([]Found, error) { return nil, nil }
+
+func (w waitingSource) Attach(context.Context, *Desired) (Found, error) {
+	err := errors.New("waiting for the disk")
+	if w.awaits == nil {
+		return Found{}, err
+	}
+	return Found{}, &Waiting{For: *w.awaits, Err: err}
+}
+
+// A volume whose attach said what it waits for retries at the event of
+// that device alone: devices that come and go meanwhile (a loop device
+// bound, an LV activated, volumed's own devices) leave it to its
+// backoff, where before each one retried it. A volume whose wait says
+// nothing retries at each device added, as before.
+func TestWakeRetriesOnlyWhatTheEventMayBring(t *testing.T) {
+	ctx := context.Background()
+	a := sessionAgent(t, &fakeTarget{})
+	a.cfg.Attachers = map[string]Attacher{
+		"serial": waitingSource{fakeTarget: &fakeTarget{}, awaits: &Awaited{Keys: []string{"device:serial:S1"}}},
+		"vague":  waitingSource{fakeTarget: &fakeTarget{}},
+	}
+	for _, n := range []string{"serial", "vague"} {
+		d := &Desired{Name: n, Kind: n, Spec: &manifest.VolumeSpec{}}
+		a.SetDesired(d)
+		if err := a.opAttach(ctx, d); err == nil {
+			t.Fatalf("%s attached a disk that is not there", n)
+		}
+	}
+	drivers := []string{"serial", "vague"}
+	retried := func(ev DeviceEvent) []string {
+		a.dirty.take()
+		a.wake(ctx, Wake{Reason: "block device: " + ev.Name, Drivers: drivers, Added: ev.Action == "add", Event: &ev})
+		_, names := a.dirty.take()
+		slices.Sort(names)
+		return names
+	}
+	for _, c := range []struct {
+		name string
+		ev   DeviceEvent
+		want []string
+	}{
+		{"a loop device bound", DeviceEvent{Action: "change", Name: "loop3", Keys: []string{"device:path:/dev/loop3"}}, nil},
+		{"a loop device made", DeviceEvent{Action: "add", Name: "loop4", Keys: []string{"device:path:/dev/loop4"}, Empty: true}, []string{"vague"}},
+		{"an LV activated", DeviceEvent{Action: "change", Name: "dm-1", Keys: []string{"device:path:/dev/dm-1"}, VG: "vg0"}, nil},
+		{"another disk", DeviceEvent{Action: "add", Name: "sdc", Keys: []string{"device:path:/dev/sdc", "device:serial:S2"}}, []string{"vague"}},
+		{"the disk", DeviceEvent{Action: "add", Name: "sdb", Keys: []string{"device:path:/dev/sdb", "device:serial:S1"}}, []string{"serial", "vague"}},
+	} {
+		if got := retried(c.ev); !slices.Equal(got, c.want) {
+			t.Errorf("%s: retried %v, want %v", c.name, got, c.want)
+		}
 	}
 }

@@ -76,6 +76,23 @@ func Identity(s Selector) string {
 	}
 }
 
+// SelectorKeys are the keys (those Keys gives a disk) of the disk s
+// selects: a wait for it is told apart from other devices' events by
+// them. A WWN is also keyed bare, as a bare WWN selects any kind.
+func SelectorKeys(s Selector) []string {
+	id := Identity(s)
+	if id == "" {
+		return nil
+	}
+	out := []string{id}
+	if s.WWN != "" {
+		if w := parseWWN(s.WWN); w.kind != "" {
+			out = append(out, "device:wwn:"+wwn{id: w.id}.String())
+		}
+	}
+	return out
+}
+
 // ParseIdentity reads an Identity back into a selector that selects the
 // same disk.
 func ParseIdentity(id string) (Selector, error) {

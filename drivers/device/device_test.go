@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -403,5 +404,56 @@ func TestIdentity(t *testing.T) {
 	}
 	if Identity(Selector{Serial: "X"}) == Identity(Selector{WWN: "X"}) {
 		t.Error("a serial and a WWN with the same text share an identity")
+	}
+}
+
+// Keys and SelectorKeys agree with Find: a selector that selects a disk
+// shares a key with the disk's, one that does not shares none, so the
+// event of the disk a volume waits for is told from every other's.
+func TestKeysAgreeWithFind(t *testing.T) {
+	x := newFixture(t)
+	sda := x.disk("sda", 8, 0, true, scsiDisk("      WD-WCC4N1234567"))
+	nvme := x.disk("nvme0n1", 259, 0, true, map[string]string{"wwid": "eui.0025388b91b2c3d4\n", "device/serial": "S4EW   \n"})
+	vdb := x.disk("vdb", 252, 16, true, map[string]string{"serial": "VOL 9"})
+	x.write(filepath.Join(vdb, "vdb1"), map[string]string{"dev": "252:17\n", "size": "1024\n", "partition": "1\n",
+		"uevent": "DEVNAME=vdb1\nDEVTYPE=partition\n"})
+	mapper := x.disk("dm-2", 253, 2, false, map[string]string{"dm/name": "vg0-data\n", "dm/uuid": "LVM-abc\n"})
+	f := x.finder()
+	dirs := map[string]string{"sda": sda, "nvme0n1": nvme, "vdb": vdb, "vdb1": filepath.Join(vdb, "vdb1"), "dm-2": mapper}
+	for _, c := range []struct {
+		sel  Selector
+		want string // the one device whose keys it shares
+	}{
+		{Selector{Serial: "WD-WCC4N1234567"}, "sda"},
+		{Selector{WWN: "naa." + naa16}, "sda"},
+		{Selector{WWN: "0x" + strings.ToUpper(naa16)}, "sda"},
+		{Selector{WWN: "t10.ATA     WDC WD10EZEX-08W"}, "sda"},
+		{Selector{WWN: "EUI.0025388B91B2C3D4"}, "nvme0n1"},
+		{Selector{WWN: "0025388b91b2c3d4"}, "nvme0n1"},
+		{Selector{Serial: "VOL_9"}, "vdb"},
+		{Selector{Path: "/dev/vdb1"}, "vdb1"},
+		{Selector{Path: "/dev/mapper/vg0-data"}, "dm-2"},
+		{Selector{WWN: "naa.5001438012345678"}, ""}, // a port's name, no disk's
+		{Selector{Serial: "VOL-9"}, ""},
+	} {
+		if c.want != "" && c.sel.Path == "" {
+			if d := mustFind(t, f, c.sel); d.Name != c.want {
+				t.Fatalf("%+v: Find selected %s, want %s", c.sel, d.Name, c.want)
+			}
+		}
+		want := c.sel
+		for name, dir := range dirs {
+			keys, err := Keys(dir)
+			if err != nil {
+				t.Fatalf("Keys(%s): %v", name, err)
+			}
+			shared := false
+			for _, k := range SelectorKeys(want) {
+				shared = shared || slices.Contains(keys, k)
+			}
+			if shared != (name == c.want) {
+				t.Errorf("%+v and %s (keys %q): shared %v, want %v", c.sel, name, keys, shared, name == c.want)
+			}
+		}
 	}
 }

@@ -197,6 +197,34 @@ func Identifiers(dir string) (serial, wwn string, err error) {
 	return d.Serial, d.WWN, nil
 }
 
+// Keys are the identities the block device at dir (its /sys/class/block
+// entry) answers to, in Identity's form: its node under /dev (and
+// /dev/mapper for a device-mapper device), and for a whole disk its
+// serial and every WWN, also bare. SelectorKeys gives a selector's.
+func Keys(dir string) ([]string, error) {
+	out := []string{Identity(Selector{Path: "/dev/" + NodeName(dir)})}
+	if m := sysfs.AttrOr(dir, "dm", "name"); m != "" {
+		out = append(out, Identity(Selector{Path: "/dev/mapper/" + m}))
+	}
+	if sysfs.IsPartition(dir) {
+		return out, nil // selected by path alone
+	}
+	x, err := readIDs(dir)
+	if err != nil {
+		return out, err
+	}
+	if x.serial != "" {
+		out = append(out, Identity(Selector{Serial: x.serial}))
+	}
+	for _, w := range x.wwns {
+		out = append(out, "device:wwn:"+w.String())
+		if w.kind != "" {
+			out = append(out, "device:wwn:"+wwn{id: w.id}.String())
+		}
+	}
+	return out, nil
+}
+
 // NodeName is the name under /dev the kernel gives the block device
 // whose sysfs directory is dir.
 func NodeName(dir string) string { return devName(dir, filepath.Base(dir)) }

@@ -33,3 +33,24 @@ func AnyActive(sysRoot string) (bool, error) {
 	}
 	return false, nil
 }
+
+// GroupOf is the VG of the LV whose device-mapper device has its sysfs
+// entry at dir, "" when the device is no LV of lvm2's. lvm2 names the
+// device VG-LV with every "-" of either doubled.
+func GroupOf(dir string) string {
+	if !strings.HasPrefix(sysfs.AttrOr(dir, "dm", "uuid"), "LVM-") {
+		return ""
+	}
+	name := sysfs.AttrOr(dir, "dm", "name")
+	for i := 0; i < len(name); i++ {
+		if name[i] != '-' {
+			continue
+		}
+		if i+1 < len(name) && name[i+1] == '-' {
+			i++
+			continue
+		}
+		return strings.ReplaceAll(name[:i], "--", "-")
+	}
+	return ""
+}

@@ -87,13 +87,14 @@ func (a attacher) Find(_ context.Context, d *agent.Desired) ([]agent.Found, erro
 }
 
 // Attach is reached only when Find saw no disk: there is nothing to
-// attach, so the volume waits (a uevent retries it at once).
+// attach, so the volume waits (the disk's uevent retries it at once).
 func (a attacher) Attach(_ context.Context, d *agent.Desired) (agent.Found, error) {
 	sel, err := selector(d)
 	if err != nil {
 		return agent.Found{}, err
 	}
-	return agent.Found{}, fmt.Errorf("waiting for the disk (%s) to appear", devicedrv.Identity(sel))
+	return agent.Found{}, kind.WaitingForDisk(sel.Path, devicedrv.SelectorKeys(sel),
+		fmt.Errorf("waiting for the disk (%s) to appear", devicedrv.Identity(sel)))
 }
 
 func (a attacher) Verify(_ context.Context, at store.Attachment) (string, bool, error) {

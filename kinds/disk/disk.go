@@ -96,6 +96,16 @@ func (r Ref) Key() string {
 	return strings.TrimPrefix(devicedrv.Identity(r.selector()), "device:")
 }
 
+// Waiting is err, the wait for the disk r names, stating what could
+// bring it: for an expression any disk that appears, is written (a
+// signature wiped) or loses a holder; else that disk alone.
+func (r Ref) Waiting(err error) error {
+	if r.Match != "" {
+		return &agent.Waiting{For: agent.Awaited{AnyDisk: true, Release: true}, Err: err}
+	}
+	return kind.WaitingForDisk(r.Path, devicedrv.SelectorKeys(r.selector()), err)
+}
+
 func (r Ref) selector() devicedrv.Selector {
 	return devicedrv.Selector{Path: r.Path, Serial: r.Serial, WWN: r.WWN}
 }
@@ -191,14 +201,15 @@ func (a attacher) Attach(ctx context.Context, d *agent.Desired) (agent.Found, er
 	if err != nil {
 		return agent.Found{}, err
 	}
-	disk, ok, why, err := a.rv.Resolve(ctx, Ref{Match: s.Match})
+	ref := Ref{Match: s.Match}
+	disk, ok, why, err := a.rv.Resolve(ctx, ref)
 	switch {
 	case err != nil:
 		return agent.Found{}, err
 	case ok: // appeared between Find and Attach
 		return agent.Found{Device: disk.Path, Identity: disk.Identity, Reusable: true, Note: disk.Note}, nil
 	}
-	return agent.Found{}, fmt.Errorf("waiting for the disk: %s", why)
+	return agent.Found{}, ref.Waiting(fmt.Errorf("waiting for the disk: %s", why))
 }
 
 func (a attacher) Verify(_ context.Context, at store.Attachment) (string, bool, error) {

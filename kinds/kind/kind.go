@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/volumed/volumed/agent"
@@ -197,6 +198,20 @@ func DevPath(c *manifest.Check, field, p string) {
 	if c.Path(field, p) && !strings.HasPrefix(p, "/dev/") {
 		c.Report(field, "must be under /dev")
 	}
+}
+
+// WaitingForDisk is err (a wait for the disk at path, or with the
+// identities keys, drivers/device.SelectorKeys) stating what it waits
+// for, so that only that disk's events retry the volume. A node the
+// kernel names (/dev/sdb, /dev/mapper/x) is told by its own event; a link
+// udev makes (/dev/disk/by-id/…) appears only after the kernel's event,
+// once udev has run, so the wait is left unstated: any device's event
+// retries it, as any may be the one the link will name.
+func WaitingForDisk(path string, keys []string, err error) error {
+	if dir := filepath.Dir(filepath.Clean(path)); path != "" && dir != "/dev" && dir != "/dev/mapper" {
+		return err
+	}
+	return &agent.Waiting{For: agent.Awaited{Keys: keys}, Err: err}
 }
 
 // LocalInUse is the agent.InUseChecker of the kinds that use a local

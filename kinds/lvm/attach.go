@@ -109,7 +109,12 @@ func (a attacher) Attach(ctx context.Context, d *agent.Desired) (agent.Found, er
 		f, err := a.found(w, s)
 		f.Note = note
 		return f, err
-	case lvmdrv.Wait, lvmdrv.Refuse:
+	case lvmdrv.Wait:
+		// For the VG's disks (a PV appearing), its thin pool or the LV
+		// activated by its owner (an LV of the VG appearing).
+		return agent.Found{}, &agent.Waiting{For: agent.Awaited{AnyDisk: true, LVsOf: w.VG},
+			Err: fmt.Errorf("volume %s, LV %s: %s", w.Volume, w.Ref(), s.Why)}
+	case lvmdrv.Refuse:
 		return agent.Found{}, fmt.Errorf("volume %s, LV %s: %s", w.Volume, w.Ref(), s.Why)
 	case lvmdrv.Activate:
 		err = notActivated(a.tool.Activate(ctx, s.LV))

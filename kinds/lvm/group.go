@@ -200,7 +200,12 @@ func (k groupKeeper) Ensure(ctx context.Context, volume string, s *Source) (tool
 		switch step.Action {
 		case lvmdrv.GroupAdopt:
 			return k.tool, true, step.Why, nil
-		case lvmdrv.GroupWait, lvmdrv.GroupRefuse:
+		case lvmdrv.GroupWait:
+			// For a blank disk the selector picks: one appearing, wiped,
+			// or let go by its holder.
+			return k.tool, false, "", &agent.Waiting{For: agent.Awaited{AnyDisk: true, Release: true},
+				Err: fmt.Errorf("volume %s: %s", volume, step.Why)}
+		case lvmdrv.GroupRefuse:
 			return k.tool, false, "", fmt.Errorf("volume %s: %s", volume, step.Why)
 		case lvmdrv.GroupUse:
 			tool := lvmdrv.Tool{Runner: k.tool.Runner, Devices: step.Devices}

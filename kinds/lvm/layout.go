@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/bits"
 
+	"github.com/volumed/volumed/agent"
 	"github.com/volumed/volumed/agent/manifest"
 	lvmdrv "github.com/volumed/volumed/drivers/lvm"
 )
@@ -66,7 +67,8 @@ func (a attacher) room(ctx context.Context, w lvmdrv.Want) error {
 			continue
 		}
 		if why := lvmdrv.PVsShort(w, vg); why != "" {
-			return fmt.Errorf("volume %s: %s", w.Volume, why)
+			// For a PV more: a disk appearing (or written, vgextend).
+			return &agent.Waiting{For: agent.Awaited{AnyDisk: true}, Err: fmt.Errorf("volume %s: %s", w.Volume, why)}
 		}
 	}
 	return nil

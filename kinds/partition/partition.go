@@ -177,7 +177,7 @@ func (a attacher) AttachAmong(ctx context.Context, d *agent.Desired, others []*a
 	case err != nil:
 		return agent.Found{}, err
 	case !ok:
-		return agent.Found{}, fmt.Errorf("waiting for the disk: %s", why)
+		return agent.Found{}, s.Disk.Waiting(fmt.Errorf("waiting for the disk: %s", why))
 	}
 	own, err := s.want()
 	if err != nil {

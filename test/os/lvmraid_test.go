@@ -57,8 +57,10 @@ func TestLVMRaid(t *testing.T) {
 	addLVMVolume(m, "mirror", "volumeGroup: vgraid, size: 16Mi, type: raid1", "type: ext4")
 	addLVMVolume(m, "stripe", "volumeGroup: vgraid, size: 16Mi, type: striped, stripes: 2", "type: ext4")
 	// Put in volumes.d by the script once the others are Ready: a volume
-	// that waits is retried at every block device's uevent, and the
-	// mirror's, the stripe's and the LUKS mapping's came in dozens.
+	// that waited was retried at every block device's uevent, and the
+	// mirror's, the stripe's and the LUKS mapping's came in dozens (now
+	// an LV's or volumed's own device does not retry a wait for a PV:
+	// decide.Concerns).
 	m.AddFile("/usr/lib/ostest/three.yaml", 0o644, lvmVolume("three", "volumeGroup: vgraid, size: 16Mi, type: raid1, mirrors: 2", "type: ext4"))
 	m.AddFile("/etc/volumed/secrets/secret.key", 0o600, "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210")
 	m.AddFile("/etc/volumed/volumes.d/secret.yaml", 0o644, encrypted("secret", "volumeGroup: vgenc, size: 64Mi"))
