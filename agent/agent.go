@@ -124,6 +124,9 @@ type Agent struct {
 
 	trigger chan struct{}
 	reload  chan struct{}
+	// settleAfter is time.After, the wait between the retries of
+	// unrecorded outcomes (tests see the waits asked for).
+	settleAfter func(time.Duration) <-chan time.Time
 }
 
 // New returns an agent; Run starts it.
@@ -165,6 +168,8 @@ func New(cfg Config) *Agent {
 		trigger:   make(chan struct{}, 1),
 		reload:    make(chan struct{}, 1),
 		startedc:  make(chan struct{}),
+
+		settleAfter: time.After,
 	}
 	if cfg.Metrics != nil {
 		cfg.Metrics.Registry.MustRegister(&volumeCollector{a: a}, &sourceCollector{a: a})

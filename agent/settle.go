@@ -23,9 +23,13 @@ func (a *Agent) stuckOn() []string {
 }
 
 // settleLoop retries, until they are durable, the outcomes whose commit
-// failed (a full or failing state filesystem). It ends with ctx.
-// An agent whose state file works costs nothing here: it waits for the
-// first failure, and ticks only while something is unrecorded.
+// failed (a full or failing state filesystem), after the backoff an
+// operation that fails gets (backoffFor: 500 ms doubling to about 2 min):
+// a state disk that keeps failing is tried less and less often, not
+// every second for as long as it fails. An intent committed meanwhile
+// (the disk took a write) ends the wait, so a disk that heals is seen at
+// once. It ends with ctx. An agent whose state file works costs nothing
+// here: it waits for the first failure.
 func (a *Agent) settleLoop(ctx context.Context) {
 	for {
 		select {
@@ -33,24 +37,33 @@ func (a *Agent) settleLoop(ctx context.Context) {
 			return
 		case <-a.state.Failed():
 		}
-		for len(a.state.Unrecorded()) > 0 {
+		select {
+		case <-a.state.Committed(): // a commit from before the failure
+		default:
+		}
+		for tries := 1; len(a.state.Unrecorded()) > 0; tries++ {
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(settleEvery):
+			case <-a.state.Committed():
+			case <-a.settleAfter(backoffFor(tries)):
 			}
-			a.settleOnce()
+			if a.settleOnce() {
+				tries = 0
+			}
 		}
 	}
 }
 
-func (a *Agent) settleOnce() {
+// settleOnce retries every unrecorded outcome; it reports whether all
+// those it could try were recorded.
+func (a *Agent) settleOnce() bool {
 	if err := a.state.SettleAll(); err != nil {
 		a.cfg.Log.Debug("state file still not writable", "error", err)
+		return false
 	}
+	return true
 }
-
-const settleEvery = time.Second
 
 // noteRecorded is the state's hook: a volume whose outcome is only in
 // memory says so until it is on disk.
@@ -65,6 +78,6 @@ func (a *Agent) noteRecorded(name string, err error) {
 	}
 	a.cfg.Log.Error("state file write failed; the outcome is kept in memory and retried", "volume", name, "error", err)
 	a.conds.Set(name, CondStateNotRecorded, "StateFileWriteFailed", fmt.Sprintf(
-		"%v: the state file does not know this volume's latest state yet; volumed keeps it in memory, retries every %s, and starts no new operation on the volume until it is recorded. Free space on (or repair) the state filesystem",
-		err, settleEvery))
+		"%v: the state file does not know this volume's latest state yet; volumed keeps it in memory, retries after a backoff (%s doubling to %s, at once when the state file takes a write again), and starts no new operation on the volume until it is recorded. Free space on (or repair) the state filesystem",
+		err, initialBackoff, maxBackoff.Round(time.Minute)))
 }

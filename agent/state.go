@@ -49,6 +49,10 @@ type State struct {
 	// failed is signalled when a commit fails, so that the retry need not
 	// poll while everything is recorded.
 	failed chan struct{}
+	// committed is signalled when an intent is committed: the state
+	// file takes writes, so the retry of unrecorded outcomes need not
+	// wait out its backoff.
+	committed chan struct{}
 }
 
 // NewState wraps a store; vols is the reconstructed starting point.
@@ -57,7 +61,8 @@ func NewState(st Store, now func() time.Time, vols map[string]*store.Volume) *St
 		vols = map[string]*store.Volume{}
 	}
 	return &State{store: st, now: now, vols: vols, versions: map[string]uint64{}, unrecorded: map[string]*unrecorded{},
-		waiting: map[string]time.Time{}, locks: map[string]*sync.Mutex{}, failed: make(chan struct{}, 1)}
+		waiting: map[string]time.Time{}, locks: map[string]*sync.Mutex{}, failed: make(chan struct{}, 1),
+		committed: make(chan struct{}, 1)}
 }
 
 // OnRecorded sets the hook told when a volume's state stops or starts
@@ -235,6 +240,10 @@ func (s *State) do(name, kind, op string, inputs map[string]string, durable bool
 		s.mu.Unlock()
 		if err != nil {
 			return fmt.Errorf("record intent %s %s: %w", op, name, err)
+		}
+		select {
+		case s.committed <- struct{}{}:
+		default:
 		}
 	}
 	crashpoint.HitFor(op, "after-intent", name)

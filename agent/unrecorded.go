@@ -52,6 +52,9 @@ func (s *State) KeepIntent(name string, intent uint64, err error) {
 // Failed is signalled after a commit failed.
 func (s *State) Failed() <-chan struct{} { return s.failed }
 
+// Committed is signalled after an intent was committed.
+func (s *State) Committed() <-chan struct{} { return s.committed }
+
 // Unrecorded lists the volumes whose state is not durable yet.
 func (s *State) Unrecorded() []string {
 	s.mu.Lock()
