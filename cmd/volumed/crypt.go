@@ -25,40 +25,44 @@ func luksPBKDF(name string) luks.PBKDF {
 	return luks.PBKDF{Type: "argon2id", MemoryKiB: 64 << 10}
 }
 
-// crypt adapts drivers/luks to the core's Crypt port.
-type crypt struct{ c *luks.Client }
+// crypt adapts drivers/luks to the core's Crypt port. answers is what
+// the Tang servers of every volume's keys did at their last request.
+type crypt struct {
+	c       *luks.Client
+	answers *luks.Answers
+}
 
-func tangKey(k *manifest.TangKey) luks.TangKey {
-	return luks.TangKey{URL: k.URL, Thumbprint: k.Thumbprint}
+func tangKey(k *manifest.TangKey, answers *luks.Answers) luks.TangKey {
+	return luks.TangKey{URL: k.URL, Thumbprint: k.Thumbprint, Answers: answers}
 }
 
 // thresholdKey is a threshold and its shares, nested thresholds too
 // (validation lets only tang, tpm2 and threshold keys in).
-func thresholdKey(k *manifest.ThresholdKey) luks.ThresholdKey {
+func thresholdKey(k *manifest.ThresholdKey, answers *luks.Answers) luks.ThresholdKey {
 	t := luks.ThresholdKey{N: k.N}
 	for _, s := range k.Keys {
 		switch {
 		case s.TPM2 != nil:
 			t.Keys = append(t.Keys, luks.TPM2Key{PCRs: s.TPM2.PCRs})
 		case s.Tang != nil:
-			t.Keys = append(t.Keys, tangKey(s.Tang))
+			t.Keys = append(t.Keys, tangKey(s.Tang, answers))
 		case s.Threshold != nil:
-			t.Keys = append(t.Keys, thresholdKey(s.Threshold))
+			t.Keys = append(t.Keys, thresholdKey(s.Threshold, answers))
 		}
 	}
 	return t
 }
 
-func luksKeys(keys []manifest.LUKS2Key) []luks.Key {
+func luksKeys(keys []manifest.LUKS2Key, answers *luks.Answers) []luks.Key {
 	out := make([]luks.Key, 0, len(keys))
 	for _, k := range keys {
 		switch {
 		case k.TPM2 != nil:
 			out = append(out, luks.TPM2Key{PCRs: k.TPM2.PCRs})
 		case k.Tang != nil:
-			out = append(out, tangKey(k.Tang))
+			out = append(out, tangKey(k.Tang, answers))
 		case k.Threshold != nil:
-			out = append(out, thresholdKey(k.Threshold))
+			out = append(out, thresholdKey(k.Threshold, answers))
 		default:
 			out = append(out, luks.FileKey{Path: k.File})
 		}
@@ -83,7 +87,7 @@ func (c crypt) Inspect(dev, intentUUID string) (agent.LUKSHeader, error) {
 func (c crypt) Format(ctx context.Context, o agent.CryptFormat) error {
 	return markLocked(c.c.Format(ctx, luks.FormatOptions{
 		Device: o.Device, UUID: o.UUID, Cipher: o.Cipher, SectorSize: o.SectorSize,
-		Keys: luksKeys(o.Keys), PBKDF: luksPBKDF(o.PBKDF),
+		Keys: luksKeys(o.Keys, c.answers), PBKDF: luksPBKDF(o.PBKDF),
 	}))
 }
 
@@ -92,7 +96,7 @@ func opened(o luks.Opened) agent.CryptOpened {
 }
 
 func (c crypt) Open(ctx context.Context, o agent.CryptOpen) (agent.CryptOpened, error) {
-	op, err := c.c.Open(ctx, luks.OpenOptions{Device: o.Device, Name: o.Name, UUID: o.UUID, Keys: luksKeys(o.Keys)})
+	op, err := c.c.Open(ctx, luks.OpenOptions{Device: o.Device, Name: o.Name, UUID: o.UUID, Keys: luksKeys(o.Keys, c.answers)})
 	if err != nil {
 		return agent.CryptOpened{}, markLocked(err)
 	}
@@ -116,7 +120,7 @@ func (c crypt) Adopt(ctx context.Context, dev, name, uuid string) (agent.CryptOp
 func (c crypt) Close(ctx context.Context, name string) error { return c.c.Close(ctx, name) }
 
 func (c crypt) Resize(ctx context.Context, o agent.CryptOpen) error {
-	return markLocked(c.c.Resize(ctx, o.Device, o.Name, luksKeys(o.Keys)))
+	return markLocked(c.c.Resize(ctx, o.Device, o.Name, luksKeys(o.Keys, c.answers)))
 }
 
 // AddRecoveryKey enrols a recovery key in the header on o.Device, which
@@ -131,7 +135,7 @@ func (c crypt) AddRecoveryKey(ctx context.Context, o agent.CryptOpen) (secret.Va
 			return secret.Value{}, fmt.Errorf("recovery key for %s: header UUID %s, want %s: %w", o.Device, in.UUID(), o.UUID, luks.ErrWrongUUID)
 		}
 	}
-	k, err := c.c.AddRecoveryKey(ctx, o.Device, luksKeys(o.Keys))
+	k, err := c.c.AddRecoveryKey(ctx, o.Device, luksKeys(o.Keys, c.answers))
 	return k, markLocked(err)
 }
 

@@ -28,7 +28,7 @@ func TestLockedErrorReachesTheCore(t *testing.T) {
 // The manifest's keys become the driver's, in order, and the KDF its
 // options: pbkdf2 only when asked for.
 func TestLUKSKeysAndPBKDF(t *testing.T) {
-	keys := luksKeys([]manifest.LUKS2Key{{File: "/k"}, {TPM2: &manifest.TPM2Key{PCRs: []int{7, 0}}}})
+	keys := luksKeys([]manifest.LUKS2Key{{File: "/k"}, {TPM2: &manifest.TPM2Key{PCRs: []int{7, 0}}}}, nil)
 	if len(keys) != 2 || keys[0].Describe() != "file /k" || keys[1].Describe() != "tpm2 pcrs 7+0" {
 		t.Errorf("keys %v", keys)
 	}
@@ -38,7 +38,7 @@ func TestLUKSKeysAndPBKDF(t *testing.T) {
 	tpm2 := manifest.LUKS2Key{TPM2: &manifest.TPM2Key{PCRs: []int{7}}}
 	nested := luksKeys([]manifest.LUKS2Key{{Threshold: &manifest.ThresholdKey{N: 2, Keys: []manifest.LUKS2Key{
 		tpm2, {Threshold: &manifest.ThresholdKey{N: 1, Keys: []manifest.LUKS2Key{tang("http://a"), tang("http://b")}}},
-	}}}})
+	}}}}, nil)
 	if len(nested) != 1 || nested[0].Describe() != "threshold 2 of (tpm2 pcrs 7, threshold 1 of (tang http://a, tang http://b))" {
 		t.Errorf("a nested threshold: %v", nested)
 	}

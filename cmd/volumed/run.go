@@ -210,7 +210,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 		NetworkDrivers:   kinds.Network(ks),
 		FS:               filesystems{},
 		Mounter:          mounter{},
-		Crypt:            crypt{c: &luks.Client{}},
+		Crypt:            crypt{c: &luks.Client{}, answers: &luks.Answers{}},
 		Log:              log,
 		Metrics:          metrics,
 		Resync:           f.resync,

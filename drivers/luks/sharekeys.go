@@ -36,10 +36,15 @@ func (k TangKey) recoverShare(ctx context.Context, jwe string) ([]byte, error) {
 		return nil, err
 	}
 	p, err := k.server().Recover(ctx, tb)
+	k.Answers.note(k.URL, err)
 	return p, waiting(err)
 }
 
+func (k TangKey) unanswered() bool { return k.Answers.unanswered(k.URL) }
+
 func (k TPM2Key) needsNetwork() bool { return false }
+
+func (k TPM2Key) unanswered() bool { return false }
 
 func (k TPM2Key) bindShare(ctx context.Context, plaintext []byte) (string, error) {
 	tpm, err := k.open(ctx)

@@ -22,6 +22,9 @@ type TangKey struct {
 	URL        string
 	Thumbprint string
 	HTTP       *http.Client // nil for one with tang.DefaultTimeout
+	// Answers, when set, is told whether the server answered each
+	// request for a share, and orders a threshold's requests.
+	Answers *Answers
 }
 
 var (
@@ -70,6 +73,7 @@ func waiting(err error) error {
 
 func (k TangKey) usable(ctx context.Context) error {
 	_, err := k.server().Advertise(ctx)
+	k.Answers.note(k.URL, err)
 	return waiting(err)
 }
 

@@ -27,6 +27,9 @@ type Share interface {
 	Key
 	usable(ctx context.Context) error
 	needsNetwork() bool
+	// unanswered: the key's server left its last request unanswered
+	// (Answers).
+	unanswered() bool
 	// bindShare encrypts a share with the key's Clevis pin and returns
 	// the pin's JWE.
 	bindShare(ctx context.Context, plaintext []byte) (string, error)
@@ -203,20 +206,23 @@ func (k ThresholdKey) recoverShare(ctx context.Context, jwe string) ([]byte, err
 	return b.Recover(ctx, k.order(shares), k.recoverShares(shares))
 }
 
-// order asks first for the shares whose keys need no network: a TPM2
-// share opens at once, and a server that does not answer then costs
-// nothing when enough others do. Otherwise the JWE's order is kept.
+// order is askOrder over k's keys: a TPM2 share opens at once, and a
+// server that does not answer then costs nothing when enough others do;
+// one that did not answer last time is asked first when k cannot be met
+// without it.
 func (k ThresholdKey) order(shares []int) []int {
-	var local, network []int
+	local := make([]bool, len(shares))
+	unanswered := make([]bool, len(shares))
 	for i, n := range shares {
-		if k.Keys[n].needsNetwork() {
-			network = append(network, i)
-		} else {
-			local = append(local, i)
-		}
+		local[i] = !k.Keys[n].needsNetwork()
+		unanswered[i] = k.Keys[n].unanswered()
 	}
-	return append(local, network...)
+	return askOrder(k.N, local, unanswered)
 }
+
+// unanswered: a nested threshold is taken as answering (it orders its
+// own shares).
+func (k ThresholdKey) unanswered() bool { return false }
 
 // recoverShares decrypts each share with the key assigned to it; an
 // unreachable server is a WaitingError.
