@@ -44,7 +44,7 @@ func (a *Agent) wake(ctx context.Context, w Wake) bool {
 	} else {
 		a.cfg.Log.Debug("kernel event", "reason", w.Reason)
 	}
-	joining := w.Added && a.askJoinChecks(w.Drivers)
+	joining := mayBringDisk(w, ev) && a.askJoinChecks(w.Drivers)
 	grown := w.Grow && a.refreshPartitionsOf(ctx, w.Device)
 	if w.Device != "" && !a.holdsDevice(w.Device) {
 		return len(retried) > 0 || grown || joining
@@ -56,6 +56,17 @@ func (a *Agent) wake(ctx context.Context, w Wake) bool {
 		a.askGrowthCheckOf(w.Device)
 	}
 	return len(retried) > 0 || w.Verify || w.Grow || joining
+}
+
+// mayBringDisk: the event may be a disk a source that takes new disks in
+// could take (decide.Concerns, as for a volume waiting for any disk),
+// not volumed's own device, an LV, a held or an empty one: each join
+// check runs lvm2 over every disk. Without facts, any device added.
+func mayBringDisk(w Wake, ev *DeviceEvent) bool {
+	if ev == nil {
+		return w.Added
+	}
+	return decide.Concerns(*ev, &Awaited{AnyDisk: true})
 }
 
 // askJoinChecks asks a growth check of each wanted volume of drivers

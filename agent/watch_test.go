@@ -100,6 +100,28 @@ func TestWakeOnDiskAddAsksJoiners(t *testing.T) {
 	if all || !volumes["lv"] || volumes["img"] {
 		t.Fatalf("growth check asked for all=%v volumes=%v, want lv alone", all, volumes)
 	}
+
+	// With the event's facts: only a device that may be a new disk asks
+	// (each check runs lvm2 over every disk), not volumed's own, an LV,
+	// a held or an empty one.
+	for _, c := range []struct {
+		name string
+		ev   DeviceEvent
+		want bool
+	}{
+		{"a disk hot-added", DeviceEvent{Action: "add", Name: "sdd", Keys: []string{"device:path:/dev/sdd"}}, true},
+		{"a loop device bound by the operator", DeviceEvent{Action: "change", Name: "loop5", Keys: []string{"device:path:/dev/loop5"}}, true},
+		{"an LV activated", DeviceEvent{Action: "change", Name: "dm-3", VG: "vg0"}, false},
+		{"a dm device made, no table yet", DeviceEvent{Action: "add", Name: "dm-4", Empty: true}, false},
+		{"a PV its LVs hold", DeviceEvent{Action: "change", Name: "vdb", Held: true}, false},
+		{"volumed's own LUKS mapping", DeviceEvent{Action: "change", Name: "dm-5", Ours: true}, false},
+	} {
+		a.growth.take()
+		a.wake(context.Background(), Wake{Reason: c.name, Drivers: []string{"fake", "other"}, Added: c.ev.Action == "add", Event: &c.ev})
+		if _, _, volumes := a.growth.take(); volumes["lv"] != c.want {
+			t.Errorf("%s: join check asked %v, want %v", c.name, volumes["lv"], c.want)
+		}
+	}
 }
 
 // waitingSource is a source whose disk never comes: its Attach waits,

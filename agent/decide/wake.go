@@ -26,6 +26,9 @@ type DeviceEvent struct {
 	// Ours: volumed made or holds it (a device a record names, a LUKS
 	// mapping of volumed's): its events are volumed's own work.
 	Ours bool
+	// Held: another block device holds it (a dm table over it: an LV on
+	// a PV, a LUKS mapping): it can be neither picked nor made a PV.
+	Held bool
 }
 
 // Awaited is what a volume whose attach waits could be brought by, as
@@ -47,7 +50,8 @@ type Awaited struct {
 // Concerns is the one rule for whether a block device's event could
 // bring what a waiting volume waits for, so that it is retried now
 // rather than at the end of its backoff. A device of volumed's own
-// (its loop devices, LUKS mappings, the LVs of other VGs) never could;
+// (its loop devices, LUKS mappings, the LVs of other VGs) never could,
+// nor one something holds (a PV whose metadata an lvcreate rewrote);
 // an empty one (added, its table or backing not there yet) is told of
 // again by its change event when it is usable.
 func Concerns(ev DeviceEvent, w *Awaited) bool {
@@ -67,7 +71,7 @@ func Concerns(ev DeviceEvent, w *Awaited) bool {
 				return true
 			}
 		}
-		if ev.Ours {
+		if ev.Ours || ev.Held {
 			return false
 		}
 		if ev.VG != "" {

@@ -50,6 +50,8 @@ func TestConcerns(t *testing.T) {
 		{"our own LUKS mapping never is", mapping, pvs, false},
 		{"an unbound loop device is nothing yet", unbound, pvs, false},
 		{"an LV is never a PV", lv("vg0"), pvs, false},
+		{"a PV whose metadata an lvcreate rewrote (held by its LVs)", DeviceEvent{Action: DeviceChange, Name: "vdb", Keys: []string{"device:path:/dev/vdb"}, Held: true}, pvs, false},
+		{"a held disk named exactly", DeviceEvent{Action: DeviceChange, Name: "sdb", Keys: []string{"device:path:/dev/sdb", serial}, Held: true}, bySerial, true},
 		{"a device going brings no disk", gone, pvs, false},
 
 		{"an LV of the VG (its thin pool)", lv("vg0"), pool, true},

@@ -96,7 +96,8 @@ func blockWake(ev uevent.Event, awaitDisk []string, dev *agent.DeviceEvent) (age
 
 // deviceEvent reads the facts of a block device's event from sysfs
 // (under sys) at once: its identities, whether it is an LV or a LUKS
-// mapping of volumed's, whether it has a size yet. nil when they could
+// mapping of volumed's, whether something holds it, whether it has a
+// size yet. nil when they could
 // not be read (the device went meanwhile): the event then retries every
 // waiting volume, as before waits were stated.
 func deviceEvent(ev uevent.Event, sys string, log *slog.Logger) *agent.DeviceEvent {
@@ -118,7 +119,12 @@ func deviceEvent(ev uevent.Event, sys string, log *slog.Logger) *agent.DeviceEve
 		log.Debug("block device's size unreadable; retrying every waiting volume", "device", ev.DevName, "error", err)
 		return nil
 	}
-	e.Keys, e.Empty, e.VG = keys, size == 0, lvmdrv.GroupOf(dir)
+	holders, err := sysfs.Holders(dir)
+	if err != nil {
+		log.Debug("block device's holders unreadable; retrying every waiting volume", "device", ev.DevName, "error", err)
+		return nil
+	}
+	e.Keys, e.Empty, e.VG, e.Held = keys, size == 0, lvmdrv.GroupOf(dir), len(holders) > 0
 	e.Ours = strings.HasPrefix(sysfs.AttrOr(dir, "dm", "name"), agent.MappingName(""))
 	return e
 }

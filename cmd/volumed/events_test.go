@@ -58,6 +58,7 @@ func TestDeviceEvent(t *testing.T) {
 	dev("devices/virtual/block/dm-1", map[string]string{"size": "2048", "uevent": "DEVNAME=dm-1", "dm/name": "volumed-secret", "dm/uuid": "CRYPT-LUKS2-abc-volumed-secret"})
 	dev("devices/virtual/block/loop7", map[string]string{"size": "0", "uevent": "DEVNAME=loop7"})
 	dev("devices/pci/virtio4/block/vdb", map[string]string{"size": "2048", "uevent": "DEVNAME=vdb", "serial": "VGA"})
+	dev("devices/pci/virtio5/block/vdc", map[string]string{"size": "2048", "uevent": "DEVNAME=vdc", "holders/dm-0": ""})
 	log := slog.New(slog.DiscardHandler)
 	ev := func(action, path string) *agent.DeviceEvent {
 		return deviceEvent(uevent.Event{Action: action, DevPath: "/" + path, DevName: filepath.Base(path), Subsystem: "block"}, sys, log)
@@ -74,7 +75,9 @@ func TestDeviceEvent(t *testing.T) {
 			Keys: []string{"device:path:/dev/loop7"}, Empty: true}},
 		{ev("add", "devices/pci/virtio4/block/vdb"), agent.DeviceEvent{Action: "add", Name: "vdb",
 			Keys: []string{"device:path:/dev/vdb", "device:serial:VGA"}}},
-		{ev("remove", "devices/pci/virtio4/block/vdc"), agent.DeviceEvent{Action: "remove", Name: "vdc"}},
+		{ev("change", "devices/pci/virtio5/block/vdc"), agent.DeviceEvent{Action: "change", Name: "vdc",
+			Keys: []string{"device:path:/dev/vdc"}, Held: true}},
+		{ev("remove", "devices/pci/virtio4/block/vdd"), agent.DeviceEvent{Action: "remove", Name: "vdd"}},
 	} {
 		if c.got == nil || !reflect.DeepEqual(*c.got, c.want) {
 			t.Errorf("deviceEvent = %+v, want %+v", c.got, c.want)
