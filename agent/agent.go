@@ -70,11 +70,12 @@ type Wake struct {
 	// event is about: Verify and Grow then concern only a volume on it,
 	// so the events of devices that are not ours cost nothing.
 	Device string
-	// Event, when set, is the block device's event the wake is for:
-	// a volume whose attach stated what it waits for retries only when
-	// the event could bring it (decide.Concerns). A wake without one
-	// (a link up, lost events) retries every waiting volume of Drivers.
-	Event *DeviceEvent
+	// Facts, when set, reads the facts of the block device's event the
+	// wake is for (asked at most once, and only if a volume waits): a
+	// volume whose attach stated what it waits for retries only when the
+	// event could bring it (decide.Concerns). A wake without them (a
+	// link up, lost events) retries every waiting volume of Drivers.
+	Facts func() *DeviceEvent
 }
 
 // Agent is one running volumed. Each concern keeps its own state behind

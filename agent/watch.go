@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/fsnotify/fsnotify"
 
@@ -21,18 +22,19 @@ import (
 func (a *Agent) wake(ctx context.Context, w Wake) bool {
 	// Only the records the event may concern are copied: a uevent comes
 	// with every attach and detach, and copying every record for each
-	// was a tenth of the agent's CPU bringing a thousand volumes up.
+	// was a tenth of the agent's CPU bringing a thousand volumes up. The
+	// device's facts are read only for a volume that waits.
 	var retried []string
-	ev := a.eventFacts(w.Event)
+	facts := a.eventFacts(w.Facts)
 	for n, d := range a.desiredSnapshot() {
 		if !d.Wanted() || !slices.Contains(w.Drivers, d.Kind) {
 			continue
 		}
-		if ev != nil && !decide.Concerns(*ev, a.waits.of(n)) {
-			continue // nothing it waits for: its backoff stands
-		}
 		if rec := a.state.Get(n); rec != nil && rec.Staging != nil && len(rec.Targets) == len(d.Targets) {
 			continue // converged: nothing to retry
+		}
+		if ev := facts(); ev != nil && !decide.Concerns(*ev, a.waits.of(n)) {
+			continue // nothing it waits for: its backoff stands
 		}
 		a.exec.Reset(n)
 		a.dirty.mark(n)
@@ -44,7 +46,7 @@ func (a *Agent) wake(ctx context.Context, w Wake) bool {
 	} else {
 		a.cfg.Log.Debug("kernel event", "reason", w.Reason)
 	}
-	joining := mayBringDisk(w, ev) && a.askJoinChecks(w.Drivers)
+	joining := a.askJoinChecks(w.Drivers, func() bool { return mayBringDisk(w, facts()) })
 	grown := w.Grow && a.refreshPartitionsOf(ctx, w.Device)
 	if w.Device != "" && !a.holdsDevice(w.Device) {
 		return len(retried) > 0 || grown || joining
@@ -70,16 +72,26 @@ func mayBringDisk(w Wake, ev *DeviceEvent) bool {
 }
 
 // askJoinChecks asks a growth check of each wanted volume of drivers
-// whose source takes new disks in (Joiner): a disk that appeared may be
+// whose source takes new disks in (Joiner), when the event may bring one
+// (asked once, at the first such volume): a disk that appeared may be
 // one its VG grows onto, at once rather than at the next resync. It
 // reports whether any was asked.
-func (a *Agent) askJoinChecks(drivers []string) bool {
-	asked := false
+func (a *Agent) askJoinChecks(drivers []string, mayBring func() bool) bool {
+	asked, may := false, 0 // may: 0 not asked yet, 1 yes, 2 no
 	for n, d := range a.desiredSnapshot() {
 		if !d.Wanted() || !slices.Contains(drivers, d.Kind) {
 			continue
 		}
-		if _, ok := a.cfg.Attachers[d.Kind].(Joiner); ok {
+		if _, ok := a.cfg.Attachers[d.Kind].(Joiner); !ok {
+			continue
+		}
+		if may == 0 {
+			may = 2
+			if mayBring() {
+				may = 1
+			}
+		}
+		if may == 1 {
 			a.askGrowthCheckOfVolume(n)
 			asked = true
 		}
@@ -136,15 +148,22 @@ func partitionOf(part, disk string) bool {
 	return true
 }
 
-// eventFacts completes a device event's facts with the agent's own: a
-// device a record holds is volumed's.
-func (a *Agent) eventFacts(ev *DeviceEvent) *DeviceEvent {
-	if ev == nil {
-		return nil
-	}
-	e := *ev
-	e.Ours = e.Ours || a.holdsDevice(e.Name)
-	return &e
+// eventFacts is the event's facts, read when first asked for and
+// completed with the agent's own (a device a record holds is volumed's);
+// nil when the wake has none.
+func (a *Agent) eventFacts(read func() *DeviceEvent) func() *DeviceEvent {
+	return sync.OnceValue(func() *DeviceEvent {
+		if read == nil {
+			return nil
+		}
+		ev := read()
+		if ev == nil {
+			return nil
+		}
+		e := *ev
+		e.Ours = e.Ours || a.holdsDevice(e.Name)
+		return &e
+	})
 }
 
 func (a *Agent) holdsDevice(name string) bool {

@@ -117,7 +117,7 @@ func TestWakeOnDiskAddAsksJoiners(t *testing.T) {
 		{"volumed's own LUKS mapping", DeviceEvent{Action: "change", Name: "dm-5", Ours: true}, false},
 	} {
 		a.growth.take()
-		a.wake(context.Background(), Wake{Reason: c.name, Drivers: []string{"fake", "other"}, Added: c.ev.Action == "add", Event: &c.ev})
+		a.wake(context.Background(), Wake{Reason: c.name, Drivers: []string{"fake", "other"}, Added: c.ev.Action == "add", Facts: func() *DeviceEvent { return &c.ev }})
 		if _, _, volumes := a.growth.take(); volumes["lv"] != c.want {
 			t.Errorf("%s: join check asked %v, want %v", c.name, volumes["lv"], c.want)
 		}
@@ -163,7 +163,7 @@ func TestWakeRetriesOnlyWhatTheEventMayBring(t *testing.T) {
 	drivers := []string{"serial", "vague"}
 	retried := func(ev DeviceEvent) []string {
 		a.dirty.take()
-		a.wake(ctx, Wake{Reason: "block device: " + ev.Name, Drivers: drivers, Added: ev.Action == "add", Event: &ev})
+		a.wake(ctx, Wake{Reason: "block device: " + ev.Name, Drivers: drivers, Added: ev.Action == "add", Facts: func() *DeviceEvent { return &ev }})
 		_, names := a.dirty.take()
 		slices.Sort(names)
 		return names

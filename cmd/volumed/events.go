@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/volumed/volumed/agent"
 	"github.com/volumed/volumed/agent/api"
@@ -43,7 +44,8 @@ func watchKernel(ctx context.Context, log *slog.Logger, awaitDisk, networkDriver
 	} else {
 		go func() {
 			for ev := range l.C() {
-				if w, ok := blockWake(ev, awaitDisk, deviceEvent(ev, "/sys", log)); ok {
+				facts := sync.OnceValue(func() *agent.DeviceEvent { return deviceEvent(ev, "/sys", log) })
+				if w, ok := blockWake(ev, awaitDisk, facts); ok {
 					send(w)
 				}
 			}
@@ -70,60 +72,48 @@ func watchKernel(ctx context.Context, log *slog.Logger, awaitDisk, networkDriver
 // drift, and may also be what held a disk a volume waits for (a dm
 // table, an LVM volume, a LUKS mapping removed): the volumes refused as
 // InUse retry now, as their condition promises, not at the end of a
-// backoff of up to two minutes. dev is the event's facts (deviceEvent):
-// a waiting volume retries only for an event that could bring what it
-// waits for (decide.Concerns); without them, as without a stated wait,
-// every device added or removed retries every waiting volume.
-func blockWake(ev uevent.Event, awaitDisk []string, dev *agent.DeviceEvent) (agent.Wake, bool) {
+// backoff of up to two minutes. facts reads the device's (deviceEvent),
+// if a volume waits: it retries only for an event that could bring what
+// it waits for (decide.Concerns).
+func blockWake(ev uevent.Event, awaitDisk []string, facts func() *agent.DeviceEvent) (agent.Wake, bool) {
 	switch ev.Action {
 	case uevent.Overflow:
 		return agent.Wake{Reason: "uevents lost: rescan", Drivers: awaitDisk, Verify: true, Grow: true}, true
 	case "add":
-		return agent.Wake{Reason: "block device added: " + ev.DevName, Drivers: awaitDisk, Added: true, Event: dev}, true
+		return agent.Wake{Reason: "block device added: " + ev.DevName, Drivers: awaitDisk, Added: true, Facts: facts}, true
 	case "remove":
-		return agent.Wake{Reason: "block device removed: " + ev.DevName, Drivers: awaitDisk, Verify: true, Device: ev.DevName, Event: dev}, true
+		return agent.Wake{Reason: "block device removed: " + ev.DevName, Drivers: awaitDisk, Verify: true, Device: ev.DevName, Facts: facts}, true
 	case "change":
-		w := agent.Wake{Reason: "block device changed: " + ev.DevName, Grow: true, Device: ev.DevName}
-		if dev != nil {
-			// A device usable only now (a dm table resumed, a loop
-			// device bound), or written to be one (pvcreate).
-			w.Drivers, w.Event = awaitDisk, dev
-		}
-		return w, true
+		// A device usable only now (a dm table resumed, a loop device
+		// bound), or written to be one (pvcreate), for the waits that
+		// say so.
+		return agent.Wake{Reason: "block device changed: " + ev.DevName, Drivers: awaitDisk, Grow: true, Device: ev.DevName, Facts: facts}, true
 	}
 	return agent.Wake{}, false
 }
 
 // deviceEvent reads the facts of a block device's event from sysfs
-// (under sys) at once: its identities, whether it is an LV or a LUKS
-// mapping of volumed's, whether something holds it, whether it has a
-// size yet. nil when they could
-// not be read (the device went meanwhile): the event then retries every
-// waiting volume, as before waits were stated.
+// (under sys): its identities, whether it is an LV or a LUKS mapping of
+// volumed's, whether something holds it, whether it has a size yet. A
+// device gone before it was read is empty: it brings nothing.
 func deviceEvent(ev uevent.Event, sys string, log *slog.Logger) *agent.DeviceEvent {
-	if ev.Action == uevent.Overflow || ev.DevPath == "" {
-		return nil
-	}
 	e := &agent.DeviceEvent{Action: ev.Action, Name: filepath.Base(ev.DevName)}
 	if ev.Action == "remove" {
 		return e // nothing left to read; Ours is the records' to say
 	}
 	dir := filepath.Join(sys, ev.DevPath)
-	keys, err := devicedrv.Keys(dir)
-	if err != nil {
-		log.Debug("block device's identities unreadable; retrying every waiting volume", "device", ev.DevName, "error", err)
-		return nil
-	}
 	size, err := sysfs.Size(dir)
 	if err != nil {
-		log.Debug("block device's size unreadable; retrying every waiting volume", "device", ev.DevName, "error", err)
-		return nil
+		log.Debug("block device's size unreadable: taken as gone", "device", ev.DevName, "error", err)
+		e.Empty = true
+		return e
 	}
-	holders, err := sysfs.Holders(dir)
+	keys, err := devicedrv.Keys(dir)
 	if err != nil {
-		log.Debug("block device's holders unreadable; retrying every waiting volume", "device", ev.DevName, "error", err)
-		return nil
+		// What was read (its node at least) still names it.
+		log.Debug("block device's identities unreadable", "device", ev.DevName, "error", err)
 	}
+	holders, _ := sysfs.Holders(dir)
 	e.Keys, e.Empty, e.VG, e.Held = keys, size == 0, lvmdrv.GroupOf(dir), len(holders) > 0
 	e.Ours = strings.HasPrefix(sysfs.AttrOr(dir, "dm", "name"), agent.MappingName(""))
 	return e

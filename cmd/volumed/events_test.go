@@ -26,11 +26,15 @@ func TestBlockWake(t *testing.T) {
 		// A holder removed (dmsetup remove, vgchange -an, cryptsetup
 		// close) frees a disk a volume was refused as InUse.
 		{"remove", true, true, false, "dm-0", false},
-		{"change", false, false, true, "dm-0", false},
+		// A waiting volume whose wait is stated may be brought by a
+		// change (decide.Concerns says which).
+		{"change", true, false, true, "dm-0", false},
 	}
 	for _, tt := range tests {
-		w, ok := blockWake(uevent.Event{Action: tt.action, DevName: "dm-0", Subsystem: "block"}, await, nil)
-		if !ok || slices.Equal(w.Drivers, await) != tt.retry || w.Verify != tt.verify || w.Grow != tt.gro || w.Device != tt.device || w.Added != tt.added {
+		facts := func() *agent.DeviceEvent { return &agent.DeviceEvent{Action: tt.action, Name: "dm-0"} }
+		w, ok := blockWake(uevent.Event{Action: tt.action, DevName: "dm-0", Subsystem: "block"}, await, facts)
+		if !ok || slices.Equal(w.Drivers, await) != tt.retry || w.Verify != tt.verify || w.Grow != tt.gro || w.Device != tt.device || w.Added != tt.added ||
+			(w.Facts != nil) != (tt.action != uevent.Overflow) {
 			t.Errorf("%s: %+v, %v; want retry %v, verify %v, grow %v, device %q, added %v", tt.action, w, ok, tt.retry, tt.verify, tt.gro, tt.device, tt.added)
 		}
 	}
@@ -83,9 +87,8 @@ func TestDeviceEvent(t *testing.T) {
 			t.Errorf("deviceEvent = %+v, want %+v", c.got, c.want)
 		}
 	}
-	// A device gone before it was read: no facts, so every waiting
-	// volume is retried, as before waits were stated.
-	if got := ev("add", "devices/pci/virtio4/block/vdz"); got != nil {
-		t.Errorf("deviceEvent of a device gone = %+v, want nil", got)
+	// A device gone before it was read brings nothing.
+	if got := ev("add", "devices/pci/virtio4/block/vdz"); got == nil || !got.Empty {
+		t.Errorf("deviceEvent of a device gone = %+v, want it empty", got)
 	}
 }
