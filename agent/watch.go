@@ -73,25 +73,16 @@ func mayBringDisk(w Wake, ev *DeviceEvent) bool {
 
 // askJoinChecks asks a growth check of each wanted volume of drivers
 // whose source takes new disks in (Joiner), when the event may bring one
-// (asked once, at the first such volume): a disk that appeared may be
-// one its VG grows onto, at once rather than at the next resync. It
-// reports whether any was asked.
+// (mayBring, asked only if there is such a volume): a disk that appeared
+// may be one its VG grows onto, at once rather than at the next resync.
+// It reports whether any was asked.
 func (a *Agent) askJoinChecks(drivers []string, mayBring func() bool) bool {
-	asked, may := false, 0 // may: 0 not asked yet, 1 yes, 2 no
+	asked := false
 	for n, d := range a.desiredSnapshot() {
 		if !d.Wanted() || !slices.Contains(drivers, d.Kind) {
 			continue
 		}
-		if _, ok := a.cfg.Attachers[d.Kind].(Joiner); !ok {
-			continue
-		}
-		if may == 0 {
-			may = 2
-			if mayBring() {
-				may = 1
-			}
-		}
-		if may == 1 {
+		if _, ok := a.cfg.Attachers[d.Kind].(Joiner); ok && mayBring() {
 			a.askGrowthCheckOfVolume(n)
 			asked = true
 		}
