@@ -22,12 +22,20 @@ import (
 // third PV in one boot). The disk's own event still brings it up at
 // once.
 func TestWaitingVolumeRetriesOnlyForItsDisk(t *testing.T) {
-	e := newEnv(t)
 	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ctl.Close()
+	// The loop devices made are removed after the env's cleanup (which
+	// runs first: registered later) has unmounted and unbound them.
+	var made []int
+	t.Cleanup(func() {
+		for _, n := range made {
+			removeLoop(ctl, n)
+		}
+		ctl.Close()
+	})
+	e := newEnv(t)
 	// Loop devices numbered past any this host has: each is made (add),
 	// bound and unbound (change) and removed (remove), as a host's loop
 	// devices come and go.
@@ -43,9 +51,8 @@ func TestWaitingVolumeRetriesOnlyForItsDisk(t *testing.T) {
 			if errno != 0 {
 				t.Fatalf("LOOP_CTL_ADD %d: %v", next, errno)
 			}
-			n := next
-			t.Cleanup(func() { removeLoop(ctl, n) })
-			return n, fmt.Sprintf("/dev/loop%d", n)
+			made = append(made, next)
+			return next, fmt.Sprintf("/dev/loop%d", next)
 		}
 	}
 	// The disk the volume waits for: a loop device not there yet.
@@ -104,7 +111,7 @@ spec:
 	if errno != 0 {
 		t.Fatalf("LOOP_CTL_ADD %d: %v", wantN, errno)
 	}
-	t.Cleanup(func() { removeLoop(ctl, wantN) })
+	made = append(made, wantN)
 	disk := e.image("disk.img", 64<<20)
 	dev := fmt.Sprintf("/dev/loop%d", wantN)
 	if out, err := exec.Command("losetup", dev, disk).CombinedOutput(); err != nil {
