@@ -2,9 +2,12 @@ package disk
 
 import (
 	"context"
+	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/volumed/volumed/agent"
 	diskdrv "github.com/volumed/volumed/drivers/disk"
 )
 
@@ -45,4 +48,35 @@ func TestResolve(t *testing.T) {
 		t.Errorf("none matches: %v %q %v", ok, why, err)
 	}
 
+}
+
+// A wait for a disk states what could bring it: for an expression any
+// disk (or a holder going); for a serial, WWN or a node the kernel
+// names, that disk's keys; for a link udev makes later, nothing (any
+// device's event may be the one it will name).
+func TestRefWaiting(t *testing.T) {
+	why := errors.New("waiting for the disk")
+	for _, c := range []struct {
+		ref  Ref
+		want *agent.Awaited // nil: unstated
+	}{
+		{Ref{Match: `disk.serial == "S1"`}, &agent.Awaited{AnyDisk: true, Release: true}},
+		{Ref{Serial: "S 1"}, &agent.Awaited{Keys: []string{"device:serial:S_1"}}},
+		{Ref{WWN: "naa.5000c500a1b2c3d4"}, &agent.Awaited{Keys: []string{"device:wwn:naa.5000c500a1b2c3d4", "device:wwn:0x5000c500a1b2c3d4"}}},
+		{Ref{Path: "/dev/sdb"}, &agent.Awaited{Keys: []string{"device:path:/dev/sdb"}}},
+		{Ref{Path: "/dev/mapper/vg0-data"}, &agent.Awaited{Keys: []string{"device:path:/dev/mapper/vg0-data"}}},
+		{Ref{Path: "/dev/disk/by-id/wwn-0x5000c500a1b2c3d4"}, nil},
+	} {
+		err := c.ref.Waiting(why)
+		if !errors.Is(err, why) {
+			t.Errorf("%+v: %v does not keep the wait's words", c.ref, err)
+		}
+		var w *agent.Waiting
+		switch stated := errors.As(err, &w); {
+		case c.want == nil && stated:
+			t.Errorf("%+v: states %+v, want nothing stated", c.ref, w.For)
+		case c.want != nil && (!stated || !reflect.DeepEqual(w.For, *c.want)):
+			t.Errorf("%+v: states %v, want %+v", c.ref, err, *c.want)
+		}
+	}
 }
