@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -29,15 +30,9 @@ import (
 // awaitDisk names the drivers whose volumes wait for a block device,
 // networkDrivers those that need the network (kinds.AwaitDisk, kinds.Network).
 func watchKernel(ctx context.Context, log *slog.Logger, awaitDisk, networkDrivers []string) <-chan agent.Wake {
-	wakes := make(chan agent.Wake, 16)
-	send := func(w agent.Wake) {
-		select {
-		case wakes <- w:
-		default:
-			// 16 wakes queued already: the passes they cause retry every
-			// waiting volume, and the resync checks sizes and drift.
-		}
-	}
+	q := newWakeQueue(ctx, 16, agent.Wake{Reason: "kernel events dropped: rescan",
+		Drivers: slices.Concat(awaitDisk, networkDrivers), Verify: true, Grow: true})
+	send := q.send
 	l, err := uevent.Listen(ctx, func(e uevent.Event) bool { return e.Subsystem == "block" || e.Action == uevent.Overflow })
 	if err != nil {
 		log.Warn("no kernel uevents; device arrival is noticed at retries and resyncs", "error", err)
@@ -65,7 +60,7 @@ func watchKernel(ctx context.Context, log *slog.Logger, awaitDisk, networkDriver
 	if err != nil {
 		log.Warn("no link events; network volumes retry at their backoff", "error", err)
 	}
-	return wakes
+	return q.c
 }
 
 // blockWake is what a block uevent wakes. A device that goes may be
