@@ -30,8 +30,10 @@ import (
 // awaitDisk names the drivers whose volumes wait for a block device,
 // networkDrivers those that need the network (kinds.AwaitDisk, kinds.Network).
 func watchKernel(ctx context.Context, log *slog.Logger, awaitDisk, networkDrivers []string) <-chan agent.Wake {
-	q := newWakeQueue(ctx, 16, agent.Wake{Reason: "kernel events dropped: rescan",
-		Drivers: slices.Concat(awaitDisk, networkDrivers), Verify: true, Grow: true})
+	// A dropped wake's drift and size checks wait for the resync, as
+	// they always did; the waiting volumes it may have concerned retry.
+	q := newWakeQueue(ctx, 16, agent.Wake{Reason: "kernel events dropped: retrying waiting volumes",
+		Drivers: slices.Concat(awaitDisk, networkDrivers)})
 	send := q.send
 	l, err := uevent.Listen(ctx, func(e uevent.Event) bool { return e.Subsystem == "block" || e.Action == uevent.Overflow })
 	if err != nil {

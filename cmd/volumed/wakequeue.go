@@ -12,8 +12,8 @@ import (
 // what it was about with it: a waiting volume retries only at the event
 // of what it waits for (decide.Concerns), so that event may be the one
 // dropped. Each drop is therefore made good by a rescan wake (every
-// waiting volume retried, drift and sizes checked, as after lost
-// uevents), sent once there is room, from a goroutine of its own that
+// waiting volume retried, as each queued wake did before waits were
+// stated), sent once there is room, from a goroutine of its own that
 // ends with ctx; drops while one is pending share it.
 type wakeQueue struct {
 	ctx    context.Context
