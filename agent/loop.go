@@ -15,6 +15,7 @@ import (
 
 	"github.com/volumed/volumed/agent/api"
 	"github.com/volumed/volumed/agent/decide"
+	"github.com/volumed/volumed/internal/readonce"
 	"github.com/volumed/volumed/store"
 )
 
@@ -130,6 +131,9 @@ func (a *Agent) Run(ctx context.Context) error {
 // while the agent starts is never missed.
 func (a *Agent) start(ctx context.Context) (*fsnotify.Watcher, error) {
 	watcher := a.watch()
+	// One look at the host: a driver's report (lvm2's vgs, lvs) is read
+	// once for the kernel's read and every volume's probe.
+	ctx = readonce.Open(ctx)
 	start := a.cfg.Now()
 	kernel := a.readKernelAside(ctx)
 	a.loadManifests()
@@ -247,7 +251,8 @@ func (a *Agent) plan(ctx context.Context, now time.Time) passPlan {
 	all, names := a.dirty.take()
 	desired := a.desiredSnapshot()
 	planned := a.view.refresh(a.state, desired, all, names)
-	obs := a.observe(ctx, desired, a.view.actual)
+	// The growth checks of all the volumes asked share one look.
+	obs := a.observe(readonce.Open(ctx), desired, a.view.actual)
 	dec := a.view.planner.Decide(desired, a.view.actual, obs, planned)
 	a.updatePending(desired, planned, dec.Pending)
 	return passPlan{desired: desired, all: all, planned: planned, dec: dec}

@@ -51,9 +51,10 @@ func TestLVs(t *testing.T) {
 		t.Fatalf("LVs(vgcap) = %v, %v, %v", lvs, found, err)
 	}
 	want := [][]string{
-		{"vgs", "--reportformat", "json", "--units", "b", "--nosuffix", "-o", "vg_name,vg_uuid,vg_size,vg_free,vg_extent_size,vg_missing_pv_count,pv_count"},
+		{"vgs", "--reportformat", "json", "--units", "b", "--nosuffix", "-o", "vg_name,vg_uuid,vg_size,vg_free,vg_extent_size,vg_missing_pv_count,pv_count,vg_tags"},
 		{"lvs", "--reportformat", "json", "--units", "b", "--nosuffix", "--binary", "-o",
-			"lv_name,lv_uuid,lv_tags,lv_size,lv_active,lv_device_open,lv_kernel_major,lv_kernel_minor,segtype,vg_name,pool_lv,data_percent,metadata_percent", "vgcap"},
+			"lv_name,lv_uuid,lv_tags,lv_size,lv_active,lv_device_open,lv_kernel_major,lv_kernel_minor,segtype,vg_name,pool_lv,data_percent,metadata_percent," +
+				"vg_uuid,vg_size,vg_free,vg_extent_size,vg_missing_pv_count,pv_count,vg_tags", "vgcap"},
 	}
 	if !reflect.DeepEqual(f.calls, want) {
 		t.Errorf("commands run:\n%q\nwant\n%q", f.calls, want)
@@ -153,7 +154,7 @@ func TestFindRunsOneReport(t *testing.T) {
 	if s.LV.Name != "data" || s.VG.Name != "vg0" || s.VG.MissingPVs != 1 || s.VG.PVs != 2 || s.VG.Free != 1<<20 || s.Pool == nil || s.Pool.UUID != "p1" || s.Pool.Data != 91 {
 		t.Errorf("Find = %+v (pool %+v): want vg0/data, its VG missing 1 of 2 PVs, its pool p1 at 91%%", s, s.Pool)
 	}
-	if want := [][]string{SourcesArgs()}; !reflect.DeepEqual(f.calls, want) {
+	if want := [][]string{AllLVsArgs()}; !reflect.DeepEqual(f.calls, want) {
 		t.Errorf("commands run:\n%q\nwant one lvs\n%q", f.calls, want)
 	}
 	for _, vg := range []string{"vg9", "vgnone"} {
@@ -161,7 +162,7 @@ func TestFindRunsOneReport(t *testing.T) {
 			t.Errorf("Find(%s, u1) = %v, %v: want not found, no error", vg, found, err)
 		}
 	}
-	if got := strings.Join(SourcesArgs(), " "); strings.Count(got, "vg_name") != 1 || !strings.Contains(got, "vg_missing_pv_count") {
-		t.Errorf("SourcesArgs = %q: want each field once, the VG's among them", got)
+	if got := strings.Join(AllLVsArgs(), " "); strings.Count(got, "vg_name") != 1 || !strings.Contains(got, "vg_missing_pv_count") {
+		t.Errorf("AllLVsArgs = %q: want each field once, the VG's among them", got)
 	}
 }
