@@ -34,7 +34,8 @@ type Config struct {
 	// StateRecovery, when set, says the state file was damaged and moved aside.
 	StateRecovery string
 	// WatchdogInterval, when set, is how often the reconcile loop pets
-	// systemd's watchdog (WATCHDOG=1): a wedged loop stops petting.
+	// systemd's watchdog (WATCHDOG=1): a wedged loop stops petting; one
+	// waiting on a program pets until OpTimeout (petting).
 	WatchdogInterval time.Duration
 	// ShutdownGrace is how long SIGTERM waits for running operations.
 	ShutdownGrace time.Duration
@@ -118,6 +119,8 @@ type Agent struct {
 
 	trigger chan struct{}
 	reload  chan struct{}
+	// watchdog is set by Run before its loop, which alone pets it.
+	watchdog petting
 }
 
 // New returns an agent; Run starts it.

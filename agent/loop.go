@@ -62,12 +62,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer resync.Stop()
 	retry := time.NewTimer(time.Hour)
 	defer retry.Stop()
-	var watchdog <-chan time.Time
 	if a.cfg.WatchdogInterval > 0 {
 		t := time.NewTicker(a.cfg.WatchdogInterval)
 		defer t.Stop()
-		watchdog = t.C
-		a.notify("WATCHDOG=1")
+		a.watchdog = petting{tick: t.C, notify: a.notify}
+		a.watchdog.pet()
 	}
 	debounce := time.NewTimer(time.Hour)
 	debounce.Stop()
@@ -91,11 +90,11 @@ func (a *Agent) Run(ctx context.Context) error {
 			case <-a.trigger:
 			case <-retry.C:
 			case <-resync.C:
-				a.resync(ctx, watcher)
+				a.await(ctx, func(ctx context.Context) { a.resync(ctx, watcher) })
 			case w := <-a.cfg.Wake:
-				idle = !a.wake(ctx, w)
-			case <-watchdog:
-				a.notify("WATCHDOG=1")
+				a.await(ctx, func(ctx context.Context) { idle = !a.wake(ctx, w) })
+			case <-a.watchdog.tick:
+				a.watchdog.pet()
 				idle = true
 			case <-a.reload:
 				a.loadManifests()
@@ -252,7 +251,8 @@ func (a *Agent) plan(ctx context.Context, now time.Time) passPlan {
 	desired := a.desiredSnapshot()
 	planned := a.view.refresh(a.state, desired, all, names)
 	// The growth checks of all the volumes asked share one look.
-	obs := a.observe(readonce.Open(ctx), desired, a.view.actual)
+	var obs decide.Observations
+	a.await(ctx, func(ctx context.Context) { obs = a.observe(readonce.Open(ctx), desired, a.view.actual) })
 	dec := a.view.planner.Decide(desired, a.view.actual, obs, planned)
 	a.updatePending(desired, planned, dec.Pending)
 	return passPlan{desired: desired, all: all, planned: planned, dec: dec}
