@@ -184,9 +184,11 @@ func (t Tool) Group(ctx context.Context, vg string) (v VG, lvs []LV, found bool,
 	if i < 0 {
 		return VG{}, nil, false, nil
 	}
-	if out, ok := readonce.Held(ctx, strings.Join(t.full(AllLVsArgs()), "\x00")); ok {
-		// Every VG's LVs, read in this window already: vg's are among them.
-		lvs, err = ParseLVs(out)
+	// Every VG's LVs hold vg's: the one report, when this window holds
+	// it already, or when the filter shows lvm2 only vg's PVs (a PV is
+	// in one VG), so that the two are one command.
+	if _, held := readonce.Held(ctx, strings.Join(t.full(AllLVsArgs()), "\x00")); held || len(t.Devices) > 0 {
+		lvs, err = t.allLVs(ctx)
 		return vgs[i], slices.DeleteFunc(lvs, func(lv LV) bool { return lv.VG != vg }), true, err
 	}
 	out, err := t.run(ctx, "list the LVs of volume group "+vg, LVsArgs(vg))

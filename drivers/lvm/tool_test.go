@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/volumed/volumed/internal/readonce"
 )
 
 // fakeLVM stands in for lvm2's commands at the Runner boundary: this
@@ -58,6 +61,41 @@ func TestLVs(t *testing.T) {
 	}
 	if !reflect.DeepEqual(f.calls, want) {
 		t.Errorf("commands run:\n%q\nwant\n%q", f.calls, want)
+	}
+}
+
+// In a window (internal/readonce) a VG's LVs come from the one lvs of
+// every VG when the window holds it, and always under a filter (lvm2
+// sees only the VG's PVs then): the LVs of vgcap, not another VG's, and
+// one vgs and one lvs for a VG's LVs, Tagged and ByUUID together.
+func TestAVGsLVsFromTheOneReport(t *testing.T) {
+	other := strings.Replace(string(read(t, "lvs-inactive.json")), `"lv_name":"foreign"`, `"lv_name":"x"`, 1)
+	other = strings.Replace(other, `"vgcap"`, `"vgother"`, 1)
+	for _, tool := range []Tool{{}, {Devices: []string{"/dev/vdb"}}} {
+		f := &fakeLVM{vgs: read(t, "vgs.json"), lvs: []byte(other)}
+		tool.Runner = f
+		ctx := readonce.Open(context.Background())
+		if _, err := tool.Tagged(ctx); err != nil {
+			t.Fatal(err)
+		}
+		lvs, found, err := tool.LVs(ctx, "vgcap")
+		if err != nil || !found || len(lvs) != 2 || slices.ContainsFunc(lvs, func(lv LV) bool { return lv.VG != "vgcap" }) {
+			t.Errorf("LVs(vgcap) with %v = %+v, %v, %v: want vgcap's two", tool.Devices, lvs, found, err)
+		}
+		if _, _, err := tool.ByUUID(ctx, "vgcap", "x"); err != nil {
+			t.Fatal(err)
+		}
+		var cmds []string
+		for _, c := range f.calls {
+			cmds = append(cmds, c[0]+" "+c[len(c)-1])
+		}
+		if want := []string{"lvs " + AllLVsArgs()[len(AllLVsArgs())-1], "vgs " + VGsArgs()[len(VGsArgs())-1]}; !slices.Equal(cmds, want) {
+			t.Errorf("with %v ran %q, want %q", tool.Devices, cmds, want)
+		}
+	}
+	f := &fakeLVM{vgs: read(t, "vgs.json"), lvs: read(t, "lvs-inactive.json")}
+	if _, _, err := (Tool{Runner: f}).LVs(readonce.Open(context.Background()), "vgcap"); err != nil || f.calls[1][len(f.calls[1])-1] != "vgcap" {
+		t.Errorf("LVs(vgcap) unfiltered, the window holding no report of every VG, ran %q (%v): want lvs of vgcap alone", f.calls, err)
 	}
 }
 
