@@ -62,6 +62,10 @@ type Wake struct {
 	Drivers []string
 	// Verify: something may have gone (a device removed): check for drift.
 	Verify bool
+	// Unplugged: a disk or a partition went (no virtual device): what a
+	// source stands on besides the volume's own device (an LV's PV, a
+	// raid1 leg) may be gone, and the health checks run now.
+	Unplugged bool
 	// Grow: a device may have changed size.
 	Grow bool
 	// Added: a block device appeared; sources that take new disks in

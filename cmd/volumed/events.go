@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/volumed/volumed/agent"
 	"github.com/volumed/volumed/agent/api"
@@ -73,7 +74,8 @@ func blockWake(ev uevent.Event, awaitDisk []string) (agent.Wake, bool) {
 	case "add":
 		return agent.Wake{Reason: "block device added: " + ev.DevName, Drivers: awaitDisk, Added: true}, true
 	case "remove":
-		return agent.Wake{Reason: "block device removed: " + ev.DevName, Drivers: awaitDisk, Verify: true, Device: ev.DevName}, true
+		return agent.Wake{Reason: "block device removed: " + ev.DevName, Drivers: awaitDisk, Verify: true, Device: ev.DevName,
+			Unplugged: !strings.HasPrefix(ev.DevPath, "/devices/virtual/")}, true
 	case "change":
 		return agent.Wake{Reason: "block device changed: " + ev.DevName, Grow: true, Device: ev.DevName}, true
 	}

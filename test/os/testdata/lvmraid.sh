@@ -128,8 +128,9 @@ phase "RAIDB gone"
 echo 3 >/proc/sys/vm/drop_caches
 kv pulled.sum "$(sum /srv/mirror/payload)"
 head -c 1M /dev/urandom >/srv/mirror/after && sync /srv/mirror/after && kv pulled.write yes
-# The condition comes at the resync's health check (once a minute): a
-# poll every 6 s, the cheap test first.
+# The condition comes at the health check the disk's removal runs (the
+# resync is an hour away this boot): a poll every 6 s, the cheap test
+# first.
 degraded() { status_has mirror PhysicalVolumeMissing && [ "$(cond_reason mirror SourceDegraded)" = PhysicalVolumeMissing ]; }
 wait_every 6 240 degraded || fail "no SourceDegraded PhysicalVolumeMissing on volume mirror: $(volumed status -o json mirror)"
 phase "mirror degraded"
