@@ -51,11 +51,13 @@ type Tool struct {
 	Devices []string
 }
 
-// reports are lvm2's commands that change nothing: a window of the
+// isReport: lvm2's commands that change nothing. A window of the
 // context (internal/readonce) shares each of their reports among all
 // who ask in it; any other command is a write, after which they run
 // again.
-var reports = map[string]bool{"vgs": true, "lvs": true, "pvs": true}
+func isReport(subcommand string) bool {
+	return subcommand == "vgs" || subcommand == "lvs" || subcommand == "pvs"
+}
 
 // full is args as run: with the Tool's filter.
 func (t Tool) full(args []string) []string {
@@ -68,7 +70,7 @@ func (t Tool) full(args []string) []string {
 func (t Tool) run(ctx context.Context, what string, args []string) ([]byte, error) {
 	args = t.full(args)
 	run := func() ([]byte, error) { return t.exec(ctx, what, args) }
-	if reports[args[0]] {
+	if isReport(args[0]) {
 		return readonce.Read(ctx, strings.Join(args, "\x00"), run)
 	}
 	var out []byte
