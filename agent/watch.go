@@ -41,10 +41,11 @@ func (a *Agent) wake(ctx context.Context, w Wake) bool {
 	}
 	joining := w.Added && a.askJoinChecks(w.Drivers)
 	grown := w.Grow && a.refreshPartitionsOf(ctx, w.Device)
-	// No volume holds a PV: its volume's Ready would hold until the
-	// resync's health check says Degraded, a promise broken meanwhile.
-	checked := w.Unplugged && a.checkSourcesNow(ctx)
 	if w.Device != "" && !a.holdsDevice(w.Device) {
+		// No volume holds a PV (the drift check below would check the
+		// sources of one that does): a volume on a raid1 LV whose leg
+		// went would stay Ready until the resync's health check.
+		checked := w.Unplugged && a.checkSourcesNow(ctx)
 		return len(retried) > 0 || grown || joining || checked
 	}
 	if w.Verify {
