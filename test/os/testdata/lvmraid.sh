@@ -115,6 +115,10 @@ mkdir -p /root/held
 mv /etc/volumed/volumes.d/stripe.yaml /root/held/
 gone() { ! mounted /srv/stripe && [ -z "$(lvfield vgraid/stripe lv_active)" ]; }
 wait_until 180 gone || fail "volume stripe not torn down: $(volumed status) $(lvfield vgraid/stripe lv_active)"
+# Its teardown over (the record gone) before the leg goes: the check of
+# its own dm device's removal must not be what sees the PV missing.
+forgotten() { [ -z "$(vfield stripe phase)" ]; }
+wait_until 60 forgotten || fail "volume stripe still in the status after its teardown: $(volumed status)"
 
 phase "stripe torn down"
 # mirror: in sync before a leg goes (else the leg left may lack data).
