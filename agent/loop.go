@@ -250,9 +250,7 @@ func (a *Agent) plan(ctx context.Context, now time.Time) passPlan {
 	all, names := a.dirty.take()
 	desired := a.desiredSnapshot()
 	planned := a.view.refresh(a.state, desired, all, names)
-	// The growth checks of all the volumes asked share one look.
-	var obs decide.Observations
-	a.await(ctx, func(ctx context.Context) { obs = a.observe(readonce.Open(ctx), desired, a.view.actual) })
+	obs := a.observe(ctx, desired, a.view.actual)
 	dec := a.view.planner.Decide(desired, a.view.actual, obs, planned)
 	a.updatePending(desired, planned, dec.Pending)
 	return passPlan{desired: desired, all: all, planned: planned, dec: dec}

@@ -34,7 +34,7 @@ type windowKey struct{}
 // Open returns ctx with a new, empty window: whatever window ctx held is
 // not seen through it.
 func Open(ctx context.Context) context.Context {
-	return context.WithValue(ctx, windowKey{}, &Window{reads: map[string]read{}})
+	return context.WithValue(ctx, windowKey{}, &Window{})
 }
 
 func of(ctx context.Context) *Window {
@@ -66,6 +66,9 @@ func Read(ctx context.Context, key string, run func() ([]byte, error)) ([]byte, 
 	defer w.mu.Unlock()
 	// A write that began or ended while it ran may be half in it.
 	if w.gen == gen {
+		if w.reads == nil {
+			w.reads = map[string]read{}
+		}
 		w.reads[key] = read{gen: gen, out: out}
 	}
 	return out, nil
