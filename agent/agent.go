@@ -34,7 +34,8 @@ type Config struct {
 	// StateRecovery, when set, says the state file was damaged and moved aside.
 	StateRecovery string
 	// WatchdogInterval, when set, is how often the reconcile loop pets
-	// systemd's watchdog (WATCHDOG=1): a wedged loop stops petting.
+	// systemd's watchdog (WATCHDOG=1): a wedged loop stops petting; one
+	// waiting on a program pets until OpTimeout (petting).
 	WatchdogInterval time.Duration
 	// ShutdownGrace is how long SIGTERM waits for running operations.
 	ShutdownGrace time.Duration
@@ -61,6 +62,10 @@ type Wake struct {
 	Drivers []string
 	// Verify: something may have gone (a device removed): check for drift.
 	Verify bool
+	// Unplugged: a disk or a partition went (no virtual device): what a
+	// source stands on besides the volume's own device (an LV's PV, a
+	// raid1 leg) may be gone, and the health checks run now.
+	Unplugged bool
 	// Grow: a device may have changed size.
 	Grow bool
 	// Added: a block device appeared; sources that take new disks in
@@ -128,6 +133,8 @@ type Agent struct {
 	// settleAfter is time.After, the wait between the retries of
 	// unrecorded outcomes (tests see the waits asked for).
 	settleAfter func(time.Duration) <-chan time.Time
+	// watchdog is set by Run before its loop, which alone pets it.
+	watchdog petting
 }
 
 // New returns an agent; Run starts it.

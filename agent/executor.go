@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/volumed/volumed/internal/readonce"
 )
 
 // Backoff bounds, as in the kubelet's exponential backoff.
@@ -118,6 +120,9 @@ func (e *Executor) StartIf(ctx context.Context, volume, op string, current func(
 // run runs fn under the executor's bound. The bound starts once the
 // operation has its slot: waiting for one is no fault of the device's.
 func (e *Executor) run(ctx context.Context, op string, fn func(context.Context) error) error {
+	// Each operation looks at the host afresh, once: what it reads is
+	// shared by its own steps only, and its writes drop it.
+	ctx = readonce.Open(ctx)
 	if e.timeout <= 0 {
 		return fn(ctx)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/volumed/volumed/agent/api"
 	"github.com/volumed/volumed/agent/decide"
+	"github.com/volumed/volumed/internal/readonce"
 	"github.com/volumed/volumed/store"
 )
 
@@ -61,12 +62,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer resync.Stop()
 	retry := time.NewTimer(time.Hour)
 	defer retry.Stop()
-	var watchdog <-chan time.Time
 	if a.cfg.WatchdogInterval > 0 {
 		t := time.NewTicker(a.cfg.WatchdogInterval)
 		defer t.Stop()
-		watchdog = t.C
-		a.notify("WATCHDOG=1")
+		a.watchdog = petting{tick: t.C, notify: a.notify}
+		a.watchdog.pet()
 	}
 	debounce := time.NewTimer(time.Hour)
 	debounce.Stop()
@@ -90,11 +90,11 @@ func (a *Agent) Run(ctx context.Context) error {
 			case <-a.trigger:
 			case <-retry.C:
 			case <-resync.C:
-				a.resync(ctx, watcher)
+				a.await(ctx, func(ctx context.Context) { a.resync(ctx, watcher) })
 			case w := <-a.cfg.Wake:
-				idle = !a.wake(ctx, w)
-			case <-watchdog:
-				a.notify("WATCHDOG=1")
+				a.await(ctx, func(ctx context.Context) { idle = !a.wake(ctx, w) })
+			case <-a.watchdog.tick:
+				a.watchdog.pet()
 				idle = true
 			case <-a.reload:
 				a.loadManifests()
@@ -130,6 +130,9 @@ func (a *Agent) Run(ctx context.Context) error {
 // while the agent starts is never missed.
 func (a *Agent) start(ctx context.Context) (*fsnotify.Watcher, error) {
 	watcher := a.watch()
+	// One look at the host: a driver's report (lvm2's vgs, lvs) is read
+	// once for the kernel's read and every volume's probe.
+	ctx = readonce.Open(ctx)
 	start := a.cfg.Now()
 	kernel := a.readKernelAside(ctx)
 	a.loadManifests()

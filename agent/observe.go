@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/volumed/volumed/agent/decide"
+	"github.com/volumed/volumed/internal/readonce"
 	"github.com/volumed/volumed/store"
 )
 
@@ -61,13 +62,24 @@ func (a *Agent) askGrowthCheckOfVolume(name string) { a.growth.askVolume(name) }
 
 // observe gathers what a pass decides on besides the records: which
 // volumes are busy, and the sizes of those whose growth check was asked
-// for (a stat and a sysfs read each). It decides nothing.
+// for (a stat and a sysfs read each, and a source's report: lvm2's).
+// The checks share one look at the host and are awaited as a step that
+// runs programs. It decides nothing.
 func (a *Agent) observe(ctx context.Context, desired map[string]*Desired, actual map[string]*store.Volume) decide.Observations {
 	obs := decide.Observations{Running: map[string]bool{}, BackingChanged: map[string]bool{}}
 	all, devices, volumes := a.growth.take()
 	if !all && len(devices) == 0 && len(volumes) == 0 {
 		return obs
 	}
+	a.await(ctx, func(ctx context.Context) {
+		a.checkGrowth(readonce.Open(ctx), &obs, desired, actual, all, devices, volumes)
+	})
+	return obs
+}
+
+// checkGrowth reads the sizes of the volumes asked (observe).
+func (a *Agent) checkGrowth(ctx context.Context, obs *decide.Observations, desired map[string]*Desired, actual map[string]*store.Volume,
+	all bool, devices, volumes map[string]bool) {
 	obs.Sizes = map[string]decide.Sizes{}
 	asked := desired
 	if !all && len(devices) == 0 {
@@ -101,5 +113,4 @@ func (a *Agent) observe(ctx context.Context, desired map[string]*Desired, actual
 		}
 		obs.Sizes[n] = s
 	}
-	return obs
 }

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/volumed/volumed/agent/manifest"
+	"github.com/volumed/volumed/internal/readonce"
 	"github.com/volumed/volumed/store"
 )
 
@@ -20,6 +21,7 @@ import (
 // which wins where they disagree. Whatever is in place and right is
 // adopted, so nothing that is already right is redone.
 func (a *Agent) reconstruct(ctx context.Context) error {
+	ctx = readonce.Open(ctx) // one look at the host, as start's
 	return a.reconstructFrom(ctx, a.readKernel(ctx))
 }
 

@@ -45,23 +45,16 @@ func TestRestartVerifiesFromTheOwnedList(t *testing.T) {
 		{Kind: "fake", Device: "/dev/loop7", Identity: "id-moved", Owned: true},
 	}}
 	a.cfg.Attachers = map[string]Attacher{"fake": l}
-	recs := map[string]string{"in-place": "id-in-place", "moved": "id-moved", "gone": "id-gone"}
-	desired := map[string]*Desired{}
-	for name, id := range recs {
+	var recs []*store.Volume
+	for name, id := range map[string]string{"in-place": "id-in-place", "moved": "id-moved", "gone": "id-gone"} {
 		rec := &store.Volume{Name: name, Kind: "fake",
 			Attachment: &store.Attachment{Kind: "fake", Device: "/dev/loop2", Identity: id, Owned: true}}
 		if name == "in-place" {
 			rec.Attachment.Device = "/dev/loop1"
 		}
-		if err := a.cfg.Store.Put(rec); err != nil {
-			t.Fatal(err)
-		}
-		desired[name] = netVolume(name)
+		recs = append(recs, rec)
 	}
-	a.manifests.replace(desired, nil)
-	if err := a.reconstruct(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	restartWith(t, a, recs)
 	slices.Sort(l.verified)
 	if want := []string{"id-gone", "id-moved"}; !slices.Equal(l.verified, want) {
 		t.Errorf("verified %v one by one, want %v (the listed one in place is seen in the list)", l.verified, want)
@@ -73,6 +66,22 @@ func TestRestartVerifiesFromTheOwnedList(t *testing.T) {
 	}
 	if rec := a.state.Get("gone"); rec != nil && rec.Attachment != nil {
 		t.Errorf("gone kept its attachment %+v, which the kernel no longer shows", rec.Attachment)
+	}
+}
+
+// restartWith stores recs, wants each of their volumes and starts.
+func restartWith(t *testing.T, a *Agent, recs []*store.Volume) {
+	t.Helper()
+	desired := map[string]*Desired{}
+	for _, rec := range recs {
+		if err := a.cfg.Store.Put(rec); err != nil {
+			t.Fatal(err)
+		}
+		desired[rec.Name] = netVolume(rec.Name)
+	}
+	a.manifests.replace(desired, nil)
+	if err := a.reconstruct(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }
 

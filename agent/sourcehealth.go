@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/volumed/volumed/internal/readonce"
 	"github.com/volumed/volumed/store"
 )
 
@@ -104,6 +105,23 @@ func (a *Agent) checkSources(ctx context.Context, desired map[string]*Desired, r
 		}
 	}
 	a.sources.replace(details, gauges)
+}
+
+// checkSourcesNow runs the health checks out of the resync (a disk
+// went), in one look at the host, and reports whether any source has
+// one: with none, nothing is run.
+func (a *Agent) checkSourcesNow(ctx context.Context) bool {
+	recs := a.state.Snapshot()
+	for _, rec := range recs {
+		if rec.Attachment == nil {
+			continue
+		}
+		if _, ok := a.cfg.Attachers[rec.Attachment.Kind].(HealthChecker); ok {
+			a.checkSources(readonce.Open(ctx), a.desiredSnapshot(), recs)
+			return true
+		}
+	}
+	return false
 }
 
 // sourceCollector exposes the gauges of the last health check; its

@@ -100,3 +100,28 @@ func poolSeries(t *testing.T, m *Metrics) []string {
 	}
 	return out
 }
+
+// A disk unplugged that no volume holds may be a PV under a volume's
+// LV (a raid1 leg): its uevent runs the health checks at once, so the
+// volume shows SourceDegraded now, not at the next resync. A virtual
+// device that goes (a dm mapping closed) runs none.
+func TestAnUnpluggedDiskChecksTheSources(t *testing.T) {
+	ht := &healthTarget{fakeTarget: &fakeTarget{}, h: SourceHealth{Detail: "LV vg0/m in VG vg0, raid1",
+		Problem: &Problem{Reason: "PhysicalVolumeMissing", Message: "volume group vg0 is missing 1 physical volume(s)"}}}
+	a := sessionAgent(t, nil)
+	a.cfg.Attachers["fake"] = ht
+	d := &Desired{Name: "m", Kind: "fake", Spec: &manifest.VolumeSpec{Filesystem: &manifest.Filesystem{Type: "ext4"}}}
+	stagedAt64Mi(t, a, d)
+	a.manifests.replace(map[string]*Desired{"m": d}, nil)
+	ctx := context.Background()
+	a.wake(ctx, Wake{Reason: "block device removed: dm-7", Verify: true, Device: "dm-7"})
+	if ht.n != 0 {
+		t.Fatalf("a virtual device removed ran %d health checks, want none", ht.n)
+	}
+	if !a.wake(ctx, Wake{Reason: "block device removed: vdb", Verify: true, Device: "vdb", Unplugged: true}) {
+		t.Error("the wake asks no pass after the health check")
+	}
+	if c, ok := condition(statusOf(t, a, "m"), CondSourceDegraded); !ok || c.Reason != "PhysicalVolumeMissing" {
+		t.Errorf("after a disk no volume holds was unplugged: %+v, want SourceDegraded PhysicalVolumeMissing at once", statusOf(t, a, "m").Conditions)
+	}
+}

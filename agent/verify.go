@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+
+	"github.com/volumed/volumed/internal/readonce"
 )
 
 // verify is the resync's drift check: records are compared with the
@@ -9,6 +11,8 @@ import (
 // back by the next pass. Volumes with a running operation are skipped
 // (only the reconciler starts operations, and it is the caller).
 func (a *Agent) verify(ctx context.Context) {
+	// One look at the host for every volume's check and health check.
+	ctx = readonce.Open(ctx)
 	// The records first, then the kernel: a correction is made only to a
 	// record no operation changed since (State.Correct), so the table,
 	// read after, is never older than the record it corrects.

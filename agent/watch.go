@@ -49,7 +49,11 @@ func (a *Agent) wake(ctx context.Context, w Wake) bool {
 	joining := a.askJoinChecks(w.Drivers, func() bool { return mayBringDisk(w, facts()) })
 	grown := w.Grow && a.refreshPartitionsOf(ctx, w.Device)
 	if w.Device != "" && !a.holdsDevice(w.Device) {
-		return len(retried) > 0 || grown || joining
+		// No volume holds a PV (the drift check below would check the
+		// sources of one that does): a volume on a raid1 LV whose leg
+		// went would stay Ready until the resync's health check.
+		checked := w.Unplugged && a.checkSourcesNow(ctx)
+		return len(retried) > 0 || grown || joining || checked
 	}
 	if w.Verify {
 		a.verify(ctx)

@@ -79,7 +79,8 @@ func blockWake(ev uevent.Event, awaitDisk []string, facts func() *agent.DeviceEv
 	case "add":
 		return agent.Wake{Reason: "block device added: " + ev.DevName, Drivers: awaitDisk, Added: true, Facts: facts}, true
 	case "remove":
-		return agent.Wake{Reason: "block device removed: " + ev.DevName, Drivers: awaitDisk, Verify: true, Device: ev.DevName, Facts: facts}, true
+		return agent.Wake{Reason: "block device removed: " + ev.DevName, Drivers: awaitDisk, Verify: true, Device: ev.DevName, Facts: facts,
+			Unplugged: !strings.HasPrefix(ev.DevPath, "/devices/virtual/")}, true
 	case "change":
 		// A device usable only now (a dm table resumed, a loop device
 		// bound), or written to be one (pvcreate), for the waits that

@@ -32,14 +32,20 @@ func TestBlockWake(t *testing.T) {
 	}
 	for _, tt := range tests {
 		facts := func() *agent.DeviceEvent { return &agent.DeviceEvent{Action: tt.action, Name: "dm-0"} }
-		w, ok := blockWake(uevent.Event{Action: tt.action, DevName: "dm-0", Subsystem: "block"}, await, facts)
+		w, ok := blockWake(uevent.Event{Action: tt.action, DevName: "dm-0", DevPath: "/devices/virtual/block/dm-0", Subsystem: "block"}, await, facts)
 		if !ok || slices.Equal(w.Drivers, await) != tt.retry || w.Verify != tt.verify || w.Grow != tt.gro || w.Device != tt.device || w.Added != tt.added ||
-			(w.Facts != nil) != (tt.action != uevent.Overflow) {
+			(w.Facts != nil) != (tt.action != uevent.Overflow) || w.Unplugged {
 			t.Errorf("%s: %+v, %v; want retry %v, verify %v, grow %v, device %q, added %v", tt.action, w, ok, tt.retry, tt.verify, tt.gro, tt.device, tt.added)
 		}
 	}
 	if _, ok := blockWake(uevent.Event{Action: "bind"}, await, nil); ok {
 		t.Error("a bind event wakes the agent")
+	}
+	// A disk that goes (a raid1 leg pulled) may be a PV under a volume's
+	// LV, which no volume holds: the health checks run at once.
+	w, _ := blockWake(uevent.Event{Action: "remove", DevName: "vdb", DevPath: "/devices/pci0000:00/0000:00:05.0/virtio3/block/vdb", Subsystem: "block"}, await, nil)
+	if !w.Unplugged || !w.Verify || w.Device != "vdb" {
+		t.Errorf("a disk removed: %+v, want Unplugged, Verify, device vdb", w)
 	}
 }
 

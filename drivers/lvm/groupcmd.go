@@ -38,10 +38,9 @@ func Filtered(devices []string, args ...string) []string {
 }
 
 // GroupsArgs lists every VG with its tags: the one read of the whole
-// host, so that no VG is made under a name another VG already has.
-func GroupsArgs() []string {
-	return []string{"vgs", "--reportformat", "json", "-o", "vg_name,vg_uuid,vg_tags"}
-}
+// host, so that no VG is made under a name another VG already has. It
+// is VGs' report (vgFields hold the tags): one vgs answers both.
+func GroupsArgs() []string { return VGsArgs() }
 
 // PVsArgs lists the PVs on devices (and nothing else).
 func PVsArgs(devices []string) []string {

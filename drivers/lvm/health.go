@@ -63,7 +63,7 @@ func Detail(s Source) string {
 // every resync's health check of each LV; found is false when either
 // is gone.
 func (t Tool) Find(ctx context.Context, vg, uuid string) (s Source, found bool, err error) {
-	out, err := t.run(ctx, "list the LVs of every volume group", SourcesArgs())
+	out, err := t.run(ctx, "list the LVs of every volume group", AllLVsArgs())
 	if err != nil {
 		return s, false, err
 	}

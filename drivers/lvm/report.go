@@ -59,7 +59,7 @@ type VG struct {
 var (
 	lvFields = []string{"lv_name", "lv_uuid", "lv_tags", "lv_size", "lv_active", "lv_device_open",
 		"lv_kernel_major", "lv_kernel_minor", "segtype", "vg_name", "pool_lv", "data_percent", "metadata_percent"}
-	vgFields = []string{"vg_name", "vg_uuid", "vg_size", "vg_free", "vg_extent_size", "vg_missing_pv_count", "pv_count"}
+	vgFields = []string{"vg_name", "vg_uuid", "vg_size", "vg_free", "vg_extent_size", "vg_missing_pv_count", "pv_count", "vg_tags"}
 )
 
 // report is lvm2's `--reportformat json`: one object per report, each

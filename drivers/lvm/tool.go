@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/volumed/volumed/internal/readonce"
 	"github.com/volumed/volumed/internal/sysfs"
 )
 
@@ -50,13 +51,40 @@ type Tool struct {
 	Devices []string
 }
 
+// isReport: lvm2's commands that change nothing. A window of the
+// context (internal/readonce) shares each of their reports among all
+// who ask in it; any other command is a write, after which they run
+// again.
+func isReport(subcommand string) bool {
+	return subcommand == "vgs" || subcommand == "lvs" || subcommand == "pvs"
+}
+
+// full is args as run: with the Tool's filter.
+func (t Tool) full(args []string) []string {
+	if len(t.Devices) > 0 {
+		return Filtered(t.Devices, args...)
+	}
+	return args
+}
+
 func (t Tool) run(ctx context.Context, what string, args []string) ([]byte, error) {
+	args = t.full(args)
+	run := func() ([]byte, error) { return t.exec(ctx, what, args) }
+	if isReport(args[0]) {
+		return readonce.Read(ctx, strings.Join(args, "\x00"), run)
+	}
+	var out []byte
+	err := readonce.Write(ctx, func() (err error) {
+		out, err = run()
+		return err
+	})
+	return out, err
+}
+
+func (t Tool) exec(ctx context.Context, what string, args []string) ([]byte, error) {
 	r := t.Runner
 	if r == nil {
 		r = ExecRunner{}
-	}
-	if len(t.Devices) > 0 {
-		args = Filtered(t.Devices, args...)
 	}
 	out, stderr, err := r.Run(ctx, args)
 	if err != nil {
@@ -94,17 +122,12 @@ func LVsArgs(vg string) []string {
 	return append(AllLVsArgs(), vg)
 }
 
-// SourcesArgs lists the LVs of every volume group lvm2 sees, each
-// with its VG's fields (vgFields): Find's one report.
-func SourcesArgs() []string {
+// AllLVsArgs lists the LVs of every volume group lvm2 sees, each with
+// its VG's fields (vgFields): the one lvs report, which Find, Tagged,
+// ByUUID and a VG's LVs read alike.
+func AllLVsArgs() []string {
 	fields := append(slices.Clone(lvFields), slices.DeleteFunc(slices.Clone(vgFields), func(f string) bool { return f == "vg_name" })...)
 	return []string{"lvs", "--reportformat", "json", "--units", "b", "--nosuffix", "--binary", "-o", strings.Join(fields, ",")}
-}
-
-// AllLVsArgs lists the LVs of every volume group lvm2 sees.
-func AllLVsArgs() []string {
-	return []string{"lvs", "--reportformat", "json", "--units", "b", "--nosuffix", "--binary",
-		"-o", strings.Join(lvFields, ",")}
 }
 
 // CreateArgs makes w's LV, of its type, tagged, active. --zero and
@@ -162,6 +185,13 @@ func (t Tool) Group(ctx context.Context, vg string) (v VG, lvs []LV, found bool,
 	i := indexVG(vgs, vg)
 	if i < 0 {
 		return VG{}, nil, false, nil
+	}
+	// Every VG's LVs hold vg's: the one report, when this window holds
+	// it already, or when the filter shows lvm2 only vg's PVs (a PV is
+	// in one VG), so that the two are one command.
+	if _, held := readonce.Held(ctx, strings.Join(t.full(AllLVsArgs()), "\x00")); held || len(t.Devices) > 0 {
+		lvs, err = t.allLVs(ctx)
+		return vgs[i], slices.DeleteFunc(lvs, func(lv LV) bool { return lv.VG != vg }), true, err
 	}
 	out, err := t.run(ctx, "list the LVs of volume group "+vg, LVsArgs(vg))
 	if err != nil {

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/volumed/volumed/internal/readonce"
 )
 
 // fakeLVM stands in for lvm2's commands at the Runner boundary: this
@@ -51,12 +54,48 @@ func TestLVs(t *testing.T) {
 		t.Fatalf("LVs(vgcap) = %v, %v, %v", lvs, found, err)
 	}
 	want := [][]string{
-		{"vgs", "--reportformat", "json", "--units", "b", "--nosuffix", "-o", "vg_name,vg_uuid,vg_size,vg_free,vg_extent_size,vg_missing_pv_count,pv_count"},
+		{"vgs", "--reportformat", "json", "--units", "b", "--nosuffix", "-o", "vg_name,vg_uuid,vg_size,vg_free,vg_extent_size,vg_missing_pv_count,pv_count,vg_tags"},
 		{"lvs", "--reportformat", "json", "--units", "b", "--nosuffix", "--binary", "-o",
-			"lv_name,lv_uuid,lv_tags,lv_size,lv_active,lv_device_open,lv_kernel_major,lv_kernel_minor,segtype,vg_name,pool_lv,data_percent,metadata_percent", "vgcap"},
+			"lv_name,lv_uuid,lv_tags,lv_size,lv_active,lv_device_open,lv_kernel_major,lv_kernel_minor,segtype,vg_name,pool_lv,data_percent,metadata_percent," +
+				"vg_uuid,vg_size,vg_free,vg_extent_size,vg_missing_pv_count,pv_count,vg_tags", "vgcap"},
 	}
 	if !reflect.DeepEqual(f.calls, want) {
 		t.Errorf("commands run:\n%q\nwant\n%q", f.calls, want)
+	}
+}
+
+// In a window (internal/readonce) a VG's LVs come from the one lvs of
+// every VG when the window holds it, and always under a filter (lvm2
+// sees only the VG's PVs then): the LVs of vgcap, not another VG's, and
+// one vgs and one lvs for a VG's LVs, Tagged and ByUUID together.
+func TestAVGsLVsFromTheOneReport(t *testing.T) {
+	other := strings.Replace(string(read(t, "lvs-inactive.json")), `"lv_name":"foreign"`, `"lv_name":"x"`, 1)
+	other = strings.Replace(other, `"vgcap"`, `"vgother"`, 1)
+	for _, tool := range []Tool{{}, {Devices: []string{"/dev/vdb"}}} {
+		f := &fakeLVM{vgs: read(t, "vgs.json"), lvs: []byte(other)}
+		tool.Runner = f
+		ctx := readonce.Open(context.Background())
+		if _, err := tool.Tagged(ctx); err != nil {
+			t.Fatal(err)
+		}
+		lvs, found, err := tool.LVs(ctx, "vgcap")
+		if err != nil || !found || len(lvs) != 2 || slices.ContainsFunc(lvs, func(lv LV) bool { return lv.VG != "vgcap" }) {
+			t.Errorf("LVs(vgcap) with %v = %+v, %v, %v: want vgcap's two", tool.Devices, lvs, found, err)
+		}
+		if _, _, err := tool.ByUUID(ctx, "vgcap", "x"); err != nil {
+			t.Fatal(err)
+		}
+		var cmds []string
+		for _, c := range f.calls {
+			cmds = append(cmds, c[0]+" "+c[len(c)-1])
+		}
+		if want := []string{"lvs " + AllLVsArgs()[len(AllLVsArgs())-1], "vgs " + VGsArgs()[len(VGsArgs())-1]}; !slices.Equal(cmds, want) {
+			t.Errorf("with %v ran %q, want %q", tool.Devices, cmds, want)
+		}
+	}
+	f := &fakeLVM{vgs: read(t, "vgs.json"), lvs: read(t, "lvs-inactive.json")}
+	if _, _, err := (Tool{Runner: f}).LVs(readonce.Open(context.Background()), "vgcap"); err != nil || f.calls[1][len(f.calls[1])-1] != "vgcap" {
+		t.Errorf("LVs(vgcap) unfiltered, the window holding no report of every VG, ran %q (%v): want lvs of vgcap alone", f.calls, err)
 	}
 }
 
@@ -153,7 +192,7 @@ func TestFindRunsOneReport(t *testing.T) {
 	if s.LV.Name != "data" || s.VG.Name != "vg0" || s.VG.MissingPVs != 1 || s.VG.PVs != 2 || s.VG.Free != 1<<20 || s.Pool == nil || s.Pool.UUID != "p1" || s.Pool.Data != 91 {
 		t.Errorf("Find = %+v (pool %+v): want vg0/data, its VG missing 1 of 2 PVs, its pool p1 at 91%%", s, s.Pool)
 	}
-	if want := [][]string{SourcesArgs()}; !reflect.DeepEqual(f.calls, want) {
+	if want := [][]string{AllLVsArgs()}; !reflect.DeepEqual(f.calls, want) {
 		t.Errorf("commands run:\n%q\nwant one lvs\n%q", f.calls, want)
 	}
 	for _, vg := range []string{"vg9", "vgnone"} {
@@ -161,7 +200,7 @@ func TestFindRunsOneReport(t *testing.T) {
 			t.Errorf("Find(%s, u1) = %v, %v: want not found, no error", vg, found, err)
 		}
 	}
-	if got := strings.Join(SourcesArgs(), " "); strings.Count(got, "vg_name") != 1 || !strings.Contains(got, "vg_missing_pv_count") {
-		t.Errorf("SourcesArgs = %q: want each field once, the VG's among them", got)
+	if got := strings.Join(AllLVsArgs(), " "); strings.Count(got, "vg_name") != 1 || !strings.Contains(got, "vg_missing_pv_count") {
+		t.Errorf("AllLVsArgs = %q: want each field once, the VG's among them", got)
 	}
 }

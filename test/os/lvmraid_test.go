@@ -40,8 +40,9 @@ func encrypted(name, source string) string {
 //     the same filesystem, LUKS header and data after the reboot;
 //   - after the reboot one raid1 leg is pulled out of the running guest
 //     (qemu device_del): the data stays readable and writable, the
-//     volume gets SourceDegraded (PhysicalVolumeMissing) and the metrics
-//     show the VG's missing PV;
+//     volume gets SourceDegraded (PhysicalVolumeMissing) at the disk's
+//     uevent (the resync an hour away) and the metrics show the VG's
+//     missing PV;
 //   - the striped LV (deactivated before the pull) will not activate
 //     with its PV gone: the volume gets ActivationFailed with lvm2's
 //     words, not Ready.
@@ -77,6 +78,9 @@ func TestLVMRaid(t *testing.T) {
 	r1.WaitDone(t, "boot1", 10*time.Minute)
 	r1.Wait(t, shutdownTimeout)
 	r1.CheckGuest(t)
+	// The second boot's resync is an hour away: the condition of the
+	// pulled leg must come from the disk's uevent, not a resync.
+	m.AddFile("/etc/systemd/system/volumed.service.d/resync.conf", 0o644, "[Service]\nExecStart=\nExecStart=/usr/bin/volumed run --resync 1h\n")
 	r2 := m.Boot(ctx)
 	r2.WaitDone(t, "pull", bootTimeout)
 	r2.PullDisk(t, "RAIDB")

@@ -14,10 +14,17 @@ CSI="/usr/lib/ostest/vmcsi unix:///run/volumed-csi/csi.sock"
 LINEAR="backend=lvm volumeGroup=vgthin"
 THIN="backend=lvm volumeGroup=vgthin type=thin thinPool=pool overprovisionRatio=2"
 KUBE=/var/lib/kubelet
-# csicall WHAT ARGS...: vmcsi's answer; its failure fails the test.
+# csicall WHAT ARGS...: vmcsi's answer; its failure fails the test,
+# with what systemd said of volumed meanwhile (a restart cuts a call
+# with "Unavailable: error reading from server: EOF": the watchdog's
+# kill, a crash).
 csicall() {
 	local out
-	out=$($CSI "$@" 2>&1) || { fail "csi $*: $out"; return 1; }
+	out=$($CSI "$@" 2>&1) || {
+		fail "csi $*: $out"
+		log_cmd journalctl -b -u volumed --no-pager -o short-monotonic -p warning -n 20
+		return 1
+	}
 	printf '%s\n' "$out"
 }
 # refused ARGS...: the gRPC code of a call that must fail.

@@ -115,6 +115,10 @@ mkdir -p /root/held
 mv /etc/volumed/volumes.d/stripe.yaml /root/held/
 gone() { ! mounted /srv/stripe && [ -z "$(lvfield vgraid/stripe lv_active)" ]; }
 wait_until 180 gone || fail "volume stripe not torn down: $(volumed status) $(lvfield vgraid/stripe lv_active)"
+# Its teardown over (the record gone) before the leg goes: the check of
+# its own dm device's removal must not be what sees the PV missing.
+forgotten() { [ -z "$(vfield stripe phase)" ]; }
+wait_until 60 forgotten || fail "volume stripe still in the status after its teardown: $(volumed status)"
 
 phase "stripe torn down"
 # mirror: in sync before a leg goes (else the leg left may lack data).
@@ -128,8 +132,9 @@ phase "RAIDB gone"
 echo 3 >/proc/sys/vm/drop_caches
 kv pulled.sum "$(sum /srv/mirror/payload)"
 head -c 1M /dev/urandom >/srv/mirror/after && sync /srv/mirror/after && kv pulled.write yes
-# The condition comes at the resync's health check (once a minute): a
-# poll every 6 s, the cheap test first.
+# The condition comes at the health check the disk's removal runs (the
+# resync is an hour away this boot): a poll every 6 s, the cheap test
+# first.
 degraded() { status_has mirror PhysicalVolumeMissing && [ "$(cond_reason mirror SourceDegraded)" = PhysicalVolumeMissing ]; }
 wait_every 6 240 degraded || fail "no SourceDegraded PhysicalVolumeMissing on volume mirror: $(volumed status -o json mirror)"
 phase "mirror degraded"
