@@ -218,6 +218,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 		OpTimeout:        f.opTimeout,
 		Notify:           notify,
 		StateRecovery:    recovery,
+		ReadyDir:         readyDir(f.socket),
 		WatchdogInterval: wd / 2,
 	})
 	defer reloadOnHangup(ctx, a, notify)()
@@ -248,6 +249,11 @@ func runAgent(ctx context.Context, stop context.CancelFunc, a *agent.Agent, errc
 		return <-runErr
 	}
 }
+
+// readyDir is where the agent keeps its ready marks: "ready" beside its
+// socket, /run/volumed/ready by default, which volumed-wait@.service
+// names. An agent on a socket of its own (a test's) keeps its own.
+func readyDir(socket string) string { return filepath.Join(filepath.Dir(socket), "ready") }
 
 // listen takes the local API's socket and, when asked for, the CSI
 // endpoint (another agent, with another state dir, may answer on it).

@@ -28,3 +28,18 @@ func TestLVMGroupsFlag(t *testing.T) {
 		t.Errorf("flags: %v, %v", f.groups(), err)
 	}
 }
+
+// volumed-wait@.service tests /run/volumed/ready/NAME: the agent on the
+// default socket keeps its marks there, one on a socket of its own
+// beside that socket (never the host's /run for a test's agent).
+func TestReadyDirBesideTheSocket(t *testing.T) {
+	for sock, want := range map[string]string{
+		defaultSocket:           "/run/volumed/ready",
+		"/tmp/t1/volumed.sock":  "/tmp/t1/ready",
+		"/srv/x/y/volumed.sock": "/srv/x/y/ready",
+	} {
+		if got := readyDir(sock); got != want {
+			t.Errorf("readyDir(%q) = %q, want %q", sock, got, want)
+		}
+	}
+}
