@@ -48,8 +48,8 @@ var namespaceOptions = map[string]string{
 	"DevicePolicy":         "the devices manifests name are not known in advance",
 }
 
-// readyDir is where the agent keeps its ready marks (cmd/volumed
-// readyDir of the default socket), which the wait unit tests.
+// readyDir is where the agent keeps its ready marks (volumed run's
+// --ready-dir with the default socket), which the wait unit tests.
 const readyDir = "/run/volumed/ready"
 
 func TestUnitsKeepTheHostMountNamespace(t *testing.T) {

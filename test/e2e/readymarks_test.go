@@ -11,8 +11,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// readyMarks are the files in the agent's ready dir ("ready" beside its
-// socket; /run/volumed/ready on a host), sorted.
+// readyMarks are the files in the agent's ready dir (--ready-dir; an
+// agent on the default socket keeps them in /run/volumed/ready), sorted.
 func (e *env) readyMarks() []string {
 	e.t.Helper()
 	ents, err := os.ReadDir(filepath.Join(e.dir, "ready"))
@@ -50,6 +50,7 @@ func (e *env) waitMarks(want ...string) {
 // anything else; none once the agent has stopped.
 func TestReadyMarks(t *testing.T) {
 	e := newEnv(t)
+	e.extraArgs = []string{"--ready-dir", filepath.Join(e.dir, "ready")}
 	e.formattedImages("alpha", "beta")
 	e.volume("alpha", "ext4", "64Mi", "alpha")
 	e.volume("beta", "ext4", "64Mi", "beta")
