@@ -18,9 +18,8 @@ import (
 // a service may use (api.Usable of its phase, the rule of volumed wait).
 // volumed-wait@NAME.service skips its `volumed wait` when NAME's file is
 // there (ConditionPathExists=): systemd tests the path itself, so a wait
-// for a volume that is already Ready starts no process, which under
-// emulation cost about a fifth of a second of CPU a volume at boot
-// (docs/performance.md, "Boot cost").
+// for a volume that is already Ready starts no process (what one cost a
+// boot is in docs/performance.md, "Boot cost").
 //
 // A mark is never stale: every start removes them all before anything
 // else (a killed agent's included), the operation that would make its
@@ -135,6 +134,9 @@ func (m *readyMarks) sync(usable map[string]bool, all bool) error {
 // one rule the status and the STATUS= line use; before READY=1, which
 // the pass may send.
 func (a *Agent) syncReadyMarks(p passPlan, desired map[string]*Desired) {
+	if a.ready.dir == "" {
+		return
+	}
 	usable := make(map[string]bool, len(p.planned))
 	for _, n := range p.planned {
 		usable[n] = api.Usable(volumePhase(a.phaseFactsOf(n, desired[n], a.view.actual[n], a.view.planner.Next)))
