@@ -49,6 +49,9 @@ type Config struct {
 	// NetworkDrivers are the drivers whose volumes need the network;
 	// `volumed shutdown --network` tears them down.
 	NetworkDrivers []string
+	// ReadyDir, when set, holds an empty file named after each volume a
+	// service may use (readyMarks), for volumed-wait@.service.
+	ReadyDir string
 	// Host and BootVolumes are shown in the status.
 	Host        api.HostIdentity
 	BootVolumes []api.BootVolume
@@ -115,6 +118,7 @@ type Agent struct {
 	sources  sourceHealth
 	systemd  *systemdStatus
 	waiters  statusWatch
+	ready    *readyMarks
 	// driftLog says each drift-check failure once, not at every resync.
 	driftLog *onceLog
 
@@ -170,6 +174,7 @@ func New(cfg Config) *Agent {
 		sessions:  newOwnedSessions(),
 		history:   newHistory(),
 		systemd:   &systemdStatus{},
+		ready:     newReadyMarks(cfg.ReadyDir),
 		driftLog:  newOnceLog(cfg.Log),
 		dirty:     newDirtySet(),
 		view:      newPassView(),

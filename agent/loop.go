@@ -129,6 +129,11 @@ func (a *Agent) Run(ctx context.Context) error {
 // manifests are watched before the first read, so that an edit made
 // while the agent starts is never missed.
 func (a *Agent) start(ctx context.Context) (*fsnotify.Watcher, error) {
+	// Whatever an agent that was killed left says nothing of the volumes
+	// now: each is marked again once a pass finds it usable.
+	if err := a.ready.reset(); err != nil {
+		return nil, err
+	}
 	watcher := a.watch()
 	// One look at the host: a driver's report (lvm2's vgs, lvs) is read
 	// once for the kernel's read and every volume's probe.
@@ -160,6 +165,11 @@ func (a *Agent) resync(ctx context.Context, watcher *fsnotify.Watcher) {
 
 func (a *Agent) shutdown(cancelOps context.CancelFunc) error {
 	a.notify("STOPPING=1")
+	// With no agent to answer, volumed wait would not call a volume
+	// ready: neither does a mark.
+	if err := a.ready.reset(); err != nil {
+		a.cfg.Log.Error("ready marks left in place", "error", err)
+	}
 	done := make(chan struct{})
 	go func() { a.exec.Wait(); close(done) }()
 	select {
@@ -206,6 +216,7 @@ func (a *Agent) pass(ctx context.Context) {
 		return d != nil && a.hold.network(d.Kind)
 	})
 	a.settled.add(p.all, p.planned)
+	a.syncReadyMarks(p, desired)
 	first, report := a.systemd.passDone(settled, a.cfg.Now())
 	defer a.waiters.passDone()
 	var all bool
@@ -365,7 +376,7 @@ func (a *Agent) opFunc(op Op, d *Desired, rec *store.Volume) func(context.Contex
 func (a *Agent) run(ctx context.Context, volume, kind, op string, fn func(context.Context) error) error {
 	start := a.cfg.Now()
 	a.cfg.Log.Info("operation started", "volume", volume, "operation", op, "driver", kind)
-	err := fn(ctx)
+	err := a.withoutReadyMark(ctx, volume, op, fn)
 	d := a.cfg.Now().Sub(start)
 	if errors.Is(err, errRetryNow) {
 		a.cfg.Log.Info("operation found the record stale; replanning", "volume", volume, "operation", op, "driver", kind)

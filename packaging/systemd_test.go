@@ -46,8 +46,11 @@ var namespaceOptions = map[string]string{
 	"ProtectClock":         "implies a device allow-list",
 	"DeviceAllow":          "the devices manifests name are not known in advance",
 	"DevicePolicy":         "the devices manifests name are not known in advance",
-	"RuntimeDirectory":     "removes /run/volumed, manifests included, when the agent stops",
 }
+
+// readyDir is where the agent keeps its ready marks (volumed run's
+// --ready-dir with the default socket), which the wait unit tests.
+const readyDir = "/run/volumed/ready"
 
 func TestUnitsKeepTheHostMountNamespace(t *testing.T) {
 	for _, path := range units {
@@ -64,6 +67,17 @@ func TestUnitsKeepTheHostMountNamespace(t *testing.T) {
 		}
 	}
 	u := loadUnit(t, agentUnit)
+	// systemd removes a RuntimeDirectory= when the unit stops: the ready
+	// marks' may go (that is what it is for), /run/volumed (the socket,
+	// the runtime manifests) must not.
+	for _, d := range u.words("Service", "RuntimeDirectory") {
+		if "/run/"+d != readyDir {
+			t.Errorf("%s: RuntimeDirectory=%s: systemd removes it when the agent stops; only %s may go", agentUnit, d, readyDir)
+		}
+	}
+	if p := u.value("Service", "RuntimeDirectoryPreserve"); p != "" && p != "no" {
+		t.Errorf("%s: RuntimeDirectoryPreserve=%s keeps ready marks past the agent that made them", agentUnit, p)
+	}
 	caps := u.words("Service", "CapabilityBoundingSet")
 	for _, c := range []string{"CAP_SYS_ADMIN", "CAP_DAC_OVERRIDE", "CAP_CHOWN", "CAP_FOWNER"} {
 		if !slices.Contains(caps, c) {
@@ -227,6 +241,19 @@ func TestUnitOrdering(t *testing.T) {
 	}
 	if !slices.Contains(w.words("Unit", "After"), "volumed.service") {
 		t.Errorf("%s: not After=volumed.service", waitUnit)
+	}
+}
+
+// The wait unit is skipped, with no process, while the agent's mark says
+// the volume is usable; the condition's "!" keeps the wait for every
+// other case. systemd removes the marks with the agent's runtime dir.
+func TestWaitUnitReadyMark(t *testing.T) {
+	w := loadUnit(t, waitUnit)
+	if got, want := w.value("Unit", "ConditionPathExists"), "!"+readyDir+"/%i"; got != want {
+		t.Errorf("%s: ConditionPathExists=%q, want %q", waitUnit, got, want)
+	}
+	if !slices.Contains(loadUnit(t, agentUnit).words("Service", "RuntimeDirectory"), strings.TrimPrefix(readyDir, "/run/")) {
+		t.Errorf("%s: no RuntimeDirectory=%s: a mark would outlive an agent killed and not restarted", agentUnit, strings.TrimPrefix(readyDir, "/run/"))
 	}
 }
 

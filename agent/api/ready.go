@@ -17,6 +17,12 @@ func Missing(st *Status, names []string) []string {
 	return missing
 }
 
+// Usable is whether a service may use a volume in phase: the one rule of
+// "ready" for `volumed wait`, the agent's GET /v1/wait and its ready
+// marks (volumed-wait@.service). Degraded is in place and usable; what
+// is wrong is in `volumed status NAME` and the metrics.
+func Usable(phase string) bool { return phase == PhaseReady || phase == PhaseDegraded }
+
 // NotReady says, for each named volume a service could not use yet, why;
 // nil when all of them are usable. The one rule of "ready" for `volumed
 // wait` and the agent's GET /v1/wait.
@@ -29,9 +35,7 @@ func NotReady(st *Status, names []string) []string {
 			continue
 		}
 		v := st.Volumes[i]
-		if v.Phase == PhaseReady || v.Phase == PhaseDegraded {
-			// Degraded is in place and usable; what is wrong is in
-			// `volumed status NAME` and the metrics.
+		if Usable(v.Phase) {
 			continue
 		}
 		msg := fmt.Sprintf("%s: %s", n, v.Phase)

@@ -53,6 +53,7 @@ type runFlags struct {
 	configDirs   multiFlag
 	stateDir     string
 	socket       string
+	readyDir     string
 	metricsAddr  string
 	resync       time.Duration
 	logFormat    string
@@ -74,6 +75,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 	fs.Var(&f.configDirs, "config-dir", "manifest directory (repeatable; replaces the default drop-in directories)")
 	fs.StringVar(&f.stateDir, "state-dir", "/var/lib/volumed", "state directory (state.db, staging mounts)")
 	fs.StringVar(&f.socket, "socket", defaultSocket, "unix socket of the local API")
+	fs.StringVar(&f.readyDir, "ready-dir", "", "directory of the ready marks volumed-wait@.service tests; emptied at each start and stop (default "+defaultReadyDir+" with the default --socket, none with another)")
 	fs.StringVar(&f.metricsAddr, "metrics-address", "127.0.0.1:9760", "Prometheus listener (empty disables)")
 	fs.DurationVar(&f.resync, "resync", time.Minute, "period of the drift check and manifest re-read")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
@@ -218,6 +220,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 		OpTimeout:        f.opTimeout,
 		Notify:           notify,
 		StateRecovery:    recovery,
+		ReadyDir:         f.marks(),
 		WatchdogInterval: wd / 2,
 	})
 	defer reloadOnHangup(ctx, a, notify)()
@@ -247,6 +250,24 @@ func runAgent(ctx context.Context, stop context.CancelFunc, a *agent.Agent, errc
 		}
 		return <-runErr
 	}
+}
+
+// defaultReadyDir is where volumed-wait@.service looks for the marks.
+const defaultReadyDir = "/run/volumed/ready"
+
+// marks is the directory of the ready marks ("": none kept). The agent
+// empties it at each start and stop, so only the host's agent (on the
+// default socket) or one told to keeps them: another one (a test's, on
+// a socket of its own) must not empty the host's, nor a directory that
+// happens to sit beside its socket.
+func (f *runFlags) marks() string {
+	if f.readyDir != "" {
+		return f.readyDir
+	}
+	if f.socket == defaultSocket {
+		return defaultReadyDir
+	}
+	return ""
 }
 
 // listen takes the local API's socket and, when asked for, the CSI

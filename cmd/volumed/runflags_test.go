@@ -28,3 +28,28 @@ func TestLVMGroupsFlag(t *testing.T) {
 		t.Errorf("flags: %v, %v", f.groups(), err)
 	}
 }
+
+// volumed-wait@.service tests /run/volumed/ready/NAME: the agent on the
+// default socket keeps its marks there; one on a socket of its own keeps
+// none unless told where (it would empty the host's, or whatever sits
+// beside its socket).
+func TestReadyDir(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "/run/volumed/ready"},
+		{[]string{"--socket", "/tmp/t1/volumed.sock"}, ""},
+		{[]string{"--socket", "/run/volumed.sock"}, ""},
+		{[]string{"--socket", "/tmp/t1/volumed.sock", "--ready-dir", "/tmp/t1/ready"}, "/tmp/t1/ready"},
+		{[]string{"--ready-dir", "/srv/marks"}, "/srv/marks"},
+	} {
+		f, err := parseRunFlags(c.args, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := f.marks(); got != c.want {
+			t.Errorf("%q: ready dir %q, want %q", c.args, got, c.want)
+		}
+	}
+}

@@ -35,6 +35,7 @@ func Commands() []Command {
 				{Name: "config-dir", Arg: "DIR", Usage: "manifest directory (repeatable; replaces the default drop-in directories)"},
 				{Name: "state-dir", Arg: "DIR", Usage: "state directory: state.db and the staging mounts (default /var/lib/volumed)"},
 				{Name: "socket", Arg: "PATH", Usage: "unix socket of the local API (default /run/volumed/volumed.sock)"},
+				{Name: "ready-dir", Arg: "DIR", Usage: "keep an empty file named after each usable volume here, which volumed-wait@.service tests; every file in it is removed at each start and stop (default /run/volumed/ready with the default --socket, none with another)"},
 				{Name: "metrics-address", Arg: "ADDR", Usage: "Prometheus listener, host:port; empty disables it (default 127.0.0.1:9760)"},
 				{Name: "resync", Arg: "DURATION", Usage: "period of the drift check and manifest re-read (default 1m)"},
 				{Name: "log-format", Arg: "FORMAT", Usage: "log format (default text)", Values: []string{"text", "json"}},

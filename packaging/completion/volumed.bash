@@ -18,10 +18,10 @@ _volumed() {
         case $prev in
         --log-format | -log-format) COMPREPLY=($(compgen -W "text json" -- "$cur")); return ;;
         --log-level | -log-level) COMPREPLY=($(compgen -W "debug info warn error" -- "$cur")); return ;;
-        --config-dir | -config-dir | --state-dir | -state-dir | --socket | -socket | --firmware-root | -firmware-root | --csi-loop-pool | -csi-loop-pool) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --config-dir | -config-dir | --state-dir | -state-dir | --socket | -socket | --ready-dir | -ready-dir | --firmware-root | -firmware-root | --csi-loop-pool | -csi-loop-pool) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --metrics-address | -metrics-address | --resync | -resync | --parallel | -parallel | --op-timeout | -op-timeout | --csi-endpoint | -csi-endpoint | --node-id | -node-id | --csi-loop-reserve | -csi-loop-reserve | --csi-lvm-volume-groups | -csi-lvm-volume-groups) return ;;
         esac
-        flags="--config-dir --state-dir --socket --metrics-address --resync --log-format --log-level --parallel --op-timeout --firmware-root --csi-endpoint --csi-allow-suid-dev --node-id --csi-loop-pool --csi-loop-reserve --csi-lvm-volume-groups" operands="" ;;
+        flags="--config-dir --state-dir --socket --ready-dir --metrics-address --resync --log-format --log-level --parallel --op-timeout --firmware-root --csi-endpoint --csi-allow-suid-dev --node-id --csi-loop-pool --csi-loop-reserve --csi-lvm-volume-groups" operands="" ;;
     status)
         case $prev in
         --o | -o) COMPREPLY=($(compgen -W "table json" -- "$cur")); return ;;

@@ -71,6 +71,7 @@ func commandPage() []byte {
 		{"/var/lib/volumed/state.db", "the state file: what the agent attached, formatted and mounted, written ahead of each step. A damaged file is moved aside and rebuilt from the kernel."},
 		{"/var/lib/volumed/staging/", "each block volume's staging mount, bind-mounted to its targets."},
 		{"/run/volumed/volumed.sock", "the local API (status, wait, shutdown); root only."},
+		{"/run/volumed/ready/", "an empty file named after each volume that is usable (Ready or Degraded, as for wait): made once it is, removed before anything takes it away, all removed at each start and stop of the agent (run --ready-dir). volumed-wait@NAME.service is skipped, running no process, while NAME's file is there."},
 		{"/usr/share/volumed/", "examples, the manifest JSON Schema, Prometheus alert rules and a Grafana dashboard."},
 	} {
 		p.tagged(italic(f[0]), f[1])

@@ -136,6 +136,11 @@ spec:
 		m.AddFile("/usr/lib/ostest/bench/fstab", 0o644, fstab.String())
 		unit = "After=local-fs.target\nRequiresMountsFor=" + strings.Join(mounts, " ")
 	}
+	// VOLUMED_BENCH_INITTRACE=1: the agent logs its package inits
+	// (GODEBUG=inittrace=1) to the journal the benchmark prints.
+	if os.Getenv("VOLUMED_BENCH_INITTRACE") == "1" {
+		m.AddFile("/etc/systemd/system/volumed.service.d/inittrace.conf", 0o644, "[Service]\nEnvironment=GODEBUG=inittrace=1\n")
+	}
 	m.AddFile("/usr/lib/ostest/bench/kind", 0o644, kind+"\n")
 	m.AddFile("/usr/lib/ostest/bench/vols", 0o644, strings.Join(vols, " ")+"\n")
 	m.AddFile("/usr/lib/ostest/bench/size", 0o644, fmt.Sprintf("%dM\n", benchSizeMi))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -71,6 +72,26 @@ func TestLifecycle(t *testing.T) {
 		}
 		if got := r1.KV("small.wrote"); got != "no" {
 			t.Errorf("the consumer of volume small wrote into its mount point on the root filesystem: %q", got)
+		}
+		// The local volumes are Ready at READY=1, which their wait units
+		// start after: each is skipped on the agent's ready mark, with no
+		// process. small's has no mark: its volumed wait runs and fails.
+		for _, v := range localVols {
+			if got := r1.KV("wait.volumed-wait@" + v + ".service"); got != "condition=no result=success" {
+				t.Errorf("volumed-wait@%s.service: %q, want skipped on its ready mark (condition=no result=success)", v, got)
+			}
+		}
+		if got := r1.KV("wait.volumed-wait@small.service"); got != "condition=yes result=exit-code" {
+			t.Errorf("volumed-wait@small.service: %q, want its volumed wait run and failed (condition=yes result=exit-code)", got)
+		}
+		marks := strings.Fields(r1.KV("marks"))
+		for _, v := range append(slices.Clone(localVols), networkVols...) {
+			if !slices.Contains(marks, v) {
+				t.Errorf("no ready mark for volume %s, which is Ready (marks %q)", v, marks)
+			}
+		}
+		if slices.Contains(marks, "small") {
+			t.Errorf("a ready mark for volume small, which is never Ready (marks %q)", marks)
 		}
 	})
 	r1.Wait(t, shutdownTimeout)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +51,18 @@ func TestUpgrade(t *testing.T) {
 	if got := r.KV("agent.restarted"); got != "yes" {
 		t.Errorf("the agent restarted on the upgrade: %q, want yes (the old binary would keep running)", got)
 	}
+	// The ready marks: every volume's before; none once the agent is
+	// killed (systemd removes the directory, not the dead agent); every
+	// volume's again after the restart.
+	all := append(append([]string{}, localVols...), networkVols...)
+	for _, k := range []string{"marks.before", "marks.after"} {
+		if got := strings.Fields(r.KV(k)); !sameSet(got, all) {
+			t.Errorf("%s: ready marks %q, want one for each of %q", k, got, all)
+		}
+	}
+	if got := r.KV("marks.killed"); got != "gone" {
+		t.Errorf("/run/volumed/ready once the agent was killed: %q, want gone (RuntimeDirectory=)", got)
+	}
 	if got := r.KV("agent.binary"); got != "/usr/bin/volumed" {
 		t.Errorf("the agent runs %q after the upgrade, want /usr/bin/volumed (not a deleted old file)", got)
 	}
@@ -58,4 +71,12 @@ func TestUpgrade(t *testing.T) {
 			t.Errorf("volume %s is %q after the upgrade, want Ready", v, got)
 		}
 	}
+}
+
+// sameSet: a and b hold the same strings, in any order.
+func sameSet(a, b []string) bool {
+	x, y := slices.Clone(a), slices.Clone(b)
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(x, y)
 }

@@ -20,15 +20,18 @@ volumed | onewait)
 	check "volumes Ready" volumed wait $VOLS --timeout 30s
 	start=$(us volumed.service ExecMainStartTimestampMonotonic)
 	ready=$(us volumed.service ActiveEnterTimestampMonotonic)
-	last=0
-	for v in $VOLS; do
-		w=$(us volumed-wait@$v.service ActiveEnterTimestampMonotonic)
-		[ "$w" -gt "$last" ] && last=$w
-	done
+	# The wait units: how many ran volumed wait (the others were skipped
+	# on the agent's ready mark), and when the last of them finished.
+	# shellcheck disable=SC2046
+	set -- $(systemctl show -p ConditionResult -p ActiveEnterTimestampMonotonic $(for v in $VOLS; do echo volumed-wait@$v.service; done) |
+		awk -F= '$1 == "ConditionResult" && $2 == "yes" { ran++ }
+			$1 == "ActiveEnterTimestampMonotonic" && $2 > last { last = $2 }
+			END { print ran + 0, last + 0 }')
+	ran=$1 last=$2
 	kv mount "$(sec $((ready - start)))"
 	agent=$(journalctl -b 0 -u volumed.service -o cat | grep -E 'volumed starting|actual state reconstructed|msg=converged' |
 		sed -n 's/.*msg="*\([a-z ]*\)"*.*\(setup=[^ ]*\).*/\1 \2/p; s/.*msg="actual state reconstructed".*\(manifests=[^ ]*\) \(reconstruct=[^ ]*\).*/reconstructed \1 \2/p' | tr '\n' ';')
-	kv extra "local-fs=$(sec $lfs) agent-start=$(sec $start) READY=$(sec $ready) last-wait@=$(sec $last);$agent"
+	kv extra "local-fs=$(sec $lfs) agent-start=$(sec $start) READY=$(sec $ready) waits-run=$ran last-wait@=$(sec $last);$agent"
 	;;
 fstab)
 	first=

@@ -18,6 +18,14 @@ fi
 check "volumes Ready" volumed wait $VOLS --timeout 2m
 kv small.consumer "$(systemctl show -P ActiveState small-consumer.service)"
 kv small.wrote "$([ -e /srv/small/consumer-small.log ] && echo yes || echo no)"
+# How each wait unit went: skipped on the agent's ready mark (no process,
+# ConditionResult=no) or run (volumed wait); one systemctl for all of them.
+# shellcheck disable=SC2046
+systemctl show -p Id -p ConditionResult -p Result $(for v in $VOLS small; do echo volumed-wait@$v.service; done) |
+	awk -F= '$1 == "Id" { id = $2 } $1 == "ConditionResult" { c = $2 } $1 == "Result" { r = $2 }
+		$0 == "" && id != "" { print id, c, r; id = "" } END { if (id != "") print id, c, r }' |
+	while read -r id c r; do kv "wait.$id" "condition=$c result=$r"; done
+kv marks "$(ls /run/volumed/ready | tr '\n' ' ')"
 log "volume small:"
 log_cmd vfields 'phase|lastError' small
 log_cmd volumed status

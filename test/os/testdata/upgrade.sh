@@ -40,5 +40,18 @@ journalctl --after-cursor="$cursor" -o cat _PID=1 | grep -E "volumed|srv-|consum
 	*"Stopping volumed-network"* | *"Unmounting srv-"* | *"Stopping local-consumer"* | *"Stopping net-consumer"*) fail "during the upgrade: $l" ;;
 	esac
 done
+# The ready marks (volumed-wait@) when the agent is killed: systemd
+# removes /run/volumed/ready as it dies (RuntimeDirectory=), before its
+# restart (RestartSec=5s) makes them again from what it finds.
+# marked: a mark for every volume (a pass after the one that saw it Ready
+# makes it).
+marked() { for v in $VOLS; do [ -e /run/volumed/ready/$v ] || return 1; done; }
+wait_until 20 marked || :
+kv marks.before "$(ls /run/volumed/ready | tr '\n' ' ')"
+systemctl kill -s KILL volumed.service
+kv marks.killed "$(wait_until 20 test ! -e /run/volumed/ready && echo gone || echo kept)"
+check "volumes Ready after a SIGKILL" volumed wait $VOLS --timeout 2m
+wait_until 20 marked || :
+kv marks.after "$(ls /run/volumed/ready | tr '\n' ' ')"
 # The host cuts the power: the shutdown is TestLifecycle's.
 done_step upgrade
