@@ -112,7 +112,7 @@ func TestLoadDecodesARecentFileAgain(t *testing.T) {
 // refuses it.
 func TestCachedFileIsStillCheckedForOwnership(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("ownership checks need files owned by root")
+		t.Skip("ownership checks need files owned by root: run as root (make test and CI do)")
 	}
 	dir := filepath.Join(t.TempDir(), "volumes.d")
 	if err := os.Mkdir(dir, 0o755); err != nil {

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/volumed/volumed/agent"
 	"github.com/volumed/volumed/agent/api"
@@ -41,7 +40,9 @@ func watchKernel(ctx context.Context, log *slog.Logger, awaitDisk, networkDriver
 	} else {
 		go func() {
 			for ev := range l.C() {
-				facts := sync.OnceValue(func() *agent.DeviceEvent { return deviceEvent(ev, "/sys", log) })
+				// Read at most once, and only if a volume waits: the
+				// agent's wake asks (Wake.Facts).
+				facts := func() *agent.DeviceEvent { return deviceEvent(ev, "/sys", log) }
 				if w, ok := blockWake(ev, awaitDisk, facts); ok {
 					send(w)
 				}
